@@ -1,0 +1,199 @@
+"""Pure builders for the commands ``invoke build`` / ``invoke push`` run.
+
+Each function takes a definition and plain values and returns an argv (and, where
+needed, extra environment); ``tasks.py`` runs them. Tests assert what these return;
+integration tests run them for real.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from ..arch import Arch
+from ..errors import InputError
+from .definitions import ImageDef
+
+# glibc of each Debian release: manylinux wheels up to this version run on it.
+DEBIAN_GLIBC = {"bullseye": (2, 31), "bookworm": (2, 36), "trixie": (2, 41)}
+LABEL_PREFIX = "io.torchpod"
+# Runtime packages every image needs besides the definition's rdma-core list.
+BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
+
+
+@dataclass(frozen=True)
+class Builder:
+    """A docker CLI able to run BuildKit builds, and how to drive it."""
+
+    docker: str  # path of the docker client
+    buildx: bool  # `docker buildx build --load` rather than `DOCKER_BUILDKIT=1 docker build`
+
+    def build_argv(self) -> list[str]:
+        return [self.docker, "buildx", "build", "--load"] if self.buildx else [self.docker, "build"]
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {} if self.buildx else {"DOCKER_BUILDKIT": "1"}
+
+
+def glibc(defn: ImageDef) -> tuple[int, int]:
+    release = defn.base.debian
+    if release in DEBIAN_GLIBC:
+        return DEBIAN_GLIBC[release]
+    if release:
+        raise InputError(
+            f"{defn.path}: base.debian={release!r}; expected one of {', '.join(DEBIAN_GLIBC)}"
+        )
+    # A registry base of unknown libc: manylinux_2_28 is what torch's own wheels need.
+    return (2, 28)
+
+
+def pip_platforms(defn: ImageDef, arch: Arch) -> list[str]:
+    """Every manylinux tag whose wheels run on the base's glibc, newest first."""
+    major, minor = glibc(defn)
+    tags = [f"manylinux_{major}_{m}_{arch.name}" for m in range(minor, 16, -1)]
+    return tags + [f"manylinux2014_{arch.name}"]
+
+
+def requirements(defn: ImageDef) -> list[str]:
+    # pip rides along so that `python -m pip install ...` works in the image's venv.
+    return [*defn.torch.requirements, "pip"]
+
+
+def base_packages(defn: ImageDef) -> list[str]:
+    return [*BASE_PACKAGES, *defn.rdma_core.packages]
+
+
+def base_tag(defn: ImageDef, arch: Arch) -> str:
+    """Local tag of the bootstrapped base; the hash changes when what goes in changes."""
+    key = "\n".join([defn.base.debian or "", defn.base.mirror, *base_packages(defn)])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return f"torchpod-base:{defn.base.debian}-{arch.debian}-{digest}"
+
+
+def rootfs_command(defn: ImageDef, arch: Arch, out_tar: Path) -> list[str]:
+    """mmdebstrap a minimal Debian with Python and rdma-core into a tarball."""
+    return [
+        "mmdebstrap",
+        "--variant=minbase",
+        f"--arch={arch.debian}",
+        "--include=" + ",".join(base_packages(defn)),
+        "--aptopt=Acquire::Retries=3",
+        str(defn.base.debian),
+        str(out_tar),
+        defn.base.mirror,
+    ]
+
+
+def base_import_command(builder: Builder, arch: Arch, context: Path, tag: str) -> list[str]:
+    """`FROM scratch` + `ADD rootfs.tar /`, built with --platform so the arch is recorded."""
+    return [*builder.build_argv(), "--platform", arch.docker, "--progress=plain",
+            "-f", str(context / "Dockerfile"), "-t", tag, str(context)]
+
+
+BASE_DOCKERFILE = 'FROM scratch\nADD rootfs.tar /\nCMD ["bash"]\n'
+
+
+def build_command(
+    builder: Builder,
+    defn: ImageDef,
+    arch: Arch,
+    *,
+    context: Path,
+    tag: str,
+    base_image: str,
+    build_base_image: str,
+    wheelhouse: str | None,
+    ca_bundle: Path | None,
+) -> list[str]:
+    """The BuildKit build of docker/Dockerfile for one definition and architecture."""
+    args = {
+        "BASE_IMAGE": base_image,
+        "BUILD_BASE_IMAGE": build_base_image,
+        "PYTHON_VERSION": defn.python,
+        "PIP_PLATFORMS": " ".join(pip_platforms(defn, arch)),
+        "REQUIREMENTS": " ".join(requirements(defn)),
+        "INDEX_URL": defn.torch.index_url,
+        "EXTRA_INDEX_URL": defn.torch.extra_index_url or "",
+        "WHEELHOUSE": wheelhouse or "",
+        "RDMA_PACKAGES": " ".join(defn.rdma_core.packages),
+    }
+    argv = [*builder.build_argv(), "--platform", arch.docker, "--progress=plain",
+            "-f", str(context / "docker" / "Dockerfile"), "-t", tag]
+    for key, value in args.items():
+        argv += ["--build-arg", f"{key}={value}"]
+    if ca_bundle is not None:
+        argv += ["--secret", f"id=ca,src={ca_bundle}"]
+    return [*argv, str(context)]
+
+
+def labels(defn: ImageDef, arch: Arch, found: Mapping[str, str], *, created: str, revision: str) -> dict[str, str]:
+    """OCI labels plus the versions read back from the built image (never from the YAML)."""
+    out = {
+        "org.opencontainers.image.title": defn.repository,
+        "org.opencontainers.image.description": defn.description,
+        "org.opencontainers.image.version": defn.version_tag,
+        "org.opencontainers.image.created": created,
+        "org.opencontainers.image.revision": revision,
+        "org.opencontainers.image.base.name": defn.base.label,
+        f"{LABEL_PREFIX}.definition": f"images/{defn.path.name}",
+        f"{LABEL_PREFIX}.arch": arch.name,
+    }
+    for key in ("torch", "cuda", "nccl", "python", "rdma-core", "aws-ofi-nccl"):
+        if found.get(key):
+            out[f"{LABEL_PREFIX}.{key}"] = found[key]
+    return out
+
+
+def label_dockerfile(source: str, values: Mapping[str, str]) -> str:
+    lines = [f"FROM {source}"]
+    for key, value in sorted(values.items()):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+        lines.append(f'LABEL "{key}"="{escaped}"')
+    return "\n".join(lines) + "\n"
+
+
+def label_command(builder: Builder, arch: Arch, dockerfile: Path, tag: str) -> list[str]:
+    return [*builder.build_argv(), "--platform", arch.docker, "--progress=plain",
+            "-f", str(dockerfile), "-t", tag, str(dockerfile.parent)]
+
+
+def mismatches(defn: ImageDef, arch: Arch, found: Mapping[str, str]) -> list[str]:
+    """What the built image holds that differs from what its definition expects."""
+    wanted = {
+        "machine": arch.name,
+        "python": defn.python,
+        "torch": defn.torch.version,
+        "cuda": defn.expect.cuda,
+        "nccl": defn.expect.nccl,
+    }
+    out = []
+    for key, value in wanted.items():
+        seen = found.get(key) or ""
+        ok = seen == value or (key in ("torch", "python") and seen.startswith(value))
+        if not ok:
+            out.append(f"{key}: expected {value!r} ({defn.path.name}), image has {seen!r}")
+    if defn.aws_ofi_nccl is not None and found.get("aws-ofi-nccl") != defn.aws_ofi_nccl.version:
+        out.append(
+            f"aws-ofi-nccl: expected {defn.aws_ofi_nccl.version!r}, image has {found.get('aws-ofi-nccl')!r}"
+        )
+    return out
+
+
+def push_commands(docker: str, refs: Sequence[str]) -> list[list[str]]:
+    return [[docker, "push", ref] for ref in refs]
+
+
+def download_command(defn: ImageDef, arch: Arch, dest: Path, python: str, ca_bundle: Path | None) -> list[str]:
+    """`pip download` of an image's wheels for ``arch`` into a wheelhouse, on any host."""
+    argv = [python, "-m", "pip", "download", "--isolated", "--only-binary=:all:", "--dest", str(dest),
+            "--python-version", defn.python, "--implementation", "cp", "--index-url", defn.torch.index_url]
+    if defn.torch.extra_index_url:
+        argv += ["--extra-index-url", defn.torch.extra_index_url]
+    for tag in pip_platforms(defn, arch):
+        argv += ["--platform", tag]
+    if ca_bundle is not None:
+        argv += ["--cert", str(ca_bundle)]
+    return [*argv, *requirements(defn)]

@@ -1,0 +1,230 @@
+"""The build pipeline's side effects: Docker engine, BuildKit builds, probes, pushes.
+
+``tasks.py`` calls these; the commands they run come from :mod:`.commands` so tests can
+check them without an engine. Every failure is a :class:`TorchpodError` naming the cause
+and the fix, and nothing is left half-tagged: an image gets its final tag only after its
+versions were read back and matched its definition.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from ..arch import Arch, normalise_arch
+from ..errors import InputError, RuntimeFailure
+from . import commands
+from .commands import Builder
+from .definitions import ImageDef
+
+DEFAULT_CA_BUNDLES = (Path("/etc/ssl/certs/ca-certificates.crt"), Path("/etc/pki/tls/certs/ca-bundle.crt"))
+BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    defn: ImageDef
+    arch: Arch
+    tag: str
+    size: int
+    versions: Mapping[str, str]
+    seconds: float
+
+
+def host_arch() -> Arch:
+    return normalise_arch(platform.machine(), what="this host's architecture (uname -m)")
+
+
+def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None, quiet: bool = False,
+        what: str | None = None) -> str:
+    """Run a command, streaming its output unless ``quiet``; raise naming it on failure."""
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.run(list(argv), env=full_env, text=True,
+                          stdout=subprocess.PIPE if quiet else None,
+                          stderr=subprocess.STDOUT if quiet else None)
+    if proc.returncode != 0:
+        tail = ""
+        if quiet and proc.stdout:
+            tail = ": " + proc.stdout.strip().splitlines()[-1][:300]
+        raise RuntimeFailure(f"{what or argv[0]} failed (exit {proc.returncode}){tail}; command: {' '.join(argv[:6])} ...")
+    return proc.stdout or ""
+
+
+def docker_client():
+    """A docker SDK client for a live engine, or an error saying how to start one."""
+    import docker
+
+    where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    try:
+        client = docker.from_env(timeout=600)
+        client.ping()
+    except Exception as exc:  # the SDK raises several unrelated types for "no engine"
+        raise RuntimeFailure(
+            f"no Docker engine at {where} ({type(exc).__name__}); start one "
+            "(`dockerd &` as root, or ./setup.sh) and retry"
+        ) from None
+    return client
+
+
+def find_builder(candidates: Sequence[str] | None = None) -> Builder:
+    """Prefer buildx; else a client that still has BuildKit built in (Docker < 23)."""
+    seen = []
+    for docker in candidates or _docker_candidates():
+        if subprocess.run([docker, "buildx", "version"], capture_output=True).returncode == 0:
+            return Builder(docker, buildx=True)
+        version = subprocess.run([docker, "version", "--format", "{{.Client.Version}}"],
+                                 capture_output=True, text=True).stdout.strip()
+        seen.append(f"{docker} {version or '?'}")
+        try:
+            major = int(version.split(".")[0])
+        except ValueError:
+            continue
+        if major < 23:
+            return Builder(docker, buildx=False)
+    raise RuntimeFailure(
+        f"no BuildKit-capable docker client (tried: {', '.join(seen) or 'none on PATH'}); "
+        "install the buildx plugin (docker-buildx) or Debian's docker.io client"
+    )
+
+
+def _docker_candidates() -> list[str]:
+    out = []
+    for name in (shutil.which("docker"), "/usr/bin/docker", "/usr/local/bin/docker"):
+        if name and os.path.exists(name) and os.path.realpath(name) not in map(os.path.realpath, out):
+            out.append(name)
+    return out
+
+
+def check_emulation(arch: Arch, host: Arch, binfmt_dir: Path = BINFMT_DIR) -> None:
+    """A foreign-arch build needs QEMU registered with binfmt_misc; say how if it is not."""
+    if arch == host:
+        return
+    entry = binfmt_dir / (arch.qemu or "")
+    if not entry.exists() or "enabled" not in entry.read_text():
+        raise InputError(
+            f"--arch={arch.name} on a {host.name} host needs QEMU user emulation, but "
+            f"{entry} is not registered; run: apt-get install qemu-user-static binfmt-support "
+            "&& update-binfmts --enable (mount binfmt_misc first if /proc/sys/fs/binfmt_misc is empty)"
+        )
+
+
+def default_ca_bundle() -> Path | None:
+    """The host's CA bundle (behind a TLS-intercepting proxy pip needs it), if any."""
+    for var in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"):
+        value = os.environ.get(var)
+        if value and Path(value).is_file():
+            return Path(value)
+    return next((p for p in DEFAULT_CA_BUNDLES if p.is_file()), None)
+
+
+def image_exists(client, ref: str) -> bool:
+    import docker
+
+    try:
+        client.images.get(ref)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def ensure_base(client, builder: Builder, defn: ImageDef, arch: Arch, cache: Path) -> str:
+    """The base image for ``arch``: a registry image, or a rootfs bootstrapped once and cached."""
+    if defn.base.image:
+        return defn.base.image
+    tag = commands.base_tag(defn, arch)
+    if image_exists(client, tag):
+        return tag
+    if shutil.which("mmdebstrap") is None:
+        raise RuntimeFailure("mmdebstrap is not installed; run: apt-get install mmdebstrap (or ./setup.sh)")
+    with tempfile.TemporaryDirectory(prefix="torchpod-rootfs-", dir=cache) as tmp:
+        context = Path(tmp)
+        print(f"==> bootstrapping Debian {defn.base.debian} for {arch.name} ({tag})", flush=True)
+        run(commands.rootfs_command(defn, arch, context / "rootfs.tar"), what="mmdebstrap")
+        (context / "Dockerfile").write_text(commands.BASE_DOCKERFILE)
+        run(commands.base_import_command(builder, arch, context, tag), env=builder.env, what="base import")
+    return tag
+
+
+def probe_image(client, ref: str, arch: Arch) -> dict[str, str]:
+    out = client.containers.run(ref, ["-m", "torchpod.build.probe"], entrypoint="python",
+                                platform=arch.docker, remove=True, network_disabled=True)
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+def git_revision(root: Path) -> str:
+    proc = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
+    return proc.stdout.strip() or "unknown"
+
+
+def build(defn: ImageDef, arch: Arch, *, root: Path, offline: bool = False,
+          ca_bundle: Path | None = None) -> BuildResult:
+    """Build, probe, check and label one image; the final tag appears only if all pass."""
+    started = time.monotonic()
+    client = docker_client()
+    builder = find_builder()
+    host = host_arch()
+    check_emulation(arch, host)
+    cache = root / ".cache"
+    wheels = cache / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)  # the Dockerfile bind-mounts it, empty or not
+    wheelhouse = None
+    if offline:
+        wheelhouse = f"{defn.name}-{arch.name}"
+        if not any((wheels / wheelhouse).glob("*.whl")):
+            raise InputError(
+                f"--offline: no wheels in {wheels / wheelhouse}; run `invoke wheels --image {defn.name} "
+                f"--arch {arch.name}` on a host that reaches {defn.torch.index_url}, then copy .cache/wheels here"
+            )
+    base = ensure_base(client, builder, defn, arch, cache)
+    build_base = ensure_base(client, builder, defn, host, cache)
+    final = defn.ref(arch)
+    staging = f"torchpod-staging/{defn.name}:{arch.name}-{uuid.uuid4().hex[:8]}"
+    print(f"==> building {final} for {arch.docker} (base {base})", flush=True)
+    argv = commands.build_command(builder, defn, arch, context=root, tag=staging, base_image=base,
+                                  build_base_image=build_base, wheelhouse=wheelhouse, ca_bundle=ca_bundle)
+    try:
+        run(argv, env=builder.env, what=f"docker build of {final}")
+        versions = probe_image(client, staging, arch)
+        wrong = commands.mismatches(defn, arch, versions)
+        if wrong:
+            raise RuntimeFailure(f"{final} differs from {defn.path.name}: " + "; ".join(wrong))
+        values = commands.labels(defn, arch, versions,
+                                 created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                 revision=git_revision(root))
+        with tempfile.TemporaryDirectory(prefix="torchpod-label-") as tmp:
+            dockerfile = Path(tmp) / "Dockerfile"
+            dockerfile.write_text(commands.label_dockerfile(staging, values))
+            run(commands.label_command(builder, arch, dockerfile, final), env=builder.env,
+                quiet=True, what=f"labelling {final}")
+    finally:
+        if image_exists(client, staging):
+            client.images.remove(staging, noprune=False)
+    size = client.images.get(final).attrs["Size"]
+    return BuildResult(defn, arch, final, size, versions, time.monotonic() - started)
+
+
+def summary_table(results: Sequence[BuildResult]) -> str:
+    rows = [("image", "arch", "tag", "size", "torch", "cuda", "nccl", "rdma-core", "build")]
+    for r in results:
+        rows.append((r.defn.name, r.arch.name, r.tag, f"{r.size / 1e9:.2f} GB", r.versions.get("torch", ""),
+                     r.versions.get("cuda", ""), r.versions.get("nccl", ""), r.versions.get("rdma-core", ""),
+                     f"{r.seconds:.0f} s"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def fail(exc: Exception) -> None:
+    print(f"torchpod: {exc}", file=sys.stderr)

@@ -1,0 +1,131 @@
+"""The launch plan and the one table that turns it into torchrun arguments.
+
+A LaunchPlan is what ``torchpod plan`` prints and what ``torchpod run`` executes. The
+JSON keys listed in issue 2 are a contract: add keys, never rename them.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from . import __version__
+
+# Given to torchrun's --signals-to-handle so SIGUSR1/SIGUSR2 (Slurm's `--signal`, preemption
+# warnings) reach the workers instead of killing torchrun and orphaning them.
+DEFAULT_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2"
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    scheduler: str
+    nnodes: str
+    node_rank: int | None
+    nproc_per_node: str
+    rdzv_backend: str
+    rdzv_endpoint: str
+    rdzv_id: str
+    rdzv_conf: tuple[tuple[str, str], ...]
+    local_addr: str | None
+    max_restarts: int
+    signals_to_handle: str = DEFAULT_SIGNALS
+    passthrough: tuple[str, ...] = ()  # other torchrun options, verbatim
+    env: tuple[tuple[str, str], ...] = ()  # added to torchrun's environment, never overriding
+    notes: tuple[str, ...] = ()
+    hosts: tuple[str, ...] | None = None
+    hostname: str | None = None
+    script: str | None = None
+    script_args: tuple[str, ...] = ()
+
+    @property
+    def torchrun_args(self) -> list[str]:
+        return torchrun_args(self)
+
+
+def _conf(plan: LaunchPlan) -> Optional[str]:
+    return ",".join(f"{k}={v}" for k, v in plan.rdzv_conf) or None
+
+
+# The one table: plan field -> torchrun flag, and how the value is written (None: omit).
+# --node-rank only matters to the static backend; torchrun warns about it otherwise.
+FLAG_TABLE: tuple[tuple[str, str, Callable[[LaunchPlan], Optional[str]]], ...] = (
+    ("nnodes", "--nnodes", lambda p: p.nnodes),
+    ("nproc_per_node", "--nproc-per-node", lambda p: p.nproc_per_node),
+    (
+        "node_rank",
+        "--node-rank",
+        lambda p: str(p.node_rank) if p.rdzv_backend == "static" else None,
+    ),
+    ("rdzv_backend", "--rdzv-backend", lambda p: p.rdzv_backend),
+    ("rdzv_endpoint", "--rdzv-endpoint", lambda p: p.rdzv_endpoint),
+    ("rdzv_id", "--rdzv-id", lambda p: p.rdzv_id),
+    ("rdzv_conf", "--rdzv-conf", _conf),
+    ("local_addr", "--local-addr", lambda p: p.local_addr),
+    ("max_restarts", "--max-restarts", lambda p: str(p.max_restarts)),
+    ("signals_to_handle", "--signals-to-handle", lambda p: p.signals_to_handle),
+)
+
+
+def torchrun_args(plan: LaunchPlan) -> list[str]:
+    """Arguments after `torchrun` and before the script."""
+    args = []
+    for _field, flag, render in FLAG_TABLE:
+        value = render(plan)
+        if value is not None:
+            args.append(f"{flag}={value}")
+    return args + list(plan.passthrough)
+
+
+def command(plan: LaunchPlan, python: str) -> list[str] | None:
+    if plan.script is None:
+        return None
+    return [python, "-m", "torch.distributed.run", *torchrun_args(plan), plan.script, *plan.script_args]
+
+
+def to_dict(plan: LaunchPlan, python: str) -> dict:
+    return {
+        "scheduler": plan.scheduler,
+        "nnodes": plan.nnodes,
+        "node_rank": plan.node_rank,
+        "nproc_per_node": plan.nproc_per_node,
+        "rdzv_backend": plan.rdzv_backend,
+        "rdzv_endpoint": plan.rdzv_endpoint,
+        "rdzv_id": plan.rdzv_id,
+        "rdzv_conf": dict(plan.rdzv_conf),
+        "local_addr": plan.local_addr,
+        "max_restarts": plan.max_restarts,
+        "torchrun_args": torchrun_args(plan),
+        "env": dict(plan.env),
+        "notes": list(plan.notes),
+        # additions beyond the issue-2 contract
+        "signals_to_handle": plan.signals_to_handle,
+        "hosts": list(plan.hosts) if plan.hosts is not None else None,
+        "hostname": plan.hostname,
+        "script": plan.script,
+        "script_args": list(plan.script_args),
+        "command": command(plan, python),
+        "version": __version__,
+    }
+
+
+def to_json(plan: LaunchPlan, python: str) -> str:
+    return json.dumps(to_dict(plan, python), indent=2)
+
+
+def to_shell(plan: LaunchPlan, python: str) -> str:
+    """A copy-pasteable script; without a script in the plan it forwards "$@"."""
+    head = (
+        f"# torchpod {__version__} plan: scheduler={plan.scheduler} nnodes={plan.nnodes} "
+        f"node_rank={plan.node_rank}"
+    )
+    lines = [head] + [f"# {note}" for note in plan.notes]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in plan.env]
+    argv = [python, "-m", "torch.distributed.run", *torchrun_args(plan)]
+    text = " ".join(shlex.quote(a) for a in argv)
+    if plan.script is None:
+        text += ' "$@"'
+    else:
+        text += " " + " ".join(shlex.quote(a) for a in (plan.script, *plan.script_args))
+    return "\n".join(lines + [text])

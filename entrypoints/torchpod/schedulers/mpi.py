@@ -1,0 +1,68 @@
+"""Open MPI / MPICH / PMIx: `mpirun --map-by ppr:1:node torchpod run ...` (seeds/003).
+
+Open MPI exports OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_LOCAL_SIZE
+and OMPI_COMM_WORLD_LOCAL_RANK to every process (Open MPI docs, "mpirun(1)" section
+"Environment variables"); MPICH/Hydra and Intel MPI export PMI_RANK and PMI_SIZE; a PMIx
+launcher exports PMIX_RANK and PMIX_NAMESPACE. One launcher must run per node, so an MPI
+rank is a node index. MPI names no rendezvous host: forward it with
+`mpirun -x MASTER_ADDR=<first node> -x MASTER_PORT=...` or pass --rdzv-endpoint.
+"""
+
+from __future__ import annotations
+
+from ..errors import InputError
+from .common import Detection, Env, Facts, endpoint, get, parse_int, rdzv_port, stable_id
+
+NAME = "mpi"
+STRONG = False  # mpirun runs inside Slurm/PBS/Volcano allocations; those own the host list
+
+
+def claims(env: Env) -> bool:
+    return get(env, "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK") is not None
+
+
+def detect(env: Env, facts: Facts) -> Detection:
+    size = get(env, "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+    rank = get(env, "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
+    if size is None or rank is None:
+        seen = (rank or size)[0] if (rank or size) else "PMIX_RANK"
+        raise InputError(
+            f"{seen} is set but the MPI world size or rank is missing; expected both "
+            "OMPI_COMM_WORLD_SIZE and OMPI_COMM_WORLD_RANK (or PMI_SIZE and PMI_RANK); "
+            "start torchpod with mpirun, one rank per node"
+        )
+    nnodes = parse_int(size[0], size[1], minimum=1)
+    node = parse_int(rank[0], rank[1])
+    if node >= nnodes:
+        raise InputError(
+            f"{rank[0]}={rank[1]!r} is outside {size[0]}={size[1]!r}; expected 0-{nnodes - 1}"
+        )
+    local = get(env, "OMPI_COMM_WORLD_LOCAL_SIZE")
+    if local is not None and parse_int(*local, minimum=1) > 1:
+        raise InputError(
+            f"OMPI_COMM_WORLD_LOCAL_SIZE={local[1]!r}: mpirun started several launchers on "
+            "this node; expected 1 (torchrun starts one process per GPU itself); use "
+            "`mpirun --map-by ppr:1:node` (or -npernode 1)"
+        )
+    notes = [f"node {node} of {nnodes} from {rank[0]}/{size[0]}"]
+    master = get(env, "MASTER_ADDR")
+    ep = None
+    port, port_notes = rdzv_port(env)
+    if master is not None:
+        mport = get(env, "MASTER_PORT")
+        ep = endpoint(master[1], mport[1] if mport else port)
+        if mport:
+            port_notes = ()
+    job = get(env, "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid", "PMI_JOBID")
+    return Detection(
+        scheduler=NAME,
+        nnodes=str(nnodes),
+        node_rank=node,
+        rdzv_endpoint=ep,
+        rdzv_id=stable_id("mpi", job[1]) if job else None,
+        notes=tuple(notes) + port_notes,
+        endpoint_hint=(
+            "MPI names no rendezvous host; forward one with `mpirun -x MASTER_ADDR=<first "
+            "node> -x MASTER_PORT=29400`, or pass --rdzv-endpoint HOST:PORT"
+        ),
+    )

@@ -1,0 +1,65 @@
+"""Run:ai distributed PyTorch (`runai submit-dist pytorch`, seeds/000).
+
+Run:ai sets pod-level WORLD_SIZE (number of pods, the master counted as one),
+RANK (this pod's index, master 0), MASTER_ADDR (the master pod's IP) and MASTER_PORT, next
+to its own RUNAI_JOB_NAME / RUNAI_JOB_UUID. torchrun needs nodes, not processes, so these
+map to --nnodes and the node index directly. Where the job also runs on a training-operator
+that sets PET_NNODES, that wins (WORLD_SIZE then counts processes).
+"""
+
+from __future__ import annotations
+
+from ..errors import InputError
+from .common import Detection, Env, Facts, endpoint, get, parse_int, rdzv_port, stable_id
+
+NAME = "runai"
+STRONG = True
+
+
+def claims(env: Env) -> bool:
+    return get(env, "RUNAI_JOB_NAME", "RUNAI_JOB_UUID") is not None and (
+        get(env, "WORLD_SIZE", "MASTER_ADDR", "PET_NNODES") is not None
+    )
+
+
+def detect(env: Env, facts: Facts) -> Detection:
+    notes: list[str] = []
+    world = get(env, "WORLD_SIZE")
+    pet = get(env, "PET_NNODES")
+    if pet is not None:
+        nnodes = pet[1]
+        if world is not None and world[1] != pet[1]:
+            notes.append(f"WORLD_SIZE={world[1]} counts processes; using PET_NNODES={pet[1]}")
+    elif world is not None:
+        nnodes = str(parse_int("WORLD_SIZE", world[1], minimum=1, hint="Run:ai sets the pod count"))
+        notes.append(f"WORLD_SIZE={world[1]} counts pods (Run:ai, master included)")
+    else:
+        raise InputError(
+            "WORLD_SIZE is not set in this Run:ai pod; expected the number of pods; submit "
+            "with `runai submit-dist pytorch --workers N`"
+        )
+    rank = get(env, "PET_NODE_RANK", "RANK")
+    if rank is None:
+        raise InputError(
+            "RANK is not set in this Run:ai pod; expected the pod's index (master 0); "
+            "submit with `runai submit-dist pytorch`"
+        )
+    node = parse_int(rank[0], rank[1], hint="Run:ai sets the pod index")
+    master = get(env, "MASTER_ADDR", "PET_MASTER_ADDR")
+    if master is None:
+        raise InputError(
+            "MASTER_ADDR is not set in this Run:ai pod; expected the master pod's address; "
+            "submit with `runai submit-dist pytorch`"
+        )
+    port, port_notes = rdzv_port(env)
+    mport = get(env, "MASTER_PORT", "PET_MASTER_PORT")
+    ep = endpoint(master[1], mport[1] if mport else port)
+    job = get(env, "RUNAI_JOB_UUID", "RUNAI_JOB_NAME")
+    return Detection(
+        scheduler=NAME,
+        nnodes=nnodes,
+        node_rank=node,
+        rdzv_endpoint=ep,
+        rdzv_id=stable_id("runai", job[1] if job else master[1]),
+        notes=tuple(notes) + (() if mport else port_notes),
+    )

@@ -1,0 +1,55 @@
+"""Standalone: one node, nothing else found. Says so, and refuses stray scheduler variables.
+
+A WORLD_SIZE or MASTER_ADDR that no detector claims means a half-configured job; running a
+world of one then hides the mistake until the other nodes time out, so it is an error.
+"""
+
+from __future__ import annotations
+
+from ..errors import InputError
+from .common import Detection, Env, Facts, get, stable_id
+
+NAME = "standalone"
+STRONG = False
+
+# Variables that only make sense in a multi-node job torchpod would have recognised,
+# with the one value that is harmless on a single node (None: never harmless).
+_STRAY = {
+    "WORLD_SIZE": "1",
+    "RANK": "0",
+    "NODE_RANK": "0",
+    "PET_NODE_RANK": "0",
+    "MASTER_ADDR": None,
+    "PET_MASTER_ADDR": None,
+}
+
+
+def claims(env: Env) -> bool:
+    return True
+
+
+def detect(env: Env, facts: Facts, *, asked: bool = False) -> Detection:
+    if not asked:
+        stray = [
+            (name, env[name])
+            for name, harmless in _STRAY.items()
+            if get(env, name) is not None and env[name].strip() != harmless
+        ]
+        if stray:
+            shown = ", ".join(f"{n}={v!r}" for n, v in stray)
+            raise InputError(
+                f"{shown} {'is' if len(stray) == 1 else 'are'} set but no scheduler recognised them; expected either a known "
+                "scheduler (runai, kubeflow, volcano, pbs, slurm, mpi) or an explicit "
+                "rendezvous; set TORCHPOD_SCHEDULER=<name>, pass --nnodes/--rdzv-endpoint, "
+                "or unset them to run on one node"
+            )
+    return Detection(
+        scheduler=NAME,
+        nnodes="1",
+        node_rank=0,
+        rdzv_endpoint="localhost:0",  # what `torchrun --standalone` uses: a free port
+        rdzv_id=stable_id("standalone", facts.hostname),
+        notes=("no scheduler detected: single node, rendezvous on a free local port",)
+        if not asked
+        else ("standalone requested: single node, rendezvous on a free local port",),
+    )

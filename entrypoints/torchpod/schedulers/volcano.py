@@ -1,0 +1,170 @@
+"""Volcano Job (batch.volcano.sh/v1alpha1) with the env and svc job plugins.
+
+Upstream (volcano-sh/volcano, pkg/controllers/job/plugins/): the env plugin sets
+VC_TASK_INDEX (and the older VK_TASK_INDEX), the pod's index within its task; the svc
+plugin sets, for every task, VC_<TASK>_HOSTS (comma-separated ``<job>-<task>-<i>.<job>``)
+and VC_<TASK>_NUM, with the task name upper-cased and ``-`` turned into ``_``, and
+mounts the same lists one per line as /etc/volcano/<task>.host. The pytorch plugin
+(distributed-framework/pytorch/pytorch.go) adds MASTER_ADDR (master pod 0),
+MASTER_PORT (23456 unless configured), WORLD_SIZE (master + worker pods) and RANK
+(master 0, worker i -> i + 1).
+
+Node order: master task hosts first, then worker hosts, matching the pytorch plugin's
+RANK; a job with neither uses all its tasks in name order. Under hostNetwork
+(seeds/004) the pod carries the node's hostname, so this pod's task is found by matching
+its hostname or POD_NAME against the lists, else from RANK, else a single task.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import InputError
+from .common import (
+    Detection,
+    Env,
+    Facts,
+    digest,
+    endpoint,
+    get,
+    parse_int,
+    rdzv_port,
+    short,
+    stable_id,
+)
+
+NAME = "volcano"
+STRONG = True
+
+_HOSTS_RE = re.compile(r"^VC_(.+)_HOSTS$")
+
+
+def claims(env: Env) -> bool:
+    return get(env, "VC_TASK_INDEX", "VK_TASK_INDEX") is not None or any(
+        _HOSTS_RE.match(k) for k in env
+    )
+
+
+def task_hosts(env: Env, facts: Facts) -> tuple[dict[str, tuple[str, ...]], str]:
+    """Task key -> host list, from VC_<TASK>_HOSTS or else /etc/volcano/<task>.host."""
+    tasks: dict[str, tuple[str, ...]] = {}
+    for key, value in env.items():
+        m = _HOSTS_RE.match(key)
+        if m:
+            hosts = tuple(h.strip() for h in value.split(",") if h.strip())
+            if not hosts:
+                raise InputError(
+                    f"{key}={value!r} is empty; expected comma-separated pod host names; "
+                    "check the Volcano svc plugin"
+                )
+            num = get(env, f"VC_{m.group(1)}_NUM")
+            if num is not None and parse_int(*num) != len(hosts):
+                raise InputError(
+                    f"{num[0]}={num[1]!r} does not match the {len(hosts)} hosts in {key}; "
+                    "expected equal counts; were these set by the same Volcano job?"
+                )
+            tasks[m.group(1)] = hosts
+    if tasks:
+        return tasks, "VC_<TASK>_HOSTS"
+    folder = facts.root / "etc" / "volcano"
+    if folder.is_dir():
+        for path in sorted(folder.glob("*.host")):
+            hosts = tuple(line.strip() for line in path.read_text().splitlines() if line.strip())
+            if hosts:
+                tasks[path.stem.upper().replace("-", "_")] = hosts
+    return tasks, f"{folder}/*.host"
+
+
+def detect(env: Env, facts: Facts) -> Detection:
+    index_var = get(env, "VC_TASK_INDEX", "VK_TASK_INDEX")
+    tasks, source = task_hosts(env, facts)
+    notes: list[str] = []
+    if not tasks:
+        raise InputError(
+            f"{index_var[0] if index_var else 'VC_TASK_INDEX'} is set but no "
+            "VC_<TASK>_HOSTS variables or /etc/volcano/*.host files exist; expected the "
+            "Volcano svc plugin's host lists; add `plugins: {env: [], svc: []}` to the Job"
+        )
+    if "MASTER" in tasks or "WORKER" in tasks:
+        order = [t for t in ("MASTER", "WORKER") if t in tasks]
+    else:
+        order = sorted(tasks)
+    offsets, hosts = {}, []
+    for task in order:
+        offsets[task] = len(hosts)
+        hosts.extend(tasks[task])
+    hosts_t = tuple(hosts)
+
+    mine = _own_task(env, facts, tasks, order)
+    rank_var = get(env, "RANK")
+    if index_var is None:
+        raise InputError(
+            "VC_TASK_INDEX is not set; expected this pod's index within its task (0, 1, ...); "
+            "add the env plugin: `plugins: {env: [], svc: []}`"
+        )
+    task_index = parse_int(*index_var, hint="Volcano's env plugin sets it to the pod's index")
+    if mine is not None:
+        if task_index >= len(tasks[mine]):
+            raise InputError(
+                f"{index_var[0]}={index_var[1]!r} is outside VC_{mine}_HOSTS "
+                f"({len(tasks[mine])} hosts); expected 0-{len(tasks[mine]) - 1}; "
+                "were the variables copied from another pod?"
+            )
+        node = offsets[mine] + task_index
+        notes.append(f"task {mine} index {task_index} -> node {node} of {len(hosts_t)} ({source})")
+    elif rank_var is not None:
+        node = parse_int("RANK", rank_var[1], hint="the Volcano pytorch plugin sets the pod rank")
+        notes.append(f"node {node} from RANK (Volcano pytorch plugin)")
+    else:
+        raise InputError(
+            f"cannot tell which Volcano task this pod belongs to: hostname "
+            f"{facts.hostname!r} is not in {', '.join('VC_%s_HOSTS' % t for t in order)}; "
+            "expected a pod of this job; under hostNetwork expose the pod name as POD_NAME "
+            "(fieldRef metadata.name)"
+        )
+    if node >= len(hosts_t):
+        raise InputError(
+            f"node index {node} (from {index_var[0]}={index_var[1]!r}) is outside the "
+            f"{len(hosts_t)} hosts of tasks {', '.join(order)}; expected 0-{len(hosts_t) - 1}"
+        )
+
+    port, port_notes = rdzv_port(env)
+    master = get(env, "MASTER_ADDR")
+    master_port = get(env, "MASTER_PORT")
+    if master is not None and master_port is not None:
+        # The pytorch plugin opened MASTER_PORT on every container; reuse it.
+        port = int(parse_int("MASTER_PORT", master_port[1], minimum=1))
+        notes.append(f"port {port} from MASTER_PORT (Volcano pytorch plugin)")
+        port_notes = ()
+    world = get(env, "WORLD_SIZE")
+    if world is not None and world[1] != str(len(hosts_t)):
+        notes.append(
+            f"WORLD_SIZE={world[1]} differs from the {len(hosts_t)} hosts listed; using the host lists"
+        )
+    job = hosts_t[0].split(".", 1)[1] if "." in hosts_t[0] else short(hosts_t[0])
+    return Detection(
+        scheduler=NAME,
+        nnodes=str(len(hosts_t)),
+        node_rank=node,
+        rdzv_endpoint=endpoint(hosts_t[0], port),
+        rdzv_id=stable_id("volcano", job, digest(",".join(hosts_t))),
+        hosts=hosts_t,
+        local_addr=hosts_t[node],
+        notes=tuple(notes) + port_notes,
+    )
+
+
+def _own_task(env: Env, facts: Facts, tasks, order) -> str | None:
+    names = [facts.hostname]
+    pod = get(env, "POD_NAME")
+    if pod:
+        names.insert(0, pod[1])
+    for name in names:
+        wanted = short(name).lower()
+        for task in order:
+            if any(short(h).lower() == wanted for h in tasks[task]):
+                return task
+    if len(order) == 1:
+        return order[0]
+    return None
+

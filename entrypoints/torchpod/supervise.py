@@ -1,0 +1,97 @@
+"""Run torchrun as a child and stay in front of it, as an init process should.
+
+torchpod always supervises (not only as PID 1), so one code path is tested everywhere:
+
+- the child gets its own process group and, on a terminal, the foreground, so Ctrl-C
+  reaches torchrun and its workers once, from the terminal, not twice;
+- SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to torchpod are forwarded
+  to torchrun, which hands them to its workers (`docker stop` -> SIGTERM -> clean stop);
+- every child is reaped (``waitpid(-1)``), including orphans re-parented to PID 1;
+- the exit status is torchrun's, or 128 + N when a signal N killed it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from typing import Mapping, Sequence
+
+from .errors import RuntimeFailure
+
+FORWARDED = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
+
+
+def exit_status(status: int) -> int:
+    """Shell-style exit code from a ``waitpid`` status."""
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status)
+    return 1
+
+
+def _foreground_child() -> None:  # runs in the child between fork and exec
+    os.setpgid(0, 0)
+    try:
+        if os.isatty(0) and os.tcgetpgrp(0) == os.getpgid(os.getppid()):
+            old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+            os.tcsetpgrp(0, os.getpgrp())
+            signal.signal(signal.SIGTTOU, old)
+    except OSError:
+        pass
+
+
+def supervise(argv: Sequence[str], env: Mapping[str, str]) -> int:
+    """Start ``argv`` with ``env``, forward signals to it, reap, return its exit code."""
+    pending: list[int] = []
+    child: list[subprocess.Popen] = []
+
+    def forward(signum, _frame):
+        if child:
+            try:
+                os.kill(child[0].pid, signum)
+            except ProcessLookupError:
+                pass
+        else:
+            pending.append(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    try:
+        try:
+            proc = subprocess.Popen(list(argv), env=dict(env), preexec_fn=_foreground_child)
+        except OSError as exc:
+            raise RuntimeFailure(
+                f"cannot start {argv[0]!r}: {exc.strerror or exc}; expected a Python with "
+                "torch installed (torchpod runs `python -m torch.distributed.run`)"
+            ) from exc
+        child.append(proc)
+        for signum in pending:
+            forward(signum, None)
+        code = None
+        while code is None:
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            if pid == proc.pid:
+                code = exit_status(status)
+                proc.returncode = code  # Popen must not wait for it again
+        while True:  # reap whatever else is left without blocking
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+        return 1 if code is None else code
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,111 @@
+"""The commands `invoke build` / `invoke push` run, checked without an engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from torchpod.arch import ARCHES, normalise_arch
+from torchpod.build import commands, registry
+from torchpod.build.commands import Builder
+from torchpod.build.definitions import load_definitions
+from torchpod.build.engine import check_emulation
+from torchpod.errors import InputError, RuntimeFailure
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFN = load_definitions(ROOT / "images")["pytorch"]
+ARM, X86 = ARCHES["aarch64"], ARCHES["x86_64"]
+
+
+@pytest.mark.parametrize("spelling, name", [("amd64", "x86_64"), ("X86_64", "x86_64"), ("arm64", "aarch64"),
+                                            ("linux/arm64/v8", "aarch64"), (" aarch64 ", "aarch64")])
+def test_arch_spellings_normalise(spelling, name):
+    assert normalise_arch(spelling).name == name
+
+
+def test_pip_platforms_cover_the_base_glibc_and_target_arch():
+    tags = commands.pip_platforms(DEFN, ARM)
+    assert tags[0] == "manylinux_2_36_aarch64"  # bookworm's glibc
+    assert "manylinux_2_28_aarch64" in tags and "manylinux2014_aarch64" in tags
+    assert not any("x86_64" in t for t in tags)
+
+
+def test_build_command_targets_the_arch_and_passes_the_ca_as_a_secret():
+    argv = commands.build_command(Builder("/usr/bin/docker", buildx=False), DEFN, ARM, context=ROOT,
+                                  tag="t:1", base_image="b-arm", build_base_image="b-amd",
+                                  wheelhouse=None, ca_bundle=Path("/etc/ca.pem"))
+    assert argv[:2] == ["/usr/bin/docker", "build"]
+    assert argv[argv.index("--platform") + 1] == "linux/arm64"
+    args = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--build-arg")
+    assert args["BASE_IMAGE"] == "b-arm" and args["BUILD_BASE_IMAGE"] == "b-amd"
+    assert args["REQUIREMENTS"].split()[0] == "torch==2.13.0"
+    assert "manylinux_2_28_aarch64" in args["PIP_PLATFORMS"]
+    assert argv[argv.index("--secret") + 1] == "id=ca,src=/etc/ca.pem"
+    # the bundle's content never reaches a build arg (build args are stored in the image history)
+    assert not any("ca.pem" in v for v in args.values())
+
+
+def test_buildx_when_present():
+    b = Builder("docker", buildx=True)
+    assert b.build_argv() == ["docker", "buildx", "build", "--load"] and b.env == {}
+    assert Builder("docker", buildx=False).env == {"DOCKER_BUILDKIT": "1"}
+
+
+def test_base_tag_changes_with_its_packages():
+    assert commands.base_tag(DEFN, ARM).startswith("torchpod-base:bookworm-arm64-")
+    assert commands.base_tag(DEFN, ARM) != commands.base_tag(DEFN, X86)
+    rootfs = commands.rootfs_command(DEFN, ARM, Path("/tmp/r.tar"))
+    assert "--arch=arm64" in rootfs and any("libibverbs1" in a and "python3-venv" in a for a in rootfs)
+
+
+def test_mismatches_name_what_differs():
+    good = {"machine": "aarch64", "python": "3.11.2", "torch": "2.13.0", "cuda": "13.0", "nccl": "2.29.7"}
+    assert commands.mismatches(DEFN, ARM, good) == []
+    wrong = commands.mismatches(DEFN, ARM, {**good, "machine": "x86_64", "nccl": "2.27.3"})
+    assert len(wrong) == 2 and "machine: expected 'aarch64'" in wrong[0] and "nccl" in wrong[1]
+
+
+def test_labels_come_from_what_was_found():
+    found = {"torch": "2.13.0+cu130", "cuda": "13.0", "nccl": "2.29.7", "rdma-core": "44.0"}
+    values = commands.labels(DEFN, ARM, found, created="2026-01-01T00:00:00Z", revision="abc")
+    assert values["io.torchpod.torch"] == "2.13.0+cu130"  # read back, not the YAML's "2.13.0"
+    assert values["io.torchpod.arch"] == "aarch64"
+    assert "io.torchpod.aws-ofi-nccl" not in values  # not built, so not claimed
+    dockerfile = commands.label_dockerfile("src:1", {"k": 'say "hi"'})
+    assert dockerfile == 'FROM src:1\nLABEL "k"="say \\"hi\\""\n'
+
+
+def test_emulation_missing_is_one_clear_line(tmp_path):
+    check_emulation(X86, X86, tmp_path)  # native: nothing needed
+    with pytest.raises(InputError, match="needs QEMU user emulation.*qemu-user-static"):
+        check_emulation(ARM, X86, tmp_path)
+    (tmp_path / "qemu-aarch64").write_text("enabled\ninterpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P\n")
+    check_emulation(ARM, X86, tmp_path)
+
+
+def test_manifest_list_names_each_platform():
+    entries = [registry.ManifestRef(X86, "sha256:" + "a" * 64, 10, registry.MANIFEST_V2),
+               registry.ManifestRef(ARM, "sha256:" + "b" * 64, 11, registry.MANIFEST_V2)]
+    doc = registry.manifest_list(entries)
+    assert doc["mediaType"] == registry.MANIFEST_LIST_V2
+    assert [m["platform"] for m in doc["manifests"]] == [
+        {"architecture": "amd64", "os": "linux"}, {"architecture": "arm64", "os": "linux", "variant": "v8"}]
+
+
+def test_merge_refuses_a_missing_arch():
+    with pytest.raises(RuntimeFailure, match="no local image exists for aarch64"):
+        registry.check_complete(DEFN, [X86], "127.0.0.1:5000")
+    registry.check_complete(DEFN, [X86, ARM], "127.0.0.1:5000")
+
+
+@pytest.mark.parametrize("value", ["", "http://x:5000", "a/b"])
+def test_registry_must_be_host_port(value):
+    with pytest.raises(InputError, match="expected HOST:PORT"):
+        registry.base_url(value, False)
+
+
+def test_registry_scheme():
+    assert registry.base_url("127.0.0.1:5000", False) == "http://127.0.0.1:5000"
+    assert registry.base_url("reg.example:443", False) == "https://reg.example:443"
+    assert registry.base_url("reg.example:5000", True) == "http://reg.example:5000"

@@ -1,0 +1,96 @@
+"""Image definitions: the shipped ones load, and every kind of bad file names file and key."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from torchpod.arch import normalise_arch
+from torchpod.build.definitions import load_definitions, select
+from torchpod.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+GOOD = """\
+arches: [x86_64, arm64]
+base: {debian: bookworm}
+python: "3.11"
+torch: {version: "2.13.0", index_url: https://pypi.org/simple}
+expect: {cuda: "13.0", nccl: "2.29.7"}
+rdma_core: {packages: [libibverbs1], providers: [mlx5]}
+"""
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    (tmp_path / f"{name}.yaml").write_text(text)
+    return tmp_path
+
+
+def test_shipped_definitions_load_and_default_builds_both_arches():
+    defs = load_definitions(ROOT / "images")
+    default = defs["pytorch"]
+    assert [a.name for a in default.arches] == ["x86_64", "aarch64"]
+    assert default.ci
+    assert int(default.torch.version.split(".")[1]) >= 11  # PyPI's aarch64 CUDA builds start at 2.11
+    # the older-driver variant inherits everything it does not override
+    old = defs["pytorch-cu126"]
+    assert old.expect.cuda.startswith("12.") and old.rdma_core == default.rdma_core and not old.ci
+
+
+def test_tags_carry_the_arch_and_merge_without_it(tmp_path):
+    defn = load_definitions(write(tmp_path, "img", GOOD))["img"]
+    arm = normalise_arch("arm64")
+    assert defn.ref(arm) == "torchpod/img:2.13.0-cuda13.0-aarch64"
+    assert defn.manifest_ref("127.0.0.1:5000") == "127.0.0.1:5000/torchpod/img:2.13.0-cuda13.0"
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        (GOOD + "colour: blue\n", "unknown key 'colour'"),
+        (GOOD.replace("providers: [mlx5]", "providers: [mlx5], flavour: x"), "unknown key 'rdma_core.flavour'"),
+        (GOOD.replace("[x86_64, arm64]", "[x86_64, sparc]"), "arches[1]='sparc'"),
+        (GOOD.replace('python: "3.11"', "python: 3.11"), "'python' must be a str"),
+        (GOOD.replace("base: {debian: bookworm}", "base: {debian: bookworm, image: 'ubuntu:24.04'}"), "exactly one of"),
+        (GOOD.replace('nccl: "2.29.7"', 'nccl: ""'), "missing required key 'expect.nccl'"),
+        (GOOD + "aws_ofi_nccl: {version: '1.14.0'}\n", "aws_ofi_nccl.sha256 is missing"),
+        (GOOD + "aws_ofi_nccl: {version: '1.14.0', sha256: abc}\n", "expected 64 lower-case hex"),
+        (GOOD + "aws_ofi_nccl: {version: '1.14.0', tarball: x.tgz, libfabric: ucx}\n", "aws_ofi_nccl.libfabric='ucx'"),
+        ("arches: [x86_64\n", "malformed YAML"),
+        ("extends: nowhere\n", "'extends: nowhere' names no definition"),
+    ],
+)
+def test_bad_definitions_name_file_and_key(tmp_path, text, needle):
+    write(tmp_path, "bad", text)
+    with pytest.raises(InputError) as info:
+        load_definitions(tmp_path)
+    message = str(info.value)
+    assert needle in message
+    assert "bad.yaml" in message
+    assert "\n" not in message
+
+
+def test_extends_cycle_is_reported(tmp_path):
+    write(tmp_path, "a", "extends: b\n")
+    write(tmp_path, "b", "extends: a\n")
+    with pytest.raises(InputError, match="cycle"):
+        load_definitions(tmp_path)
+
+
+def test_unknown_image_and_undeclared_arch(tmp_path):
+    defs = load_definitions(write(tmp_path, "img", GOOD.replace("[x86_64, arm64]", "[x86_64]")))
+    with pytest.raises(InputError, match=r"--image='nope' is not defined; expected one of img"):
+        select(defs, "nope")
+    with pytest.raises(InputError, match=r"declares arches \[x86_64\]"):
+        defs["img"].arch("aarch64")
+    with pytest.raises(InputError, match=r"--arch='mips'"):
+        defs["img"].arch("mips")
+
+
+def test_shipped_files_stay_valid_when_copied(tmp_path):
+    # the loader resolves `extends` within the folder it is given, not by a fixed path
+    for f in (ROOT / "images").glob("*.yaml"):
+        shutil.copy(f, tmp_path)
+    assert set(load_definitions(tmp_path)) == {f.stem for f in (ROOT / "images").glob("*.yaml")}

@@ -1,0 +1,150 @@
+"""The command line through main(argv, env): output formats, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+import torchpod.cli as cli
+import torchpod.fabric as fabric
+from conftest import plan_for
+from torchpod.fabric import FabricReport
+
+SLURM = {
+    "SLURM_JOB_ID": "4242",
+    "SLURM_JOB_NODELIST": "gpu[001-002]",
+    "SLURM_NODEID": "1",
+    "SLURM_STEP_ID": "0",
+    "SLURM_GPUS_ON_NODE": "4",
+    "TORCHPOD_HOSTNAME": "gpu002",
+}
+
+
+def one_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_plan_json(capsys):
+    assert cli.main(["plan", "--", "train.py", "--epochs", "3"], SLURM) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["scheduler"] == "slurm" and data["node_rank"] == 1
+    assert data["script"] == "train.py" and data["script_args"] == ["--epochs", "3"]
+    assert data["command"][-3:] == ["train.py", "--epochs", "3"]
+    assert "--rdzv-endpoint=gpu001:29400" in data["torchrun_args"]
+
+
+def test_plan_shell_is_a_command_that_forwards_args(capsys):
+    assert cli.main(["plan", "--format=shell"], SLURM) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "-m torch.distributed.run" in last and last.endswith('"$@"')
+    assert "--local-addr=gpu002" in last
+
+
+def test_plan_shell_with_script_quotes_arguments(capsys):
+    assert cli.main(["plan", "--format", "shell", "--", "train.py", "a b"], {}) == 0
+    assert capsys.readouterr().out.strip().endswith("train.py 'a b'")
+
+
+@pytest.mark.parametrize(
+    "argv, env, needle",
+    [
+        (["plan", "--format", "yaml"], {}, "--format"),
+        (["plan"], {"WORLD_SIZE": "4"}, "WORLD_SIZE='4'"),
+        (["plan"], {"TORCHPOD_SCHEDULER": "lsf"}, "TORCHPOD_SCHEDULER='lsf'"),
+        (["run"], {}, "no script given"),
+        (["run", "--bogus", "train.py"], {}, "--bogus"),
+        (["--nnodes", "2", "train.py"], {}, "rendezvous endpoint"),
+        (["plan", "--max-restarts", "many"], {}, "--max-restarts"),
+        (["plan"], {"PBS_JOBID": "1.pbs", "PBS_NODEFILE": "/nonexistent/nodes"}, "PBS_NODEFILE"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(argv, env, needle, capsys):
+    assert cli.main(argv, env) == 2
+    err = capsys.readouterr()
+    line = one_line(err.err)
+    assert line.startswith("torchpod: error: ") and needle in line
+    assert err.out == ""
+
+
+def test_version_and_help(capsys):
+    assert cli.main(["--version"], {}) == 0
+    assert capsys.readouterr().out.startswith("torchpod ")
+    assert cli.main(["--help"], {}) == 0
+    assert "torchpod run" in capsys.readouterr().out
+    assert cli.main([], {}) == 2
+
+
+@pytest.fixture
+def launched(monkeypatch):
+    calls = []
+    monkeypatch.setattr(cli, "supervise", lambda argv, env: calls.append((argv, env)) or 0)
+    return calls
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train.py", "--epochs", "3"],
+        ["run", "train.py", "--epochs", "3"],
+        ["run", "--", "train.py", "--epochs", "3"],
+    ],
+)
+def test_first_word_not_a_subcommand_means_run(argv, launched):
+    assert cli.main(argv, {"CUDA_VISIBLE_DEVICES": ""}) == 0
+    (cmd, env), = launched
+    assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert cmd[-3:] == ["train.py", "--epochs", "3"]
+    assert "--nnodes=1" in cmd
+
+
+def test_explicit_flags_win_over_detection(launched):
+    argv = ["run", "--nnodes", "2", "--rdzv-backend", "etcd-v2", "--rdzv-endpoint", "etcd:2379",
+            "--rdzv-conf", "join_timeout=30", "--max_restarts=4", "train.py"]
+    assert cli.main(argv, SLURM) == 0
+    (cmd, _), = launched
+    assert "--rdzv-backend=etcd-v2" in cmd and "--rdzv-endpoint=etcd:2379" in cmd
+    assert "--max-restarts=4" in cmd and "--rdzv-conf=join_timeout=30" in cmd
+    assert "--local-addr=gpu002" in cmd  # still this node's listed name
+
+
+def test_runtime_failure_exits_1(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    assert cli.main(["train.py"], {"CUDA_VISIBLE_DEVICES": ""}) == 1
+    summary, error = capsys.readouterr().err.strip().splitlines()
+    assert summary.startswith("torchpod: standalone: node 0 of 1")  # what it was about to run
+    assert error.startswith("torchpod: error: cannot start")
+
+
+def test_plan_reads_nothing_from_os_environ_and_writes_nothing(monkeypatch, capsys):
+    monkeypatch.setenv("SLURM_JOB_ID", "1")  # would be a broken Slurm job if read
+    before = dict(os.environ)
+    assert cli.main(["plan"], {}) == 0
+    assert json.loads(capsys.readouterr().out)["scheduler"] == "standalone"
+    assert dict(os.environ) == before
+
+
+def test_fabric_additions_never_override_user_variables(monkeypatch, launched):
+    def fake(env, sysfs_root):
+        return FabricReport(env=(("NCCL_IB_HCA", "mlx5"), ("NCCL_IB_GID_INDEX", "3")), notes=("fake fabric",))
+
+    monkeypatch.setattr(fabric, "FABRICS", (fake,))
+    env = {"NCCL_IB_HCA": "=mlx5_1", "CUDA_VISIBLE_DEVICES": ""}
+    plan = plan_for(env)
+    assert dict(plan.env) == {"NCCL_IB_GID_INDEX": "3"}
+    assert "fake fabric" in plan.notes
+    assert cli.main(["train.py"], env) == 0
+    (_, child), = launched
+    assert child["NCCL_IB_HCA"] == "=mlx5_1" and child["NCCL_IB_GID_INDEX"] == "3"
+
+
+def test_fabric_default_notes_missing_rdma(tmp_path):
+    from torchpod.fabric import detect_fabric
+
+    assert "no RDMA fabric detected" in detect_fabric({}, tmp_path).notes[0]
+    (tmp_path / "class" / "infiniband" / "mlx5_0").mkdir(parents=True)
+    assert "mlx5_0" in detect_fabric({}, tmp_path).notes[0]

@@ -1,0 +1,72 @@
+"""torch itself judges torchpod's flags: the option table and every plan's argv."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import GOOD, materialise, plan_for, torch_accepts
+from torchpod.plan import FLAG_TABLE, LaunchPlan, to_dict
+from torchpod.torchrun_flags import TORCHRUN_OPTIONS
+
+CONTRACT_KEYS = {
+    "scheduler", "nnodes", "node_rank", "nproc_per_node", "rdzv_backend", "rdzv_endpoint",
+    "rdzv_id", "rdzv_conf", "local_addr", "max_restarts", "torchrun_args", "env", "notes",
+}
+
+
+def _torch_options():
+    from torch.distributed.run import get_args_parser
+
+    out = {}
+    for action in get_args_parser()._actions:
+        if action.option_strings and action.dest != "help":
+            out[action.dest] = (tuple(action.option_strings), action.nargs != 0)
+    return out
+
+
+def test_option_table_matches_torch_parser():
+    assert TORCHRUN_OPTIONS == _torch_options()
+
+
+def test_flag_table_flags_exist_in_torch_and_fields_in_plan():
+    spellings = {s for names, _ in TORCHRUN_OPTIONS.values() for s in names}
+    fields = set(LaunchPlan.__dataclass_fields__)
+    for field, flag, _render in FLAG_TABLE:
+        assert flag in spellings, flag
+        assert field in fields, field
+
+
+@pytest.mark.parametrize("case", GOOD, ids=[c.name for c in GOOD])
+def test_every_scheduler_plan_parses_back_to_the_same_values(case, tmp_path):
+    from torch.distributed.run import get_args_parser
+
+    env, facts = materialise(case, tmp_path)
+    plan = plan_for(env, case.argv, facts)
+    torch_accepts(plan.torchrun_args)
+    ns = get_args_parser().parse_args([*plan.torchrun_args, "train.py", "--lr", "1"])
+    assert ns.nnodes == plan.nnodes
+    assert ns.nproc_per_node == plan.nproc_per_node
+    assert ns.rdzv_backend == plan.rdzv_backend
+    assert ns.rdzv_endpoint == plan.rdzv_endpoint
+    assert ns.rdzv_id == plan.rdzv_id
+    assert ns.local_addr == plan.local_addr
+    assert int(ns.max_restarts) == plan.max_restarts
+    assert ns.training_script == "train.py" and ns.training_script_args == ["--lr", "1"]
+    if plan.rdzv_backend == "static":
+        assert int(ns.node_rank) == plan.node_rank
+
+
+def test_plan_json_has_every_contract_key(tmp_path):
+    data = json.loads(json.dumps(to_dict(plan_for({}), "python")))
+    assert CONTRACT_KEYS <= set(data)
+    assert isinstance(data["nnodes"], str) and isinstance(data["nproc_per_node"], str)
+    assert isinstance(data["rdzv_conf"], dict) and isinstance(data["env"], dict)
+    assert isinstance(data["max_restarts"], int)
+
+
+def test_passthrough_options_reach_torchrun_verbatim():
+    plan = plan_for({}, ["--log_dir", "/tmp/logs", "-r3", "--tee=3", "--no-python"])
+    assert plan.passthrough == ("--log-dir", "/tmp/logs", "--redirects", "3", "--tee", "3", "--no-python")
+    torch_accepts(plan.torchrun_args)

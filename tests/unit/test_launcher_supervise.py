@@ -1,0 +1,88 @@
+"""Signal forwarding and exit codes with a real child process (no torch involved)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from torchpod.errors import RuntimeFailure
+from torchpod.supervise import exit_status, supervise
+
+CHILD = textwrap.dedent(
+    """
+    import signal, sys, time
+    out = open(sys.argv[1], "a", buffering=1)
+    def note(signum, frame):
+        out.write(signal.Signals(signum).name + "\\n")
+        if signum == signal.SIGTERM:
+            sys.exit(7)
+    for s in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT):
+        signal.signal(s, note)
+    if sys.argv[2] == "handle-term":
+        signal.signal(signal.SIGTERM, note)
+    out.write("ready\\n")
+    while True:
+        time.sleep(0.05)
+    """
+)
+
+DRIVER = "import os, sys; from torchpod.supervise import supervise; sys.exit(supervise(sys.argv[1:], dict(os.environ)))"
+
+
+def _wait_for(path: Path, text: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} never appeared in {path}: {path.read_text() if path.exists() else ''}")
+
+
+def _start(tmp_path: Path, mode: str):
+    (tmp_path / "child.py").write_text(CHILD)
+    log = tmp_path / "log"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, sys.executable, str(tmp_path / "child.py"), str(log), mode]
+    )
+    _wait_for(log, "ready")
+    return proc, log
+
+
+def test_signals_are_forwarded_and_child_exit_code_returned(tmp_path):
+    proc, log = _start(tmp_path, "handle-term")
+    for sig, name in ((signal.SIGUSR1, "SIGUSR1"), (signal.SIGUSR2, "SIGUSR2"), (signal.SIGINT, "SIGINT")):
+        proc.send_signal(sig)
+        _wait_for(log, name)
+    assert proc.poll() is None  # the supervisor survived all of them
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 7
+    assert log.read_text().splitlines()[-1] == "SIGTERM"
+
+
+def test_child_killed_by_signal_gives_128_plus_signal(tmp_path):
+    proc, _ = _start(tmp_path, "default-term")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 128 + signal.SIGTERM
+
+
+def test_exit_code_passthrough_in_process():
+    assert supervise([sys.executable, "-c", "raise SystemExit(3)"], dict(os.environ)) == 3
+    assert supervise([sys.executable, "-c", "import os; os.kill(os.getpid(), 9)"], dict(os.environ)) == 137
+
+
+def test_missing_program_is_a_runtime_failure():
+    with pytest.raises(RuntimeFailure, match="cannot start"):
+        supervise(["/nonexistent/torchrun"], {})
+
+
+def test_exit_status_decoding():
+    assert exit_status(0) == 0
+    assert exit_status(3 << 8) == 3
+    assert exit_status(signal.SIGKILL) == 137
