@@ -20,7 +20,7 @@ from .definitions import ImageDef
 DEBIAN_GLIBC = {"bullseye": (2, 31), "bookworm": (2, 36), "trixie": (2, 41)}
 LABEL_PREFIX = "io.torchpod"
 # Runtime packages every image needs besides the definition's rdma-core list.
-BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
+BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "libstdc++6")
 
 
 @dataclass(frozen=True)

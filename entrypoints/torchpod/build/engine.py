@@ -156,10 +156,22 @@ def ensure_base(client, builder: Builder, defn: ImageDef, arch: Arch, cache: Pat
     return tag
 
 
-def probe_image(client, ref: str, arch: Arch) -> dict[str, str]:
-    out = client.containers.run(ref, ["-m", "torchpod.build.probe"], entrypoint="python",
-                                platform=arch.docker, remove=True, network_disabled=True)
-    return json.loads(out.decode().strip().splitlines()[-1])
+def probe_image(client, ref: str, arch: Arch, *, timeout: int = 300) -> dict[str, str]:
+    """Run the probe in ``ref``; torch is imported only on a native host (see probe.py)."""
+    args = ["-m", "torchpod.build.probe"] + (["--import-torch"] if arch == host_arch() else [])
+    container = client.containers.run(ref, args, entrypoint="python", platform=arch.docker,
+                                      detach=True, network_disabled=True)
+    try:
+        try:
+            status = container.wait(timeout=timeout)["StatusCode"]
+        except Exception:  # requests' ReadTimeout: a hung emulated process
+            raise RuntimeFailure(f"probe of {ref} did not finish in {timeout} s") from None
+        output = container.logs().decode(errors="replace").strip()
+        if status != 0:
+            raise RuntimeFailure(f"probe of {ref} failed (exit {status}): {output.splitlines()[-1:] }")
+        return json.loads(output.splitlines()[-1])
+    finally:
+        container.remove(force=True)
 
 
 def git_revision(root: Path) -> str:

@@ -1,46 +1,93 @@
-"""Read the versions an image really holds; runs *inside* the image (stdlib + torch).
+"""Read the versions an image really holds; runs *inside* the image (stdlib only).
 
-``python -m torchpod.build.probe`` prints one JSON object. The build compares it with
-the definition and writes it into labels, so labels come from reality, not the YAML.
+``python -m torchpod.build.probe [--import-torch]`` prints one JSON object. The build
+compares it with the definition and writes it into labels, so labels come from reality,
+not the YAML.
+
+NCCL's version comes from calling ``ncclGetVersion`` in the ``libnccl.so.2`` torch loads
+(what ``torch.cuda.nccl.version()`` does too), and torch's from ``torch/version.py``:
+neither needs ``import torch``, which crashes under QEMU user emulation (oneDNN's
+aarch64 CPU probe, seen with qemu 7.2 and 10.0), so a foreign-arch image can be checked
+on an x86_64 host. On a native host ``--import-torch`` also imports torch and
+cross-checks both values.
 """
 
 from __future__ import annotations
 
+import ctypes
+import importlib.util
 import json
 import platform
 import subprocess
+import sys
 from pathlib import Path
 
 AWS_OFI_NCCL_VERSION_FILE = Path("/opt/aws-ofi-nccl/VERSION")
 
 
-def _dpkg_version(package: str) -> str:
+def site_packages() -> Path:
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("probe: torch is not installed in this Python")
+    return Path(list(spec.submodule_search_locations)[0]).parent
+
+
+def libnccl(site: Path) -> Path:
+    found = sorted(site.glob("nvidia/nccl*/lib/libnccl.so.2"))
+    if not found:
+        raise SystemExit(f"probe: no libnccl.so.2 under {site}/nvidia")
+    return found[0]
+
+
+def nccl_version(lib: Path) -> str:
+    code = ctypes.c_int()
+    if ctypes.CDLL(str(lib)).ncclGetVersion(ctypes.byref(code)) != 0:
+        raise SystemExit(f"probe: ncclGetVersion failed in {lib}")
+    # NCCL >= 2.9 encodes MAJOR*10000 + MINOR*100 + PATCH (nccl.h, NCCL_VERSION_CODE)
+    value = code.value
+    return f"{value // 10000}.{value % 10000 // 100}.{value % 100}"
+
+
+def torch_version_file(site: Path) -> dict[str, str]:
+    namespace: dict = {}
+    exec((site / "torch" / "version.py").read_text(), namespace)  # a file of plain assignments
+    return {"torch": namespace["__version__"], "cuda": namespace.get("cuda") or ""}
+
+
+def dpkg_version(package: str) -> str:
     try:
-        out = subprocess.run(
-            ["dpkg-query", "-W", "-f=${Version}", package], capture_output=True, text=True, check=True
-        ).stdout
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package],
+                             capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return ""
-    # "44.0-2" -> upstream rdma-core "44.0"; keep epochs and revisions out of labels.
+    # "44.0-2" -> upstream rdma-core "44.0"; keep epochs and Debian revisions out of labels.
     return out.split(":")[-1].rsplit("-", 1)[0]
 
 
-def probe() -> dict[str, str]:
-    import torch
-
-    nccl = torch.cuda.nccl.version() if hasattr(torch.cuda, "nccl") else ()
-    return {
+def probe(import_torch: bool) -> dict[str, str]:
+    site = site_packages()
+    lib = libnccl(site)
+    found = {
         "machine": platform.machine(),
         "python": platform.python_version(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda or "",
-        "nccl": ".".join(str(part) for part in nccl),
-        "rdma-core": _dpkg_version("libibverbs1"),
-        "aws-ofi-nccl": AWS_OFI_NCCL_VERSION_FILE.read_text().strip()
-        if AWS_OFI_NCCL_VERSION_FILE.exists()
-        else "",
+        **torch_version_file(site),
+        "nccl": nccl_version(lib),
+        "libnccl": str(lib),
+        "rdma-core": dpkg_version("libibverbs1"),
+        "aws-ofi-nccl": AWS_OFI_NCCL_VERSION_FILE.read_text().strip() if AWS_OFI_NCCL_VERSION_FILE.exists() else "",
+        "torch_imported": "no",
     }
+    if import_torch:
+        import torch
+
+        seen = {"torch": torch.__version__, "cuda": torch.version.cuda or "",
+                "nccl": ".".join(str(p) for p in torch.cuda.nccl.version())}
+        for key, value in seen.items():
+            if value != found[key]:
+                raise SystemExit(f"probe: {key} is {value!r} after import torch but {found[key]!r} on disk")
+        found["torch_imported"] = "yes"
+    return found
 
 
 if __name__ == "__main__":
-    print(json.dumps(probe(), sort_keys=True))
+    print(json.dumps(probe("--import-torch" in sys.argv[1:]), sort_keys=True))

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One-time setup of a Debian/Ubuntu build host (root or sudo): Docker engine, QEMU for
+# foreign-arch builds, mmdebstrap for registry-free base images, etcd and a registry for
+# the tests, then torchpod itself with its dev tools. Idempotent: safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")"
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+log() { printf '==> %s\n' "$*"; }
+
+log "installing system packages"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends \
+  docker.io qemu-user-static binfmt-support mmdebstrap etcd-server docker-registry \
+  ca-certificates >/dev/null
+
+log "enabling QEMU user emulation (binfmt_misc) for foreign-arch builds"
+if [ -z "$(ls -A /proc/sys/fs/binfmt_misc 2>/dev/null)" ]; then
+  $SUDO mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+fi
+$SUDO update-binfmts --enable >/dev/null 2>&1 || true
+
+DOCKER=/usr/bin/docker
+if ! $SUDO $DOCKER info >/dev/null 2>&1; then
+  log "starting dockerd (log: /var/log/torchpod-dockerd.log)"
+  $SUDO sh -c 'nohup setsid dockerd >/var/log/torchpod-dockerd.log 2>&1 &'
+  for _ in $(seq 1 60); do
+    $SUDO $DOCKER info >/dev/null 2>&1 && break
+    sleep 1
+  done
+  $SUDO $DOCKER info >/dev/null 2>&1 || { echo "dockerd did not start; see /var/log/torchpod-dockerd.log" >&2; exit 1; }
+fi
+
+log "installing torchpod and its dev tools"
+python3 -m pip install -q -e '.[dev]'
+log "ready: invoke build --arch x86_64 | invoke build --arch aarch64 | invoke test"

@@ -1,0 +1,67 @@
+"""Fixtures for testinfra checks inside each built image, one per (image, arch).
+
+The parameter list is derived from images/*.yaml (every ``ci: true`` definition, every
+declared arch): a new definition or arch is tested without touching this file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from torchpod.build.definitions import load_definitions
+from torchpod.build.engine import host_arch
+
+ROOT = Path(__file__).resolve().parents[2]
+CASES = [(d, a) for d in load_definitions(ROOT / "images").values() if d.ci for a in d.arches]
+
+
+def pytest_generate_tests(metafunc):
+    if "built" in metafunc.fixturenames:
+        metafunc.parametrize("built", CASES, ids=[f"{d.name}-{a.name}" for d, a in CASES],
+                             indirect=True, scope="module")
+
+
+class Built:
+    """A running container of one built image, with its definition and labels."""
+
+    def __init__(self, defn, arch, image, container, host):
+        self.defn, self.arch, self.image, self.container, self.host = defn, arch, image, container, host
+        self.labels = image.labels
+        self.native = arch == host_arch()
+
+    def run(self, command: str) -> str:
+        return self.host.check_output(command)
+
+
+@pytest.fixture(scope="module")
+def built(request, docker_client):
+    import docker
+    import testinfra
+
+    defn, arch = request.param
+    ref = defn.ref(arch)
+    try:
+        image = docker_client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        pytest.fail(f"{ref} is not built; run `invoke build --image {defn.name} --arch {arch.name}`")
+    container = docker_client.containers.run(
+        ref, ["infinity"], entrypoint="sleep", platform=arch.docker, detach=True,
+        labels={"torchpod.test": "image"}, network_disabled=True)
+    try:
+        yield Built(defn, arch, image, container, testinfra.get_host(f"docker://{container.id}"))
+    finally:
+        container.remove(force=True)
+
+
+@pytest.fixture(scope="session")
+def host_only_certs() -> list[str]:
+    """Base64 lines of the CA certificates this host added (e.g. a TLS-intercepting proxy's)."""
+    lines = []
+    for path in Path("/usr/local/share/ca-certificates").glob("**/*.crt"):
+        body = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("-----")]
+        if len(body) > 2:
+            lines.append(body[len(body) // 2])  # a line from the middle: unique to that cert
+    return lines
+

@@ -1,0 +1,94 @@
+"""`invoke push` against a real registry (Debian's docker-registry, started here).
+
+Pushes every arch of each CI image, merges the manifest list, then pulls each platform
+back by digest. Also checks that a merge with an arch missing fails before any push.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from torchpod.build import registry
+from torchpod.build.definitions import load_definitions
+from torchpod.errors import RuntimeFailure
+
+pytestmark = [pytest.mark.docker, pytest.mark.registry]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def local_registry(tmp_path_factory):
+    binary = shutil.which("docker-registry") or shutil.which("registry")
+    if binary is None:
+        pytest.fail("docker-registry is not installed; run ./setup.sh (apt-get install docker-registry)")
+    root = tmp_path_factory.mktemp("registry")
+    port = free_port()
+    config = root / "config.yml"
+    config.write_text(json.dumps({  # YAML is a superset of JSON
+        "version": 0.1,
+        "log": {"level": "warn"},
+        "storage": {"filesystem": {"rootdirectory": str(root / "data")}},
+        "http": {"addr": f"127.0.0.1:{port}"},
+    }))
+    proc = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    address = f"127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"http://{address}/v2/", timeout=1)
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    pytest.fail(f"docker-registry exited: {proc.stderr.read().decode()[-300:]}")
+                time.sleep(0.1)
+        yield address
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def get_json(url: str, accept: str) -> dict:
+    req = urllib.request.Request(url, headers={"Accept": accept})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def test_push_merges_every_arch_and_each_pulls_back_by_digest(local_registry, docker_client, definitions):
+    for defn in (d for d in definitions.values() if d.ci):
+        result = registry.push(defn, local_registry)
+        assert [arch for arch, _, _ in result.images] == [a.name for a in defn.arches]
+        index = get_json(f"http://{local_registry}/v2/{defn.repository}/manifests/{defn.version_tag}",
+                         registry.MANIFEST_LIST_V2)
+        assert index["mediaType"] == registry.MANIFEST_LIST_V2
+        by_arch = {m["platform"]["architecture"]: m["digest"] for m in index["manifests"]}
+        assert sorted(by_arch) == sorted(a.docker.split("/")[1] for a in defn.arches)
+        for arch, _, digest in result.images:
+            assert by_arch[defn.arch(arch).docker.split("/")[1]] == digest
+            ref = f"{local_registry}/{defn.repository}@{digest}"
+            pulled = docker_client.images.pull(ref)
+            assert pulled.attrs["Architecture"] == defn.arch(arch).docker.split("/")[1]
+            assert pulled.labels["io.torchpod.arch"] == arch
+            docker_client.images.remove(ref)
+
+
+def test_merge_with_a_missing_arch_fails_before_pushing(local_registry, tmp_path):
+    shutil.copy(ROOT / "images" / "pytorch.yaml", tmp_path / "ghost.yaml")
+    ghost = load_definitions(tmp_path)["ghost"]  # same content, never built under this name
+    with pytest.raises(RuntimeFailure, match="refusing to merge .*no local image exists for x86_64, aarch64"):
+        registry.push(ghost, local_registry)
+    catalog = get_json(f"http://{local_registry}/v2/_catalog", "application/json")
+    assert ghost.repository not in catalog.get("repositories", [])
