@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from torchpod.build.definitions import load_definitions
-from torchpod.build.engine import host_arch
+from torchpod.build.engine import emulation_volumes, host_arch
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = [(d, a) for d in load_definitions(ROOT / "images").values() if d.ci for a in d.arches]
@@ -48,7 +48,8 @@ def built(request, docker_client):
         pytest.fail(f"{ref} is not built; run `invoke build --image {defn.name} --arch {arch.name}`")
     container = docker_client.containers.run(
         ref, ["infinity"], entrypoint="sleep", platform=arch.docker, detach=True,
-        labels={"torchpod.test": "image"}, network_disabled=True)
+        labels={"torchpod.test": "image"}, network_disabled=True,
+        volumes=emulation_volumes(arch, host_arch(), ROOT / ".cache"))
     try:
         yield Built(defn, arch, image, container, testinfra.get_host(f"docker://{container.id}"))
     finally:

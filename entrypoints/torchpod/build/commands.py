@@ -107,8 +107,12 @@ def build_command(
     build_base_image: str,
     wheelhouse: str | None,
     ca_bundle: Path | None,
+    no_cache: bool = False,
 ) -> list[str]:
-    """The BuildKit build of docker/Dockerfile for one definition and architecture."""
+    """The BuildKit build of docker/Dockerfile for one definition and architecture.
+
+    ``no_cache`` rebuilds every layer; BuildKit cache mounts (pip's download cache) stay warm.
+    """
     args = {
         "BASE_IMAGE": base_image,
         "BUILD_BASE_IMAGE": build_base_image,
@@ -126,6 +130,8 @@ def build_command(
         argv += ["--build-arg", f"{key}={value}"]
     if ca_bundle is not None:
         argv += ["--secret", f"id=ca,src={ca_bundle}"]
+    if no_cache:
+        argv.append("--no-cache")
     return [*argv, str(context)]
 
 

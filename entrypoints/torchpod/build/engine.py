@@ -156,11 +156,37 @@ def ensure_base(client, builder: Builder, defn: ImageDef, arch: Arch, cache: Pat
     return tag
 
 
-def probe_image(client, ref: str, arch: Arch, *, timeout: int = 300) -> dict[str, str]:
-    """Run the probe in ``ref``; torch is imported only on a native host (see probe.py)."""
-    args = ["-m", "torchpod.build.probe"] + (["--import-torch"] if arch == host_arch() else [])
-    container = client.containers.run(ref, args, entrypoint="python", platform=arch.docker,
-                                      detach=True, network_disabled=True)
+# MIDR_EL1 of an Arm Neoverse V2 core (the GH200's Grace CPU).
+NEOVERSE_V2_MIDR = "0x00000000410fd4f0"
+
+
+def emulation_volumes(arch: Arch, host: Arch, cache: Path) -> dict[str, dict[str, str]]:
+    """Volumes that let torch import under QEMU user emulation of aarch64.
+
+    oneDNN's CPU probe (xbyak_aarch64) reads MIDR_EL1 from sysfs, which QEMU's user mode
+    does not provide, and then crashes or hangs ``import torch``. A read-only stand-in
+    for /sys/devices/system/cpu with a Neoverse V2 MIDR lets it proceed. Native runs
+    and x86_64 targets get nothing.
+    """
+    if arch == host or arch.name != "aarch64":
+        return {}
+    cpus = os.cpu_count() or 1
+    root = cache / "qemu-sysfs-cpu"
+    for n in range(cpus):
+        ident = root / f"cpu{n}" / "regs" / "identification"
+        ident.mkdir(parents=True, exist_ok=True)
+        (ident / "midr_el1").write_text(NEOVERSE_V2_MIDR + "\n")
+    for name in ("online", "possible", "present"):
+        (root / name).write_text(f"0-{cpus - 1}\n")
+    return {str(root): {"bind": "/sys/devices/system/cpu", "mode": "ro"}}
+
+
+def probe_image(client, ref: str, arch: Arch, cache: Path, *, timeout: int = 300) -> dict[str, str]:
+    """Run the probe in ``ref`` (it imports torch, emulated or not) and return what it read."""
+    container = client.containers.run(ref, ["-m", "torchpod.build.probe", "--import-torch"],
+                                      entrypoint="python", platform=arch.docker, detach=True,
+                                      network_disabled=True,
+                                      volumes=emulation_volumes(arch, host_arch(), cache))
     try:
         try:
             status = container.wait(timeout=timeout)["StatusCode"]
@@ -168,7 +194,7 @@ def probe_image(client, ref: str, arch: Arch, *, timeout: int = 300) -> dict[str
             raise RuntimeFailure(f"probe of {ref} did not finish in {timeout} s") from None
         output = container.logs().decode(errors="replace").strip()
         if status != 0:
-            raise RuntimeFailure(f"probe of {ref} failed (exit {status}): {output.splitlines()[-1:] }")
+            raise RuntimeFailure(f"probe of {ref} failed (exit {status}): {output.splitlines()[-1:]}")
         return json.loads(output.splitlines()[-1])
     finally:
         container.remove(force=True)
@@ -180,7 +206,7 @@ def git_revision(root: Path) -> str:
 
 
 def build(defn: ImageDef, arch: Arch, *, root: Path, offline: bool = False,
-          ca_bundle: Path | None = None) -> BuildResult:
+          ca_bundle: Path | None = None, no_cache: bool = False, quiet: bool = False) -> BuildResult:
     """Build, probe, check and label one image; the final tag appears only if all pass."""
     started = time.monotonic()
     client = docker_client()
@@ -204,10 +230,11 @@ def build(defn: ImageDef, arch: Arch, *, root: Path, offline: bool = False,
     staging = f"torchpod-staging/{defn.name}:{arch.name}-{uuid.uuid4().hex[:8]}"
     print(f"==> building {final} for {arch.docker} (base {base})", flush=True)
     argv = commands.build_command(builder, defn, arch, context=root, tag=staging, base_image=base,
-                                  build_base_image=build_base, wheelhouse=wheelhouse, ca_bundle=ca_bundle)
+                                  build_base_image=build_base, wheelhouse=wheelhouse, ca_bundle=ca_bundle,
+                                  no_cache=no_cache)
     try:
-        run(argv, env=builder.env, what=f"docker build of {final}")
-        versions = probe_image(client, staging, arch)
+        run(argv, env=builder.env, quiet=quiet, what=f"docker build of {final}")
+        versions = probe_image(client, staging, arch, cache)
         wrong = commands.mismatches(defn, arch, versions)
         if wrong:
             raise RuntimeFailure(f"{final} differs from {defn.path.name}: " + "; ".join(wrong))

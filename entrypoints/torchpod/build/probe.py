@@ -5,11 +5,9 @@ compares it with the definition and writes it into labels, so labels come from r
 not the YAML.
 
 NCCL's version comes from calling ``ncclGetVersion`` in the ``libnccl.so.2`` torch loads
-(what ``torch.cuda.nccl.version()`` does too), and torch's from ``torch/version.py``:
-neither needs ``import torch``, which crashes under QEMU user emulation (oneDNN's
-aarch64 CPU probe, seen with qemu 7.2 and 10.0), so a foreign-arch image can be checked
-on an x86_64 host. On a native host ``--import-torch`` also imports torch and
-cross-checks both values.
+(what ``torch.cuda.nccl.version()`` does too), and torch's from ``torch/version.py``;
+``--import-torch`` then imports torch and cross-checks both. The build always passes it;
+under QEMU it needs the sysfs stand-in of ``torchpod.build.engine.emulation_volumes``.
 """
 
 from __future__ import annotations
