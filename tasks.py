@@ -87,8 +87,12 @@ def wheels(c, image=DEFAULT_IMAGE, arch=""):
         defn = definitions.select(_defs(), image)
         for a in _arches(defn, arch):
             dest = ROOT / ".cache" / "wheels" / f"{defn.name}-{a.name}"
+            clean_env = {"PIP_CONFIG_FILE": os.devnull, "PIP_FIND_LINKS": ""}
+            sdists = commands.sdist_wheel_command(defn, dest, sys.executable, engine.default_ca_bundle())
+            if sdists:
+                engine.run(sdists, env=clean_env, what="pip wheel of source-only packages")
             engine.run(commands.download_command(defn, a, dest, sys.executable, engine.default_ca_bundle()),
-                       env={"PIP_CONFIG_FILE": os.devnull, "PIP_FIND_LINKS": ""},
+                       env=clean_env,
                        what=f"pip download for {a.name}")
     except TorchpodError as exc:
         raise _abort(exc) from None
@@ -112,3 +116,47 @@ def test(c, tier="all", build_images=True, pytest_args=""):
             build(c, image=defn.name)
     paths = [p for p in tiers[tier] if (ROOT / p).exists()]
     c.run(f"{sys.executable} -m pytest {' '.join(paths)} {pytest_args}", pty=False)
+
+
+def _cluster_image(arch: str = "x86_64") -> str:
+    defn = next(d for d in _defs().values() if d.ci)
+    return defn.ref(defn.arch(arch))
+
+
+@task(help={
+    "scheduler": "runai, kubeflow, kubeflow-elastic, volcano, volcano-master, pbs, slurm or mpi",
+    "nodes": "containers playing nodes",
+    "workload": "ddp_resnet, allreduce_check, snapshot_trainer or message_passing",
+    "timeout": "seconds before the job is stopped",
+    "gpus": "give the nodes the host's GPUs (NCCL); default CPU and gloo",
+})
+def demo(c, scheduler="volcano", nodes=2, workload="ddp_resnet", timeout=600, gpus=False):
+    """Run one job on N containers as a scheduler would start it; stream output; summarize."""
+    import signal
+
+    from torchpod.build.engine import docker_client
+    from torchpod.cluster import demo as demo_mod
+
+    def interrupt(signum, _frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        req = demo_mod.DemoRequest(scheduler=scheduler, nodes=int(nodes), workload=workload,
+                                   image=_cluster_image(), timeout=float(timeout), gpus=gpus)
+        code = demo_mod.run(docker_client(), req)
+    except TorchpodError as exc:
+        raise _abort(exc) from None
+    except KeyboardInterrupt:
+        raise Exit("torchpod: demo interrupted; its containers and network were removed", code=130)
+    if code:
+        raise Exit("torchpod: demo job failed; see the node output and the summary above", code=code)
+
+
+@task(help={
+    "nodes": "comma-separated node counts",
+    "repeats": "runs per node count and launcher (interleaved)",
+})
+def bench_rendezvous(c, nodes="2,4,8", repeats=1):
+    """Time docker run -> first all-reduce, torchpod run vs hand-written torchrun."""
+    c.run(f"{sys.executable} {ROOT / 'bench' / 'rendezvous.py'} --nodes {nodes} --repeats {repeats}", pty=False)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -29,6 +30,7 @@ def setup(timeout_s: float = 120.0) -> torch.device:
     ``timeout_s`` bounds every collective (gloo's default is 30 minutes): a peer that
     dies mid-step then fails this rank quickly, so torchrun can restart the group.
     """
+    signal.signal(signal.SIGTERM, _on_sigterm)
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)
@@ -39,6 +41,12 @@ def setup(timeout_s: float = 120.0) -> torch.device:
     return device
 
 
+def _on_sigterm(signum, _frame) -> None:
+    """torchrun forwards `docker stop`/scheduler SIGTERM to workers: say so and exit."""
+    log(f"received signal {signum}; exiting")
+    raise SystemExit(128 + signum)
+
+
 def first_allreduce(device: torch.device) -> float:
     """One tiny all-reduce that every rank waits on; returns the wall clock after it."""
     probe = torch.ones(1, device=device)
@@ -46,6 +54,22 @@ def first_allreduce(device: torch.device) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return time.time()
+
+
+def gather_hostnames(device: torch.device) -> list[str]:
+    """Every rank's hostname, in rank order.
+
+    Done with a fixed-width byte tensor rather than ``all_gather_object``, which needs
+    numpy (not a torch dependency, and not in every image).
+    """
+    width = 256
+    mine = torch.zeros(width, dtype=torch.uint8)
+    raw = socket.gethostname().encode()[:width]
+    mine[: len(raw)] = torch.tensor(list(raw), dtype=torch.uint8)
+    mine = mine.to(device)
+    everyone = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(everyone, mine)
+    return [bytes(t.cpu().tolist()).rstrip(b"\0").decode(errors="replace") for t in everyone]
 
 
 def identity() -> dict:
@@ -67,19 +91,13 @@ def identity() -> dict:
 def result(workload: str, **fields) -> None:
     """Print this rank's result line (flushed: container logs are read while running)."""
     line = {"workload": workload, **identity(), **fields}
-    print(RESULT_PREFIX + json.dumps(line, sort_keys=True), flush=True)
-
-
-def parse_results(text: str) -> list[dict]:
-    """Every result line in ``text`` (a node's log), in order."""
-    out = []
-    for line in text.splitlines():
-        idx = line.find(RESULT_PREFIX)
-        if idx >= 0:
-            out.append(json.loads(line[idx + len(RESULT_PREFIX):]))
-    return out
+    # One write per line: ranks of one node share the container's stdout, and print()
+    # writes text and newline separately, so unbuffered lines could interleave.
+    sys.stdout.write(RESULT_PREFIX + json.dumps(line, sort_keys=True) + "\n")
+    sys.stdout.flush()
 
 
 def log(message: str) -> None:
     rank = dist.get_rank() if dist.is_initialized() else os.environ.get("RANK", "?")
-    print(f"[rank {rank}] {message}", file=sys.stdout, flush=True)
+    sys.stdout.write(f"[rank {rank}] {message}\n")
+    sys.stdout.flush()

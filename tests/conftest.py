@@ -24,7 +24,13 @@ def definitions():
 
 
 @pytest.fixture(scope="session")
-def docker_client():
+def image_test_label(session_id) -> dict[str, str]:
+    """Label of this session's image-test containers (unique: concurrent sessions never collide)."""
+    return {TEST_LABEL: f"image-{session_id}"}
+
+
+@pytest.fixture(scope="session")
+def docker_client(image_test_label):
     from torchpod.build.engine import docker_client as connect
     from torchpod.errors import TorchpodError
 
@@ -33,8 +39,14 @@ def docker_client():
     except TorchpodError as exc:
         pytest.skip(f"needs a Docker engine: {exc}")
     yield client
-    for container in client.containers.list(all=True, filters={"label": TEST_LABEL}):
-        container.remove(force=True)
+    import docker
+
+    selector = f"{TEST_LABEL}={image_test_label[TEST_LABEL]}"
+    for container in client.containers.list(all=True, filters={"label": selector}):
+        try:
+            container.remove(force=True)
+        except docker.errors.NotFound:
+            pass
 
 
 @pytest.fixture(scope="session")

@@ -121,7 +121,8 @@ def _dispatch(args: list[str], env: dict[str, str]) -> int:
 
 def run(inv: Invocation, env: dict[str, str]) -> int:
     plan = resolve(env, gather_facts(env), inv)
-    argv = command(plan, sys.executable)
+    # torchpod.torchrun is torch.distributed.run with a one-line rendezvous-timeout message
+    argv = command(plan, sys.executable, module="torchpod.torchrun")
     summary = (
         f"torchpod: {plan.scheduler}: node {plan.node_rank} of {plan.nnodes}, "
         f"{plan.nproc_per_node} proc/node, {plan.rdzv_backend} at {plan.rdzv_endpoint} "

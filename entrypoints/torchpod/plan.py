@@ -78,10 +78,12 @@ def torchrun_args(plan: LaunchPlan) -> list[str]:
     return args + list(plan.passthrough)
 
 
-def command(plan: LaunchPlan, python: str) -> list[str] | None:
+def command(plan: LaunchPlan, python: str, module: str = "torch.distributed.run") -> list[str] | None:
+    """The command line; ``torchpod run`` passes module="torchpod.torchrun" (same arguments,
+    rendezvous timeouts explained) while ``plan`` shows plain torchrun."""
     if plan.script is None:
         return None
-    return [python, "-m", "torch.distributed.run", *torchrun_args(plan), plan.script, *plan.script_args]
+    return [python, "-m", module, *torchrun_args(plan), plan.script, *plan.script_args]
 
 
 def to_dict(plan: LaunchPlan, python: str) -> dict:

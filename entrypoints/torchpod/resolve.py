@@ -261,8 +261,17 @@ def resolve(env: Mapping[str, str], facts: Facts, inv: Invocation) -> LaunchPlan
     signals = user["signals_to_handle"][0] if "signals_to_handle" in user else DEFAULT_SIGNALS
 
     fabric = detect_fabric(env, facts.sysfs_root)
-    added = tuple((k, v) for k, v in fabric.env if k not in env)
-    kept = [k for k, _ in fabric.env if k in env]
+    suggested = list(fabric.env)
+    if max_restarts > 0 and backend == "c10d":
+        # torch >= 2.4 shares the rendezvous TCPStore with the workers and publishes rank 0's
+        # MASTER_ADDR only in the first round (dynamic_rendezvous.py, next_rendezvous caches
+        # _bootstrap_store_info). A node whose agent restarts fresh (its pod/container was
+        # replaced) then waits for that key in the new round until read_timeout, and the
+        # group never re-forms. The opt-out republishes it every round.
+        suggested.append(("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1"))
+        notes.append("max_restarts > 0: TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 so a replaced node can rejoin")
+    added = tuple((k, v) for k, v in suggested if k not in env)
+    kept = [k for k, _ in suggested if k in env]
     notes += list(fabric.notes)
     if kept:
         notes.append(f"kept user-set {', '.join(kept)} over the fabric's suggestion")

@@ -147,10 +147,11 @@ def split_command_line(
             )
         dest, takes_value = known
         if takes_value:
-            if eq:
+            if eq and inline != "--":
                 value = inline
                 i += 1
-            elif i + 1 < len(tokens):
+            elif not eq and i + 1 < len(tokens) and tokens[i + 1] != "--":
+                # argparse, like torchrun, never takes "--" as an option's value
                 value = tokens[i + 1]
                 i += 2
             else:

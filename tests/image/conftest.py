@@ -36,7 +36,7 @@ class Built:
 
 
 @pytest.fixture(scope="module")
-def built(request, docker_client):
+def built(request, docker_client, image_test_label):
     import docker
     import testinfra
 
@@ -48,12 +48,15 @@ def built(request, docker_client):
         pytest.fail(f"{ref} is not built; run `invoke build --image {defn.name} --arch {arch.name}`")
     container = docker_client.containers.run(
         ref, ["infinity"], entrypoint="sleep", platform=arch.docker, detach=True,
-        labels={"torchpod.test": "image"}, network_disabled=True,
+        labels=image_test_label, network_disabled=True,
         volumes=emulation_volumes(arch, host_arch(), ROOT / ".cache"))
     try:
         yield Built(defn, arch, image, container, testinfra.get_host(f"docker://{container.id}"))
     finally:
-        container.remove(force=True)
+        try:
+            container.remove(force=True)
+        except docker.errors.NotFound:  # already swept by a concurrent session's cleanup
+            pass
 
 
 @pytest.fixture(scope="session")

@@ -97,7 +97,8 @@ def launched(monkeypatch):
 def test_first_word_not_a_subcommand_means_run(argv, launched):
     assert cli.main(argv, {"CUDA_VISIBLE_DEVICES": ""}) == 0
     (cmd, env), = launched
-    assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    # torchpod.torchrun: torch.distributed.run's main with rendezvous timeouts explained
+    assert cmd[:3] == [sys.executable, "-m", "torchpod.torchrun"]
     assert cmd[-3:] == ["train.py", "--epochs", "3"]
     assert "--nnodes=1" in cmd
 
@@ -148,3 +149,14 @@ def test_fabric_default_notes_missing_rdma(tmp_path):
     assert "no RDMA fabric detected" in detect_fabric({}, tmp_path).notes[0]
     (tmp_path / "class" / "infiniband" / "mlx5_0").mkdir(parents=True)
     assert "mlx5_0" in detect_fabric({}, tmp_path).notes[0]
+
+
+def test_double_dash_is_never_an_option_value():
+    # found by hypothesis: `--rdzv-endpoint --` must not hand "--" to torchrun as an endpoint
+    from torchpod.errors import InputError
+    from torchpod.torchrun_flags import split_command_line
+
+    with pytest.raises(InputError, match="--rdzv-endpoint needs a value"):
+        split_command_line(["--rdzv-endpoint", "--", "train.py"])
+    with pytest.raises(InputError, match="--rdzv-endpoint needs a value"):
+        split_command_line(["--rdzv-endpoint=--", "train.py"])

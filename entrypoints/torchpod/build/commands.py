@@ -123,6 +123,7 @@ def build_command(
         "EXTRA_INDEX_URL": defn.torch.extra_index_url or "",
         "WHEELHOUSE": wheelhouse or "",
         "RDMA_PACKAGES": " ".join(defn.rdma_core.packages),
+        "SDISTS": " ".join(defn.torch.sdist_packages),
     }
     argv = [*builder.build_argv(), "--platform", arch.docker, "--progress=plain",
             "-f", str(context / "docker" / "Dockerfile"), "-t", tag]
@@ -192,9 +193,25 @@ def push_commands(docker: str, refs: Sequence[str]) -> list[list[str]]:
     return [[docker, "push", ref] for ref in refs]
 
 
+def sdist_wheel_command(defn: ImageDef, dest: Path, python: str, ca_bundle: Path | None) -> list[str] | None:
+    """`pip wheel` of the definition's pure-Python source-only packages (None if there are none)."""
+    if not defn.torch.sdist_packages:
+        return None
+    argv = [python, "-m", "pip", "wheel", "--isolated", "--no-deps", "--wheel-dir", str(dest),
+            "--index-url", defn.torch.index_url]
+    if ca_bundle is not None:
+        argv += ["--cert", str(ca_bundle)]
+    return [*argv, *defn.torch.sdist_packages]
+
+
 def download_command(defn: ImageDef, arch: Arch, dest: Path, python: str, ca_bundle: Path | None) -> list[str]:
-    """`pip download` of an image's wheels for ``arch`` into a wheelhouse, on any host."""
+    """`pip download` of an image's wheels for ``arch`` into a wheelhouse, on any host.
+
+    Run after :func:`sdist_wheel_command` into the same ``dest``: pip then finds the
+    source-only packages as the wheels built there (``--find-links``).
+    """
     argv = [python, "-m", "pip", "download", "--isolated", "--only-binary=:all:", "--dest", str(dest),
+            "--find-links", str(dest),
             "--python-version", defn.python, "--implementation", "cp", "--index-url", defn.torch.index_url]
     if defn.torch.extra_index_url:
         argv += ["--extra-index-url", defn.torch.extra_index_url]

@@ -45,10 +45,11 @@ class TorchSpec:
     index_url: str
     extra_index_url: str | None
     extra_packages: tuple[str, ...]
+    sdist_packages: tuple[str, ...] = ()  # pure-Python, source-only on PyPI: built into wheels first
 
     @property
     def requirements(self) -> tuple[str, ...]:
-        return (f"torch=={self.version}", *self.extra_packages)
+        return (f"torch=={self.version}", *self.extra_packages, *self.sdist_packages)
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,8 @@ _SCHEMA: dict[str, Any] = {
     "ci": bool,
     "base": {"debian": str, "mirror": str, "image": str},
     "python": str,
-    "torch": {"version": str, "index_url": str, "extra_index_url": str, "extra_packages": list},
+    "torch": {"version": str, "index_url": str, "extra_index_url": str, "extra_packages": list,
+              "sdist_packages": list},
     "expect": {"cuda": str, "nccl": str},
     "rdma_core": {"packages": list, "providers": list},
     "aws_ofi_nccl": {"version": str, "sha256": str, "url": str, "tarball": str, "libfabric": str},
@@ -263,6 +265,7 @@ def _build(name: str, path: Path, data: Mapping[str, Any]) -> ImageDef:
         index_url=_need(path, t, "index_url", "torch.index_url"),
         extra_index_url=t.get("extra_index_url"),
         extra_packages=_strings(path, t.get("extra_packages", []), "torch.extra_packages"),
+        sdist_packages=_strings(path, t.get("sdist_packages", []), "torch.sdist_packages"),
     )
     e = data["expect"]
     expect = Expect(cuda=_need(path, e, "cuda", "expect.cuda"), nccl=_need(path, e, "nccl", "expect.nccl"))

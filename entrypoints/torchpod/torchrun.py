@@ -1,0 +1,103 @@
+"""`python -m torchpod.torchrun ARGS` is `python -m torch.distributed.run ARGS` with a
+rendezvous failure explained in one line: how many nodes were expected, how many came.
+
+torchrun ends a join timeout with a bare ``RendezvousTimeoutError`` traceback and no
+message (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py,
+``_RendezvousOpExecutor.run`` raises it without arguments; seeds/001 shows what users see).
+The arrival count is in the last rendezvous state this node synced
+(``_RendezvousState.participants`` and ``wait_list``), so this module wraps
+``DynamicRendezvousHandler.next_rendezvous`` to read it when the timeout fires. Those
+are private attributes: when a torch release renames them, the message only loses the
+count. Arguments are passed to torchrun unchanged; ``torchpod plan`` still prints the plain
+`python -m torch.distributed.run` command, which is what this runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+
+PREFIX = "torchpod: error: "
+
+
+def describe_timeout(settings, state, node, closed: bool = False) -> str:
+    """The one line for a c10d/dynamic rendezvous join timeout (or a close by the node that
+    timed out first: the others then see RendezvousClosedError, not the timeout)."""
+    lo, hi = settings.min_nodes, settings.max_nodes
+    expected = str(lo) if lo == hi else f"{lo} to {hi}"
+    came = None
+    if state is not None:
+        try:
+            # torch drops this node from the participants before raising: add it back.
+            came = len(set(state.participants) | set(state.wait_list) | ({node} if node else set()))
+        except (AttributeError, TypeError):
+            came = None
+    seconds = int(settings.timeout.join.total_seconds())
+    arrived = f"{came} arrived" if came is not None else "the number that arrived is unknown"
+    what = (f"was closed or lost by its store's host (node 0; it waits up to {seconds} s)"
+            if closed else f"timed out after {seconds} s")
+    return (
+        f"rendezvous {settings.run_id!r} {what}: expected {expected} nodes, "
+        f"{arrived} (this node: {getattr(node, 'addr', '?')}); every node must run torchpod with "
+        "the same job; check that the missing nodes started, can resolve and reach the "
+        "rendezvous endpoint, or raise TORCHPOD_RDZV_TIMEOUT"
+    )
+
+
+def _install_hook() -> None:
+    from torch.distributed.elastic.rendezvous import dynamic_rendezvous as dr
+    from torch.distributed.elastic.rendezvous.api import (
+        RendezvousClosedError,
+        RendezvousConnectionError,
+        RendezvousTimeoutError,
+    )
+
+    handler = dr.DynamicRendezvousHandler
+    if getattr(handler.next_rendezvous, "_torchpod", False):
+        return
+    original = handler.next_rendezvous
+
+    def next_rendezvous(self, *args, **kwargs):
+        try:
+            return original(self, *args, **kwargs)
+        except (RendezvousTimeoutError, RendezvousClosedError, RendezvousConnectionError) as exc:
+            holder = getattr(self, "_state_holder", None)
+            state = getattr(holder, "state", None)
+            timeout = isinstance(exc, RendezvousTimeoutError)
+            if (timeout and str(exc)) or (not timeout and (state is None or getattr(state, "complete", True)
+                                                           or getattr(state, "round", 0) > 0)):
+                raise  # a message of its own, or not a first round left waiting for nodes
+            raise RendezvousTimeoutError(
+                describe_timeout(self._settings, state, getattr(self, "_this_node", None),
+                                 closed=not timeout)
+            ) from None
+
+    next_rendezvous._torchpod = True
+    handler.next_rendezvous = next_rendezvous
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from torch.distributed.elastic.rendezvous.api import (
+        RendezvousConnectionError,
+        RendezvousTimeoutError,
+    )
+    from torch.distributed.run import main as torchrun_main
+
+    _install_hook()
+    try:
+        torchrun_main(list(sys.argv[1:] if argv is None else argv))
+    except RendezvousTimeoutError as exc:
+        print(PREFIX + (str(exc) or "rendezvous timed out; not every node arrived"),
+              file=sys.stderr, flush=True)
+        return 1
+    except RendezvousConnectionError as exc:
+        cause = f" ({exc.__cause__})" if exc.__cause__ else ""
+        print(PREFIX + f"cannot reach the rendezvous store{cause}; the node that hosts it "
+              "(node 0) has not started or is unreachable; check that it runs and that this "
+              "node resolves the rendezvous endpoint", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

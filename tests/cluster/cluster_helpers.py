@@ -1,0 +1,40 @@
+"""Assertions and waits shared by the cluster tests (a plain module: conftest is not importable
+by name when several test tiers run together)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from torchpod.cluster import runner
+
+EXAMPLES = runner.EXAMPLES
+
+
+def wait_for_log(cl: runner.Cluster, index: int, text: str, timeout: float) -> str:
+    """Poll a node's log until ``text`` appears; fail with every node's log otherwise."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        log = cl.logs(index)
+        if text in log:
+            return log
+        time.sleep(0.5)
+    pytest.fail(f"node {index} never printed {text!r} within {timeout:.0f} s\n{cl.all_logs()[-6000:]}")
+
+
+def assert_group(cl: runner.Cluster, codes, *, world: int, nodes: int, workload: str = "allreduce_check"):
+    """Every node exited 0, every rank reported ok, one group of ``world`` ranks on ``nodes`` hosts."""
+    logs = cl.all_logs()
+    assert codes == [0] * len(codes), f"exit codes {codes}\n{logs[-8000:]}"
+    results = [r for r in cl.results() if r["workload"] == workload]
+    assert sorted(r["rank"] for r in results) == list(range(world)), logs[-8000:]
+    assert all(r["ok"] for r in results), [r for r in results if not r["ok"]]
+    assert {r["world_size"] for r in results} == {world}
+    if workload == "allreduce_check":
+        hosts = {run.node.hostname for run in cl.nodes}
+        assert all(set(r["hosts"]) == hosts and r["nodes"] == nodes for r in results), results
+    assert len({r["run_id"] for r in results}) == 1, "ranks saw different rendezvous ids"
+    for i in range(len(cl.nodes)):
+        assert f"torchpod: {cl.topology.scheduler}: node " in cl.logs(i), cl.logs(i)[-3000:]
+    return results

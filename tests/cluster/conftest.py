@@ -1,0 +1,100 @@
+"""Fixtures for the cluster tier: containers of the built x86_64 image play the nodes.
+
+Every container, network and volume a test creates carries ``torchpod.test=<id>`` (one id
+per test) and is removed at the test's teardown, pass or fail; a session-final sweep of
+the ``torchpod.test`` label catches anything a crash left. The tests use the image as
+built. For development only, TORCHPOD_DEV_MOUNT=1 bind-mounts this checkout's launcher and
+examples over the image's copies (no rebuild needed), and TORCHPOD_DEV_PYTHONPATH=<dir>
+adds a host folder of extra modules (mounted at /opt/dev-site) to the nodes' PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from torchpod.cluster import runner, topology
+
+ROOT = Path(__file__).resolve().parents[2]
+LABEL = "torchpod.test"
+# Every node: one thread per process on a 2-core CI machine; a bounded rendezvous wait.
+NODE_ENV = {"OMP_NUM_THREADS": "1", "TORCHPOD_RDZV_TIMEOUT": "60", "PYTHONUNBUFFERED": "1"}
+
+pytestmark = [pytest.mark.cluster, pytest.mark.docker]
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/cluster" in str(item.fspath):
+            item.add_marker(pytest.mark.cluster)
+            item.add_marker(pytest.mark.docker)
+
+
+@pytest.fixture(scope="session")
+def cluster_image(docker_client, definitions) -> str:
+    """The x86_64 ref of the CI image definition; fails (not skips) when it is not built."""
+    from torchpod.build.engine import host_arch
+
+    defn = next(d for d in definitions.values() if d.ci)
+    arch = defn.arch("x86_64")
+    if host_arch() != arch:
+        pytest.skip(f"cluster tests run the x86_64 image natively; this host is {host_arch().name}")
+    ref = defn.ref(arch)
+    try:
+        runner.image_or_error(docker_client, ref, arch.name)
+    except Exception as exc:  # noqa: BLE001
+        pytest.fail(str(exc))
+    yield ref
+    runner.sweep(docker_client, LABEL)
+
+
+@pytest.fixture
+def test_label() -> dict[str, str]:
+    return {LABEL: uuid.uuid4().hex[:12]}
+
+
+@pytest.fixture
+def dev_volumes() -> dict:
+    vols = {}
+    if os.environ.get("TORCHPOD_DEV_MOUNT") == "1":
+        vols.update(runner.dev_mounts(ROOT))
+    extra = os.environ.get("TORCHPOD_DEV_PYTHONPATH")
+    if extra:
+        vols[extra] = {"bind": "/opt/dev-site", "mode": "ro"}
+    return vols
+
+
+@pytest.fixture
+def make_cluster(docker_client, cluster_image, test_label, dev_volumes):
+    """Factory: make_cluster(scenario, nodes, command, **opts) -> runner.Cluster (not started)."""
+    made: list[runner.Cluster] = []
+    dev_env = {"PYTHONPATH": "/opt/dev-site"} if "/opt/dev-site" in {v["bind"] for v in dev_volumes.values()} else {}
+
+    def make(scenario, nodes, command, *, job=None, nproc=None, host_network=False, env=None,
+             volumes=None, network=None):
+        topo = topology.build(scenario, nodes, job or f"{scenario}-{test_label[LABEL][:6]}",
+                              nproc=nproc, host_network=host_network)
+        cl = runner.Cluster(
+            docker_client, cluster_image, topo, command, test_label,
+            network=network, volumes={**dev_volumes, **(volumes or {})},
+            env={**NODE_ENV, **dev_env, **(env or {})},
+        )
+        made.append(cl)
+        return cl
+
+    yield make
+    for cl in made:
+        cl.close()
+    runner.sweep(docker_client, LABEL, test_label[LABEL])
+
+
+@pytest.fixture
+def shared_network(docker_client, test_label):
+    """One Docker network for several jobs (two jobs side by side, etcd beside a job)."""
+    net = docker_client.networks.create(f"tp-shared-{test_label[LABEL]}", driver="bridge",
+                                        labels=test_label)
+    yield net.name
+    runner.sweep(docker_client, LABEL, test_label[LABEL])

@@ -1,0 +1,86 @@
+"""Faults a real cluster has: a node dies mid-training, a node never arrives, a node is
+stopped, and two jobs share one network."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from cluster_helpers import EXAMPLES, assert_group, wait_for_log
+
+EPOCHS = 10
+
+
+def test_killed_node_rejoins_and_training_resumes_from_snapshot(make_cluster, docker_client, test_label):
+    """SIGKILL one node mid-training; the scheduler restarts its container (restartPolicy
+    OnFailure); torchrun (--max-restarts) re-forms the group, every rank loads the
+    snapshot, and the epoch log shows each of the EPOCHS exactly once."""
+    from torchpod.cluster import runner
+
+    volume = runner.new_volume(docker_client, test_label)
+    cmd = ["run", "--max-restarts", "3", f"{EXAMPLES}/snapshot_trainer.py", str(EPOCHS), "1",
+           "--snapshot-path", "/shared/snapshot.pt", "--epoch-seconds", "1", "--dataset-size", "256"]
+    cl = make_cluster("volcano", 2, cmd, volumes={volume.name: {"bind": "/shared", "mode": "rw"}}).start()
+    before = wait_for_log(cl, 0, "EPOCHS_RUN=3)", timeout=120) + cl.logs(1)
+    cl.kill(1)
+    saved = max(int(n) for n in re.findall(r"EPOCHS_RUN=(\d+)\)", cl.logs(0) + before))
+    assert saved < EPOCHS, "training finished before the fault; slow the epochs down"
+    cl.wait(30, indices=[1])
+    cl.restart(1)
+    codes = cl.wait(240)
+    logs = cl.all_logs()
+    assert codes == [0, 0], logs[-8000:]
+    final = [r for r in cl.results() if r["workload"] == "snapshot_trainer"]
+    assert sorted(r["rank"] for r in final) == [0, 1], logs[-8000:]
+    for r in final:
+        assert r["restart_count"] >= 1 or r["hostname"] == cl.nodes[1].node.hostname, r
+        assert r["resumed_from"] is not None and r["resumed_from"] >= saved, (r, saved)
+        assert r["epoch_log"] == list(range(EPOCHS)), r  # no epoch lost, none run twice
+        assert r["ok"]
+    assert "Resuming training from snapshot at Epoch" in logs
+
+
+def test_node_that_never_arrives_fails_the_others_in_time_with_a_count(make_cluster):
+    timeout = 15
+    cl = make_cluster("slurm", 3, [f"{EXAMPLES}/allreduce_check.py"],
+                      env={"TORCHPOD_RDZV_TIMEOUT": str(timeout)})
+    t0 = time.time()
+    cl.start(only=[0, 1])  # node 2 is never scheduled
+    codes = cl.wait(timeout + 90)
+    elapsed = time.time() - t0
+    logs = cl.all_logs()
+    assert all(code not in (0, None) for code in codes), logs[-6000:]
+    assert not any(run.timed_out for run in cl.nodes[:2]), logs[-6000:]
+    assert elapsed < timeout + 60, f"took {elapsed:.0f} s for a {timeout} s rendezvous timeout"
+    # node 0 hosts the store and times out; node 1 then sees the round closed by it
+    assert f"timed out after {timeout} s: expected 3 nodes, 2 arrived" in cl.logs(0), cl.logs(0)[-4000:]
+    assert "expected 3 nodes, 2 arrived" in cl.logs(1), cl.logs(1)[-4000:]
+
+
+def test_docker_stop_exits_cleanly_and_leaves_no_orphans(make_cluster):
+    cmd = [f"{EXAMPLES}/allreduce_check.py", "--steps", "120", "--step-seconds", "1"]
+    cl = make_cluster("volcano", 2, cmd).start()
+    wait_for_log(cl, 1, "step 3/120", timeout=120)
+    took = cl.stop(1, timeout=20)
+    codes = cl.wait(90)
+    logs = cl.all_logs()
+    stopped = cl.nodes[1]
+    assert took < 20, f"`docker stop` needed the SIGKILL after the grace period\n{logs[-6000:]}"
+    # torchrun turns the forwarded SIGTERM into a SignalException and exits 1; torchpod
+    # passes that on. 137 would mean Docker had to SIGKILL after the grace period.
+    assert stopped.exit_code in (1, 143), logs[-6000:]
+    assert "received signal 15; exiting" in cl.logs(1), "the worker never saw the SIGTERM"
+    # the peer loses its partner: it must fail (not hang, not report success)
+    assert codes[0] not in (0, None) and not cl.nodes[0].timed_out, logs[-6000:]
+
+
+def test_two_jobs_on_one_network_never_join_each_other(make_cluster, shared_network):
+    check = [f"{EXAMPLES}/allreduce_check.py", "--expect-world", "2", "--expect-nodes", "2"]
+    a = make_cluster("kubeflow", 2, check, job="job-a", network=shared_network)
+    b = make_cluster("kubeflow", 2, check, job="job-b", network=shared_network)
+    a.start()
+    b.start()
+    ra = assert_group(a, a.wait(180), world=2, nodes=2)
+    rb = assert_group(b, b.wait(180), world=2, nodes=2)
+    assert ra[0]["run_id"] != rb[0]["run_id"]
+    assert set(ra[0]["hosts"]).isdisjoint(rb[0]["hosts"])

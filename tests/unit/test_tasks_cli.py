@@ -1,0 +1,35 @@
+"""`invoke build` / `invoke push` refuse bad input with one line and a non-zero exit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def invoke(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, **env}, timeout=120)
+
+
+@pytest.mark.parametrize("args, env, needle", [
+    (["build", "--arch", "sparc"], {}, "--arch='sparc' is not a known architecture"),
+    (["build", "--image", "nope"], {}, "--image='nope' is not defined; expected one of"),
+    (["build", "--arch", "x86_64", "--ca-bundle", "/nonexistent.pem"], {}, "--ca-bundle='/nonexistent.pem'"),
+    (["build", "--arch", "x86_64"], {"DOCKER_HOST": "unix:///nonexistent/docker.sock"},
+     "no Docker engine at unix:///nonexistent/docker.sock"),
+    (["push", "--registry", "http://x"], {}, "--registry='http://x'; expected HOST:PORT"),
+    (["test", "--tier", "everything"], {}, "--tier='everything'"),
+])
+def test_bad_input_is_one_line_and_non_zero(args, env, needle):
+    proc = invoke(*args, **env)
+    assert proc.returncode != 0
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert needle in lines[0]
+    assert lines[0].startswith("torchpod: ")
