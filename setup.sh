@@ -10,10 +10,17 @@ log() { printf '==> %s\n' "$*"; }
 
 log "installing system packages"
 export DEBIAN_FRONTEND=noninteractive
+# QEMU: the aarch64 image's `import torch` is tested emulated with qemu 10 (bookworm's
+# 7.2 is untested there), so on bookworm take qemu-user-static from bookworm-backports.
+QEMU_FROM=()
+if grep -qs '^VERSION_CODENAME=bookworm' /etc/os-release; then
+  echo 'deb http://deb.debian.org/debian bookworm-backports main' | $SUDO tee /etc/apt/sources.list.d/torchpod-backports.list >/dev/null
+  QEMU_FROM=(-t bookworm-backports)
+fi
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
-  docker.io qemu-user-static binfmt-support mmdebstrap etcd-server docker-registry \
-  ca-certificates >/dev/null
+  docker.io binfmt-support mmdebstrap etcd-server docker-registry ca-certificates >/dev/null
+$SUDO apt-get install -y -qq --no-install-recommends "${QEMU_FROM[@]}" qemu-user-static >/dev/null
 
 log "enabling QEMU user emulation (binfmt_misc) for foreign-arch builds"
 if [ -z "$(ls -A /proc/sys/fs/binfmt_misc 2>/dev/null)" ]; then

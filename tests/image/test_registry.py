@@ -10,6 +10,7 @@ import json
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -31,11 +32,13 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def local_registry(tmp_path_factory):
+def local_registry():
     binary = shutil.which("docker-registry") or shutil.which("registry")
     if binary is None:
         pytest.fail("docker-registry is not installed; run ./setup.sh (apt-get install docker-registry)")
-    root = tmp_path_factory.mktemp("registry")
+    # Its storage holds every pushed layer (GBs): removed at teardown, not kept by pytest.
+    tmp = tempfile.TemporaryDirectory(prefix="torchpod-registry-")
+    root = Path(tmp.name)
     port = free_port()
     config = root / "config.yml"
     config.write_text(json.dumps({  # YAML is a superset of JSON
@@ -59,6 +62,7 @@ def local_registry(tmp_path_factory):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        tmp.cleanup()
 
 
 def get_json(url: str, accept: str) -> dict:

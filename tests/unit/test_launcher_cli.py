@@ -10,7 +10,7 @@ import pytest
 
 import torchpod.cli as cli
 import torchpod.fabric as fabric
-from conftest import plan_for
+from launcher_cases import plan_for
 from torchpod.fabric import FabricReport
 
 SLURM = {

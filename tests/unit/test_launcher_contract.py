@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import GOOD, materialise, plan_for, torch_accepts
+from launcher_cases import GOOD, materialise, plan_for, torch_accepts
 from torchpod.plan import FLAG_TABLE, LaunchPlan, to_dict
 from torchpod.torchrun_flags import TORCHRUN_OPTIONS
 

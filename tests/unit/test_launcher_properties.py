@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import torch_accepts
+from launcher_cases import torch_accepts
 from torchpod.errors import TorchpodError
 from torchpod.resolve import resolve
 from torchpod.schedulers.common import Facts

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import BAD, GOOD, materialise, plan_for, torch_accepts
+from launcher_cases import BAD, GOOD, materialise, plan_for, torch_accepts
 from torchpod.errors import InputError
 from torchpod.plan import to_dict
 

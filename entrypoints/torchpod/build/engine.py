@@ -227,6 +227,7 @@ def build(defn: ImageDef, arch: Arch, *, root: Path, offline: bool = False,
     base = ensure_base(client, builder, defn, arch, cache)
     build_base = ensure_base(client, builder, defn, host, cache)
     final = defn.ref(arch)
+    previous = client.images.get(final).id if image_exists(client, final) else None
     staging = f"torchpod-staging/{defn.name}:{arch.name}-{uuid.uuid4().hex[:8]}"
     print(f"==> building {final} for {arch.docker} (base {base})", flush=True)
     argv = commands.build_command(builder, defn, arch, context=root, tag=staging, base_image=base,
@@ -249,8 +250,20 @@ def build(defn: ImageDef, arch: Arch, *, root: Path, offline: bool = False,
     finally:
         if image_exists(client, staging):
             client.images.remove(staging, noprune=False)
-    size = client.images.get(final).attrs["Size"]
-    return BuildResult(defn, arch, final, size, versions, time.monotonic() - started)
+    image = client.images.get(final)
+    if previous and previous != image.id:
+        _drop_if_untagged(client, previous)  # a rebuild must not leave 5 GB of <none> behind
+    return BuildResult(defn, arch, final, image.attrs["Size"], versions, time.monotonic() - started)
+
+
+def _drop_if_untagged(client, image_id: str) -> None:
+    import docker
+
+    try:
+        if not client.images.get(image_id).tags:
+            client.images.remove(image_id)
+    except docker.errors.APIError:  # still used by a container, or already gone: keep going
+        pass
 
 
 def summary_table(results: Sequence[BuildResult]) -> str:

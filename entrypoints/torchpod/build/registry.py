@@ -132,6 +132,7 @@ def push(defn: ImageDef, registry: str, *, insecure: bool = False) -> PushResult
         for event in client.images.push(remote, defn.tag(arch), stream=True, decode=True):
             if "error" in event:
                 raise RuntimeFailure(f"push of {remote}:{defn.tag(arch)} failed: {event['error']}")
+        client.images.remove(f"{remote}:{defn.tag(arch)}", noprune=True)  # the tag only; the image stays
         entry = remote_manifest(url, defn.repository, defn.tag(arch), arch)
         entries.append(entry)
         pushed.append((arch.name, f"{remote}:{defn.tag(arch)}", entry.digest))

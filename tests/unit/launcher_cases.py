@@ -1,0 +1,115 @@
+"""Shared helpers for the launcher's unit tests: scheduler fixtures (YAML, loaded once and
+validated), a resolver call from a dict, and torch's own parser as the judge of argv."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import pytest
+import yaml
+
+from torchpod.resolve import resolve
+from torchpod.schedulers.common import Facts
+from torchpod.torchrun_flags import split_command_line
+
+FIXTURES = Path(__file__).parent / "fixtures" / "schedulers.yaml"
+_KEYS = {"source", "hostname", "env", "files", "argv", "expect", "error", "notes_contain"}
+_EXPECT_KEYS = {
+    "scheduler", "nnodes", "node_rank", "nproc_per_node", "rdzv_backend", "rdzv_endpoint",
+    "rdzv_id", "rdzv_conf", "local_addr", "max_restarts", "is_host", "hosts",
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    source: str
+    hostname: str
+    env: Mapping[str, str]
+    files: Mapping[str, str]
+    argv: tuple[str, ...]
+    expect: Mapping[str, object] | None
+    error: str | None
+    notes_contain: str | None
+
+
+def _load() -> dict[str, Case]:
+    data = yaml.safe_load(FIXTURES.read_text())
+    cases = {}
+    for name, entry in data.items():
+        unknown = set(entry) - _KEYS
+        if unknown:
+            raise ValueError(f"{FIXTURES}: {name}: unknown keys {sorted(unknown)}")
+        for key in ("source", "hostname", "env"):
+            if key not in entry:
+                raise ValueError(f"{FIXTURES}: {name}: missing key {key!r}")
+        if ("expect" in entry) == ("error" in entry):
+            raise ValueError(f"{FIXTURES}: {name}: needs exactly one of expect / error")
+        bad = set(entry.get("expect") or {}) - _EXPECT_KEYS
+        if bad:
+            raise ValueError(f"{FIXTURES}: {name}: unknown expect keys {sorted(bad)}")
+        for key, value in entry["env"].items():
+            if not isinstance(value, str):
+                raise ValueError(f"{FIXTURES}: {name}: env {key} must be a string, got {value!r}")
+        cases[name] = Case(
+            name=name,
+            source=entry["source"],
+            hostname=entry["hostname"],
+            env=dict(entry["env"]),
+            files=dict(entry.get("files") or {}),
+            argv=tuple(str(a) for a in entry.get("argv") or ()),
+            expect=entry.get("expect"),
+            error=entry.get("error"),
+            notes_contain=entry.get("notes_contain"),
+        )
+    return cases
+
+
+CASES = _load()
+GOOD = [c for c in CASES.values() if c.expect is not None]
+BAD = [c for c in CASES.values() if c.error is not None]
+
+
+def materialise(case: Case, root: Path) -> tuple[dict[str, str], Facts]:
+    """Write the case's files under ``root``; return its env and facts."""
+    for rel, text in case.files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    env = {k: v.replace("{root}", str(root)) for k, v in case.env.items()}
+    facts = Facts(hostname=case.hostname, root=root, sysfs_root=root / "sys")
+    return env, facts
+
+
+def plan_for(env, argv=(), facts: Facts | None = None, script="train.py"):
+    inv = split_command_line([*argv, script] if script else list(argv))
+    return resolve(env, facts or Facts(hostname="testhost", root=Path("/nonexistent"),
+                                       sysfs_root=Path("/nonexistent/sys")), inv)
+
+
+def torch_accepts(args: list[str]) -> None:
+    """Fail unless torch's own launcher parser and config helpers accept ``args``."""
+    from torch.distributed.elastic.rendezvous.utils import (
+        _parse_rendezvous_config,
+        parse_rendezvous_endpoint,
+    )
+    from torch.distributed.run import get_args_parser, parse_min_max_nnodes
+
+    try:
+        ns = get_args_parser().parse_args([*args, "train.py"])
+    except SystemExit as exc:  # argparse reports and exits
+        raise AssertionError(f"torch's parser rejected {args}") from exc
+    lo, hi = parse_min_max_nnodes(ns.nnodes)
+    if not 0 < lo <= hi:
+        raise AssertionError(f"nnodes {ns.nnodes}")
+    if int(ns.max_restarts) < 0:
+        raise AssertionError(f"max_restarts {ns.max_restarts}")
+    _parse_rendezvous_config(ns.rdzv_conf)
+    parse_rendezvous_endpoint(ns.rdzv_endpoint, 29400)
+    if ns.nproc_per_node not in ("auto", "cpu", "gpu", "xpu") and int(ns.nproc_per_node) < 1:
+        raise AssertionError(f"nproc_per_node {ns.nproc_per_node}")
+    if ns.rdzv_id in ("", "none"):
+        raise AssertionError("rdzv_id must be stable per job, never 'none'")
