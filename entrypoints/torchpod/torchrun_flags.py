@@ -165,7 +165,8 @@ def split_command_line(
             options[dest] = value
         else:
             canonical = spelling(dest)
-            passthrough.extend([canonical, value] if takes_value else [canonical])
+            # one `--flag=value` token: a value starting with '-' must not read as an option
+            passthrough.append(f"{canonical}={value}" if takes_value else canonical)
     rest = tokens[i:]
     script = rest[0] if rest else None
     return Invocation(

@@ -68,5 +68,12 @@ def test_plan_json_has_every_contract_key(tmp_path):
 
 def test_passthrough_options_reach_torchrun_verbatim():
     plan = plan_for({}, ["--log_dir", "/tmp/logs", "-r3", "--tee=3", "--no-python"])
-    assert plan.passthrough == ("--log-dir", "/tmp/logs", "--redirects", "3", "--tee", "3", "--no-python")
+    assert plan.passthrough == ("--log-dir=/tmp/logs", "--redirects=3", "--tee=3", "--no-python")
+    torch_accepts(plan.torchrun_args)
+
+
+def test_passthrough_value_that_looks_like_an_option_stays_a_value():
+    # found by hypothesis: `--log-dir -:` rendered as two tokens made torch read '-:' as a flag
+    plan = plan_for({}, ["--log-dir=-:"])
+    assert "--log-dir=-:" in plan.torchrun_args
     torch_accepts(plan.torchrun_args)
