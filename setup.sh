@@ -41,4 +41,5 @@ fi
 
 log "installing torchpod and its dev tools"
 python3 -m pip install -q -e '.[dev]'
+if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi  # put `invoke` on PATH under pyenv
 log "ready: invoke build --arch x86_64 | invoke build --arch aarch64 | invoke test"
