@@ -7,7 +7,11 @@ torchpod always supervises (not only as PID 1), so one code path is tested every
 - SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to torchpod are forwarded
   to torchrun, which hands them to its workers (`docker stop` -> SIGTERM -> clean stop);
 - every child is reaped (``waitpid(-1)``), including orphans re-parented to PID 1;
-- the exit status is torchrun's, or 128 + N when a signal N killed it.
+- the exit status is torchrun's, or 128 + N when a signal N killed it. torchrun turns
+  a death signal (TERM, INT, HUP, QUIT) into its SignalException and exits 1, which
+  reads like a training failure; when torchpod forwarded such a signal and torchrun
+  then exits 1, torchpod reports 128 + N instead (`docker stop` -> 143), so schedulers
+  and people see a job that was stopped, not one that broke. Other codes pass through.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ FORWARDED = (
     signal.SIGUSR1,
     signal.SIGUSR2,
 )
+# Signals torch.distributed.elastic converts into SignalException (exit 1).
+TERMINATING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 
 
 def exit_status(status: int) -> int:
@@ -53,8 +59,11 @@ def supervise(argv: Sequence[str], env: Mapping[str, str]) -> int:
     """Start ``argv`` with ``env``, forward signals to it, reap, return its exit code."""
     pending: list[int] = []
     child: list[subprocess.Popen] = []
+    stopped_by: list[int] = []  # terminating signals forwarded, first one first
 
     def forward(signum, _frame):
+        if signum in TERMINATING:
+            stopped_by.append(signum)
         if child:
             try:
                 os.kill(child[0].pid, signum)
@@ -91,6 +100,8 @@ def supervise(argv: Sequence[str], env: Mapping[str, str]) -> int:
                 break
             if pid == 0:
                 break
+        if code == 1 and stopped_by:
+            return 128 + stopped_by[0]
         return 1 if code is None else code
     finally:
         for sig, handler in previous.items():

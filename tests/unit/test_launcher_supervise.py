@@ -22,7 +22,7 @@ CHILD = textwrap.dedent(
     def note(signum, frame):
         out.write(signal.Signals(signum).name + "\\n")
         if signum == signal.SIGTERM:
-            sys.exit(7)
+            sys.exit(int(sys.argv[3]))
     for s in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT):
         signal.signal(s, note)
     if sys.argv[2] == "handle-term":
@@ -45,11 +45,11 @@ def _wait_for(path: Path, text: str, timeout: float = 20.0) -> None:
     raise AssertionError(f"{text!r} never appeared in {path}: {path.read_text() if path.exists() else ''}")
 
 
-def _start(tmp_path: Path, mode: str):
+def _start(tmp_path: Path, mode: str, term_code: int = 7):
     (tmp_path / "child.py").write_text(CHILD)
     log = tmp_path / "log"
     proc = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, sys.executable, str(tmp_path / "child.py"), str(log), mode]
+        [sys.executable, "-c", DRIVER, sys.executable, str(tmp_path / "child.py"), str(log), mode, str(term_code)]
     )
     _wait_for(log, "ready")
     return proc, log
@@ -64,6 +64,20 @@ def test_signals_are_forwarded_and_child_exit_code_returned(tmp_path):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 7
     assert log.read_text().splitlines()[-1] == "SIGTERM"
+
+
+@pytest.mark.parametrize("term_code, expected", [(1, 143), (0, 0), (7, 7)])
+def test_stop_request_reported_as_128_plus_signal_only_over_torchruns_exit_1(tmp_path, term_code, expected):
+    # torchrun exits 1 after a forwarded SIGTERM (SignalException): that becomes 143;
+    # a clean finish (0) or any other code the child chose is passed on unchanged.
+    proc, log = _start(tmp_path, "handle-term", term_code)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == expected
+    assert log.read_text().splitlines()[-1] == "SIGTERM"
+
+
+def test_exit_1_without_a_stop_request_stays_1():
+    assert supervise([sys.executable, "-c", "raise SystemExit(1)"], dict(os.environ)) == 1
 
 
 def test_child_killed_by_signal_gives_128_plus_signal(tmp_path):

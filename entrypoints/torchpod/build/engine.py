@@ -200,6 +200,22 @@ def probe_image(client, ref: str, arch: Arch, cache: Path, *, timeout: int = 300
         container.remove(force=True)
 
 
+def check_aws_ofi_nccl(defn: ImageDef, cache: Path, ca_bundle: Path | None) -> Path:
+    """Fetch and verify the pinned aws-ofi-nccl source, then refuse: its stage is not built yet.
+
+    The checksum step is real (a wrong or tampered tarball stops the build before Docker
+    runs); compiling the plugin into the image is the part still missing, and a build that
+    silently left it out would claim a fabric it does not carry.
+    """
+    from .sources import aws_ofi_nccl_source
+
+    source = aws_ofi_nccl_source(defn, cache, ca_bundle)
+    raise RuntimeFailure(
+        f"{defn.path.name}: aws_ofi_nccl is set and its source {source.name} verified, but torchpod "
+        "cannot build the plugin into an image yet; remove the 'aws_ofi_nccl' section to build without it"
+    )
+
+
 def git_revision(root: Path) -> str:
     proc = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
     return proc.stdout.strip() or "unknown"
@@ -209,11 +225,13 @@ def build(defn: ImageDef, arch: Arch, *, root: Path, offline: bool = False,
           ca_bundle: Path | None = None, no_cache: bool = False, quiet: bool = False) -> BuildResult:
     """Build, probe, check and label one image; the final tag appears only if all pass."""
     started = time.monotonic()
+    cache = root / ".cache"
+    if defn.aws_ofi_nccl is not None:
+        check_aws_ofi_nccl(defn, cache, ca_bundle)
     client = docker_client()
     builder = find_builder()
     host = host_arch()
     check_emulation(arch, host)
-    cache = root / ".cache"
     wheels = cache / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)  # the Dockerfile bind-mounts it, empty or not
     wheelhouse = None

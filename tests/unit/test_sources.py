@@ -1,0 +1,138 @@
+"""Pinned source tarballs: verified before Docker runs, from a real HTTP server or a local file.
+
+The server is Python's own http.server on loopback, serving bytes made in the test (the
+real aws-ofi-nccl release cannot be downloaded here: GitHub is unreachable). What is
+under test is torchpod's fetch, cache and checksum logic, which is the same for any bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import threading
+from pathlib import Path
+
+import pytest
+
+from torchpod.build import engine
+from torchpod.build.definitions import load_definitions
+from torchpod.build.sources import aws_ofi_nccl_source
+from torchpod.errors import InputError, RuntimeFailure
+
+PAYLOAD = b"aws-ofi-nccl-1.14.0/configure\n" * 1000
+GOOD_SHA = hashlib.sha256(PAYLOAD).hexdigest()
+BASE = """\
+arches: [x86_64]
+base: {debian: bookworm}
+python: "3.11"
+torch: {version: "2.13.0", index_url: https://pypi.org/simple}
+expect: {cuda: "13.0", nccl: "2.29.7"}
+rdma_core: {packages: [libibverbs1], providers: [mlx5]}
+"""
+
+
+class Server:
+    """A loopback HTTP server that serves PAYLOAD at /good.tar.gz and counts requests."""
+
+    def __init__(self):
+        served = self.requests = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (http.server's name)
+                served.append(self.path)
+                if self.path != "/good.tar.gz":
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(PAYLOAD)))
+                self.end_headers()
+                self.wfile.write(PAYLOAD)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def server():
+    s = Server()
+    yield s
+    s.httpd.shutdown()
+    s.httpd.server_close()
+
+
+def definition(tmp_path: Path, ofi: str):
+    images = tmp_path / "images"
+    images.mkdir(exist_ok=True)
+    (images / "img.yaml").write_text(BASE + "aws_ofi_nccl: " + ofi + "\n")
+    return load_definitions(images)["img"]
+
+
+def test_download_is_verified_cached_and_reused(tmp_path, server):
+    defn = definition(tmp_path, f"{{version: '1.14.0', sha256: {GOOD_SHA}, url: '{server.url}/good.tar.gz'}}")
+    cache = tmp_path / ".cache"
+    path = aws_ofi_nccl_source(defn, cache)
+    assert path == cache / "sources" / "aws-ofi-nccl-1.14.0.tar.gz"
+    assert path.read_bytes() == PAYLOAD
+    assert aws_ofi_nccl_source(defn, cache) == path
+    assert server.requests == ["/good.tar.gz"]  # the second call used the verified cache
+
+
+def test_a_corrupted_cache_is_fetched_again(tmp_path, server):
+    defn = definition(tmp_path, f"{{version: '1.14.0', sha256: {GOOD_SHA}, url: '{server.url}/good.tar.gz'}}")
+    cache = tmp_path / ".cache"
+    path = aws_ofi_nccl_source(defn, cache)
+    path.write_bytes(b"truncated")
+    assert aws_ofi_nccl_source(defn, cache).read_bytes() == PAYLOAD
+    assert len(server.requests) == 2
+
+
+def test_download_with_wrong_checksum_is_refused_and_nothing_kept(tmp_path, server):
+    wrong = "0" * 64
+    defn = definition(tmp_path, f"{{version: '1.14.0', sha256: '{wrong}', url: '{server.url}/good.tar.gz'}}")
+    cache = tmp_path / ".cache"
+    with pytest.raises(InputError) as err:
+        aws_ofi_nccl_source(defn, cache)
+    message = str(err.value)
+    assert "checksum mismatch" in message and GOOD_SHA in message and wrong in message
+    assert "aws_ofi_nccl.sha256" in message and "\n" not in message
+    assert list((cache / "sources").iterdir()) == []
+
+
+def test_unreachable_source_names_the_address_and_the_offline_fix(tmp_path, server):
+    defn = definition(tmp_path, f"{{version: '1.14.0', sha256: {GOOD_SHA}, url: '{server.url}/missing.tar.gz'}}")
+    with pytest.raises(RuntimeFailure) as err:
+        aws_ofi_nccl_source(defn, tmp_path / ".cache")
+    assert f"{server.url}/missing.tar.gz" in str(err.value) and "aws_ofi_nccl.tarball" in str(err.value)
+
+
+def test_local_tarball_checked_when_pinned(tmp_path):
+    (tmp_path / "ofi.tar.gz").write_bytes(PAYLOAD)
+    ok = definition(tmp_path, f"{{version: '1.14.0', tarball: ofi.tar.gz, sha256: {GOOD_SHA}}}")
+    assert aws_ofi_nccl_source(ok, tmp_path / ".cache") == tmp_path / "ofi.tar.gz"
+    unpinned = definition(tmp_path, "{version: '1.14.0', tarball: ofi.tar.gz}")
+    assert aws_ofi_nccl_source(unpinned, tmp_path / ".cache") == tmp_path / "ofi.tar.gz"
+    bad = definition(tmp_path, f"{{version: '1.14.0', tarball: ofi.tar.gz, sha256: '{'a' * 64}'}}")
+    with pytest.raises(InputError, match=f"file has sha256 {GOOD_SHA}"):
+        aws_ofi_nccl_source(bad, tmp_path / ".cache")
+    missing = definition(tmp_path, "{version: '1.14.0', tarball: nowhere.tar.gz}")
+    with pytest.raises(InputError, match="nowhere.tar.gz' does not exist"):
+        aws_ofi_nccl_source(missing, tmp_path / ".cache")
+
+
+def test_build_stops_on_a_bad_tarball_before_docker_and_never_claims_the_plugin(tmp_path, monkeypatch):
+    # Neither failure may reach the engine: docker_client raising proves it was not called.
+    def no_docker():
+        raise AssertionError("the build reached Docker")
+
+    monkeypatch.setattr(engine, "docker_client", no_docker)
+    (tmp_path / "ofi.tar.gz").write_bytes(PAYLOAD)
+    bad = definition(tmp_path, f"{{version: '1.14.0', tarball: ofi.tar.gz, sha256: '{'a' * 64}'}}")
+    with pytest.raises(InputError, match="checksum mismatch"):
+        engine.build(bad, bad.arches[0], root=tmp_path)
+    good = definition(tmp_path, f"{{version: '1.14.0', tarball: ofi.tar.gz, sha256: {GOOD_SHA}}}")
+    with pytest.raises(RuntimeFailure, match="cannot build the plugin into an image yet"):
+        engine.build(good, good.arches[0], root=tmp_path)
