@@ -27,6 +27,14 @@ if [ -z "$(ls -A /proc/sys/fs/binfmt_misc 2>/dev/null)" ]; then
   $SUDO mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
 fi
 $SUDO update-binfmts --enable >/dev/null 2>&1 || true
+# qemu >= 8 ships systemd-binfmt files (/usr/lib/binfmt.d) instead of binfmt-support ones;
+# with no systemd running (containers, CI), register the foreign arch's handler directly.
+case "$(uname -m)" in x86_64) FOREIGN=aarch64 ;; aarch64) FOREIGN=x86_64 ;; *) FOREIGN="" ;; esac
+if [ -n "$FOREIGN" ] && [ ! -e "/proc/sys/fs/binfmt_misc/qemu-$FOREIGN" ] && [ -f "/usr/lib/binfmt.d/qemu-$FOREIGN.conf" ]; then
+  $SUDO sh -c "cat /usr/lib/binfmt.d/qemu-$FOREIGN.conf > /proc/sys/fs/binfmt_misc/register"
+fi
+[ -z "$FOREIGN" ] || [ -e "/proc/sys/fs/binfmt_misc/qemu-$FOREIGN" ] || {
+  echo "QEMU for $FOREIGN is not registered in binfmt_misc; foreign-arch builds will fail" >&2; exit 1; }
 
 DOCKER=/usr/bin/docker
 if ! $SUDO $DOCKER info >/dev/null 2>&1; then

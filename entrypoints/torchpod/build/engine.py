@@ -114,8 +114,9 @@ def check_emulation(arch: Arch, host: Arch, binfmt_dir: Path = BINFMT_DIR) -> No
     if not entry.exists() or "enabled" not in entry.read_text():
         raise InputError(
             f"--arch={arch.name} on a {host.name} host needs QEMU user emulation, but "
-            f"{entry} is not registered; run: apt-get install qemu-user-static binfmt-support "
-            "&& update-binfmts --enable (mount binfmt_misc first if /proc/sys/fs/binfmt_misc is empty)"
+            f"{entry} is not registered; run ./setup.sh, or by hand: apt-get install qemu-user-static, "
+            f"then `cat /usr/lib/binfmt.d/{arch.qemu}.conf > {binfmt_dir}/register` (qemu >= 8) "
+            "or `update-binfmts --enable` (older qemu)"
         )
 
 
