@@ -19,7 +19,7 @@ if grep -qs '^VERSION_CODENAME=bookworm' /etc/os-release; then
 fi
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
-  docker.io binfmt-support mmdebstrap etcd-server docker-registry ca-certificates >/dev/null
+  docker.io binfmt-support mmdebstrap arch-test etcd-server docker-registry ca-certificates >/dev/null
 $SUDO apt-get install -y -qq --no-install-recommends "${QEMU_FROM[@]}" qemu-user-static >/dev/null
 
 log "enabling QEMU user emulation (binfmt_misc) for foreign-arch builds"

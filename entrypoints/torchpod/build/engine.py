@@ -148,6 +148,11 @@ def ensure_base(client, builder: Builder, defn: ImageDef, arch: Arch, cache: Pat
         return tag
     if shutil.which("mmdebstrap") is None:
         raise RuntimeFailure("mmdebstrap is not installed; run: apt-get install mmdebstrap (or ./setup.sh)")
+    if arch != host_arch() and shutil.which("arch-test") is None:
+        raise RuntimeFailure(
+            f"bootstrapping a {arch.name} base on a {host_arch().name} host needs arch-test "
+            "(mmdebstrap checks emulation with it); run: apt-get install arch-test (or ./setup.sh)"
+        )
     with tempfile.TemporaryDirectory(prefix="torchpod-rootfs-", dir=cache) as tmp:
         context = Path(tmp)
         print(f"==> bootstrapping Debian {defn.base.debian} for {arch.name} ({tag})", flush=True)
