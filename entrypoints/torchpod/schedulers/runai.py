@@ -2,7 +2,10 @@
 
 Run:ai sets pod-level WORLD_SIZE (number of pods, the master counted as one),
 RANK (this pod's index, master 0), MASTER_ADDR (the master pod's IP) and MASTER_PORT, next
-to its own RUNAI_JOB_NAME / RUNAI_JOB_UUID. torchrun needs nodes, not processes, so these
+to its own markers. Its documentation ("Environment Variables inside a Run:ai Workload",
+docs.run.ai) names RUNAI_NUM_OF_GPUS plus JOB_NAME / JOB_UUID in older releases; newer
+ones also set RUNAI_JOB_NAME / RUNAI_PROJECT. Any RUNAI_* marker claims the pod (JOB_NAME
+alone is too generic); the job id comes from the most specific one present. torchrun needs nodes, not processes, so these
 map to --nnodes and the node index directly. Where the job also runs on a training-operator
 that sets PET_NNODES, that wins (WORLD_SIZE then counts processes).
 """
@@ -16,8 +19,12 @@ NAME = "runai"
 STRONG = True
 
 
+MARKERS = ("RUNAI_JOB_NAME", "RUNAI_JOB_UUID", "RUNAI_PROJECT", "RUNAI_NUM_OF_GPUS")
+JOB_IDS = ("RUNAI_JOB_UUID", "JOB_UUID", "RUNAI_JOB_NAME", "JOB_NAME")
+
+
 def claims(env: Env) -> bool:
-    return get(env, "RUNAI_JOB_NAME", "RUNAI_JOB_UUID") is not None and (
+    return get(env, *MARKERS) is not None and (
         get(env, "WORLD_SIZE", "MASTER_ADDR", "PET_NNODES") is not None
     )
 
@@ -54,7 +61,7 @@ def detect(env: Env, facts: Facts) -> Detection:
     port, port_notes = rdzv_port(env)
     mport = get(env, "MASTER_PORT", "PET_MASTER_PORT")
     ep = endpoint(master[1], mport[1] if mport else port)
-    job = get(env, "RUNAI_JOB_UUID", "RUNAI_JOB_NAME")
+    job = get(env, *JOB_IDS)
     return Detection(
         scheduler=NAME,
         nnodes=nnodes,
