@@ -114,6 +114,12 @@ def test(c, tier="all", build_images=True, pytest_args=""):
         # and the images under test then always match the tree, never a stale build.
         for defn in (d for d in _defs().values() if d.ci):
             build(c, image=defn.name)
+        if os.environ.get("TORCHPOD_PRUNE_BUILD_CACHE") == "1":
+            # CI builds once and never again: free BuildKit's cache (~18 GB) before the
+            # registry test stores every image a second time. Locally, keep it (fast rebuilds).
+            from torchpod.build import engine
+
+            c.run(f"{engine.find_builder().docker} builder prune -af", pty=False)
     paths = [p for p in tiers[tier] if (ROOT / p).exists()]
     c.run(f"{sys.executable} -m pytest {' '.join(paths)} {pytest_args}", pty=False)
 
