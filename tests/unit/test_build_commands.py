@@ -46,6 +46,17 @@ def test_build_command_targets_the_arch_and_passes_the_ca_as_a_secret():
     assert not any("ca.pem" in v for v in args.values())
 
 
+def test_rebuild_busts_layers_through_an_arg_declared_in_both_stages():
+    kw = dict(context=ROOT, tag="t:1", base_image="b", build_base_image="b", wheelhouse=None, ca_bundle=None)
+    plain = commands.build_command(Builder("docker", buildx=False), DEFN, ARM, **kw)
+    forced = commands.build_command(Builder("docker", buildx=False), DEFN, ARM, rebuild="tok1", **kw)
+    assert "TORCHPOD_REBUILD=tok1" in forced and not any("TORCHPOD_REBUILD" in a for a in plain)
+    assert "--no-cache" not in forced  # that would also empty pip's cache mount
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    stages = dockerfile.split("\nFROM ")
+    assert all('ARG TORCHPOD_REBUILD=""' in stage for stage in stages[1:]), "every stage must see the arg"
+
+
 def test_buildx_when_present():
     b = Builder("docker", buildx=True)
     assert b.build_argv() == ["docker", "buildx", "build", "--load"] and b.env == {}

@@ -228,7 +228,7 @@ def git_revision(root: Path) -> str:
 
 
 def build(defn: ImageDef, arch: Arch, *, root: Path, offline: bool = False,
-          ca_bundle: Path | None = None, no_cache: bool = False, quiet: bool = False) -> BuildResult:
+          ca_bundle: Path | None = None, rebuild: str | None = None, quiet: bool = False) -> BuildResult:
     """Build, probe, check and label one image; the final tag appears only if all pass."""
     started = time.monotonic()
     cache = root / ".cache"
@@ -256,7 +256,7 @@ def build(defn: ImageDef, arch: Arch, *, root: Path, offline: bool = False,
     print(f"==> building {final} for {arch.docker} (base {base})", flush=True)
     argv = commands.build_command(builder, defn, arch, context=root, tag=staging, base_image=base,
                                   build_base_image=build_base, wheelhouse=wheelhouse, ca_bundle=ca_bundle,
-                                  no_cache=no_cache)
+                                  rebuild=rebuild)
     try:
         run(argv, env=builder.env, quiet=quiet, what=f"docker build of {final}")
         versions = probe_image(client, staging, arch, cache)
