@@ -36,53 +36,53 @@ def aws_ofi_nccl_source(defn: ImageDef, cache: Path, ca_bundle: Path | None = No
     if spec is None:
         raise InputError(f"{defn.path}: no 'aws_ofi_nccl' section; nothing to fetch")
     if spec.tarball is not None:
-        return _local(defn, spec)
-    return _downloaded(defn, spec, cache / "sources", ca_bundle, timeout)
+        return _local(defn, spec, spec.tarball)
+    if spec.url is None or spec.sha256 is None:  # load_definitions refuses this; keep it explicit
+        raise InputError(f"{defn.path}: aws_ofi_nccl needs 'tarball', or 'sha256' for a download")
+    return _downloaded(defn, spec, spec.url, spec.sha256, cache / "sources", ca_bundle, timeout)
 
 
-def _local(defn: ImageDef, spec: AwsOfiNccl) -> Path:
-    assert spec.tarball is not None
-    if not spec.tarball.is_file():
+def _local(defn: ImageDef, spec: AwsOfiNccl, tarball: Path) -> Path:
+    if not tarball.is_file():
         raise InputError(
-            f"{defn.path}: aws_ofi_nccl.tarball={str(spec.tarball)!r} does not exist; copy the "
+            f"{defn.path}: aws_ofi_nccl.tarball={str(tarball)!r} does not exist; copy the "
             f"aws-ofi-nccl {spec.version} release tarball there (relative paths start at the repository root)"
         )
     if spec.sha256:
-        seen = sha256_of(spec.tarball)
+        seen = sha256_of(tarball)
         if seen != spec.sha256:
             raise InputError(
-                f"{defn.path}: checksum mismatch for aws_ofi_nccl.tarball={str(spec.tarball)!r}: file has "
+                f"{defn.path}: checksum mismatch for aws_ofi_nccl.tarball={str(tarball)!r}: file has "
                 f"sha256 {seen}, aws_ofi_nccl.sha256 says {spec.sha256}; replace the file with the "
                 "release tarball, or correct the sha256 if the file is the one you trust"
             )
-    return spec.tarball
+    return tarball
 
 
-def _downloaded(defn: ImageDef, spec: AwsOfiNccl, folder: Path, ca_bundle: Path | None,
-                timeout: float) -> Path:
-    assert spec.url is not None and spec.sha256 is not None
+def _downloaded(defn: ImageDef, spec: AwsOfiNccl, url: str, sha256: str, folder: Path,
+                ca_bundle: Path | None, timeout: float) -> Path:
     dest = folder / f"aws-ofi-nccl-{spec.version}.tar.gz"
-    if dest.is_file() and sha256_of(dest) == spec.sha256:
+    if dest.is_file() and sha256_of(dest) == sha256:
         return dest  # fetched before and still intact
     folder.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + f".part-{os.getpid()}")
     context = ssl.create_default_context(cafile=str(ca_bundle) if ca_bundle else None)
     try:
-        with urllib.request.urlopen(spec.url, timeout=timeout, context=context) as response, part.open("wb") as out:
+        with urllib.request.urlopen(url, timeout=timeout, context=context) as response, part.open("wb") as out:
             for block in iter(lambda: response.read(CHUNK), b""):
                 out.write(block)
         seen = sha256_of(part)
-        if seen != spec.sha256:
+        if seen != sha256:
             raise InputError(
-                f"{defn.path}: checksum mismatch for {spec.url}: downloaded file has sha256 {seen}, "
-                f"aws_ofi_nccl.sha256 says {spec.sha256}; check the release page for the right sha256 "
+                f"{defn.path}: checksum mismatch for {url}: downloaded file has sha256 {seen}, "
+                f"aws_ofi_nccl.sha256 says {sha256}; check the release page for the right sha256 "
                 "(or a tampering proxy), nothing was kept"
             )
         part.replace(dest)
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", None) or exc
         raise RuntimeFailure(
-            f"cannot download aws-ofi-nccl {spec.version} from {spec.url}: {reason}; fetch it where "
+            f"cannot download aws-ofi-nccl {spec.version} from {url}: {reason}; fetch it where "
             f"that address is reachable and set aws_ofi_nccl.tarball in {defn.path.name}"
         ) from None
     finally:
