@@ -12,10 +12,10 @@ from pathlib import Path
 
 from invoke import Exit, task
 
+from torchpod.build.definitions import DEFAULT_IMAGE
 from torchpod.errors import TorchpodError
 
 ROOT = Path(__file__).resolve().parent
-DEFAULT_IMAGE = "pytorch"
 
 
 def _defs():
@@ -125,7 +125,7 @@ def test(c, tier="all", build_images=True, pytest_args=""):
 
 
 def _cluster_image(arch: str = "x86_64") -> str:
-    defn = next(d for d in _defs().values() if d.ci)
+    defn = _defs()[DEFAULT_IMAGE]
     return defn.ref(defn.arch(arch))
 
 

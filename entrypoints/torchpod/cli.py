@@ -15,11 +15,13 @@ for all nodes), TORCHPOD_HOSTNAME (this node's listed name), and torchrun's own 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
 from typing import Mapping, Sequence
 
 from . import __version__
@@ -60,7 +62,25 @@ def gather_facts(env: Mapping[str, str]) -> Facts:
         out = _quiet(["scontrol", "show", "hostnames", nodelist])
         if out and out.split():
             slurm_hosts = tuple(out.split())
-    return Facts(hostname=hostname, gpu_count=gpu_count, slurm_hosts=slurm_hosts)
+    return Facts(hostname=hostname, gpu_count=gpu_count, slurm_hosts=slurm_hosts,
+                 torchrun_signals=torchrun_accepts("--signals-to-handle"))
+
+
+def torchrun_accepts(option: str) -> bool:
+    """Whether the installed torch's torchrun defines ``option``, read from its source.
+
+    Importing torch.distributed.run to ask its parser costs a second or more per launch;
+    the option's spelling in run.py answers the same question. No torch: True (the
+    launch then fails on the missing torch, which is the real problem).
+    """
+    spec = importlib.util.find_spec("torch")  # locates without importing
+    if spec is None or not spec.submodule_search_locations:
+        return True
+    run_py = Path(next(iter(spec.submodule_search_locations))) / "distributed" / "run.py"
+    try:
+        return f'"{option}"' in run_py.read_text(encoding="utf-8")
+    except OSError:
+        return True
 
 
 def _quiet(argv: list[str]) -> str | None:
@@ -129,4 +149,4 @@ def run(inv: Invocation, env: dict[str, str]) -> int:
         f"(id {plan.rdzv_id})"
     )
     print(summary, file=sys.stderr, flush=True)
-    return supervise(argv, child_env(env, plan))
+    return supervise(argv, child_env(env, plan), handled=plan.handled_signals)

@@ -16,6 +16,8 @@ from . import __version__
 # Given to torchrun's --signals-to-handle so SIGUSR1/SIGUSR2 (Slurm's `--signal`, preemption
 # warnings) reach the workers instead of killing torchrun and orphaning them.
 DEFAULT_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2"
+# What torchrun handles when it has no --signals-to-handle (torch < 2.10) or is not told.
+TORCHRUN_BUILTIN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class LaunchPlan:
     rdzv_conf: tuple[tuple[str, str], ...]
     local_addr: str | None
     max_restarts: int
-    signals_to_handle: str = DEFAULT_SIGNALS
+    signals_to_handle: str | None = DEFAULT_SIGNALS  # None: this torchrun lacks the flag
     passthrough: tuple[str, ...] = ()  # other torchrun options, verbatim
     env: tuple[tuple[str, str], ...] = ()  # added to torchrun's environment, never overriding
     notes: tuple[str, ...] = ()
@@ -42,6 +44,11 @@ class LaunchPlan:
     @property
     def torchrun_args(self) -> list[str]:
         return torchrun_args(self)
+
+    @property
+    def handled_signals(self) -> tuple[str, ...]:
+        """Names of the signals torchrun will catch and pass to its workers."""
+        return tuple((self.signals_to_handle or TORCHRUN_BUILTIN_SIGNALS).split(","))
 
 
 def _conf(plan: LaunchPlan) -> Optional[str]:

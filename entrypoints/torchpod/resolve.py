@@ -15,9 +15,11 @@ from . import schedulers
 from .errors import InputError
 from .fabric import detect_fabric
 from .gpus import default_nproc
-from .plan import DEFAULT_SIGNALS, LaunchPlan
+from .plan import DEFAULT_SIGNALS, TORCHRUN_BUILTIN_SIGNALS, LaunchPlan
 from .schedulers import explicit, standalone
 from .schedulers.common import (
+    LOOPBACK,
+    LOOPBACK_ENDPOINT,
     Facts,
     check_host,
     endpoint,
@@ -202,7 +204,9 @@ def resolve(env: Mapping[str, str], facts: Facts, inv: Invocation) -> LaunchPlan
                 "HOST:PORT of the first node; "
                 + (det.endpoint_hint or "pass --rdzv-endpoint HOST:PORT")
             )
-        ep, ep_source = "localhost:0", "single node"
+        ep, ep_source = LOOPBACK_ENDPOINT, "single node"
+        if local_addr is None and "local_addr" not in user:
+            local_addr = LOOPBACK
     ep = _check_endpoint(ep_source, ep, need_port=static)
     if static and node is None:
         raise InputError(
@@ -258,7 +262,17 @@ def resolve(env: Mapping[str, str], facts: Facts, inv: Invocation) -> LaunchPlan
     if nproc not in NPROC_WORDS:
         nproc = str(parse_int(source, nproc, minimum=1, hint="or one of " + ", ".join(NPROC_WORDS)))
 
-    signals = user["signals_to_handle"][0] if "signals_to_handle" in user else DEFAULT_SIGNALS
+    if "signals_to_handle" in user:
+        signals = user["signals_to_handle"][0]
+    elif facts.torchrun_signals:
+        signals = DEFAULT_SIGNALS
+    else:
+        signals = None
+        notes.append(
+            "this torch's torchrun has no --signals-to-handle (torch < 2.10): it passes only "
+            f"{TORCHRUN_BUILTIN_SIGNALS} to workers; torchpod ignores SIGUSR1/SIGUSR2 rather "
+            "than let them kill torchrun"
+        )
 
     fabric = detect_fabric(env, facts.sysfs_root)
     suggested = list(fabric.env)

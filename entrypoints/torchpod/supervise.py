@@ -6,6 +6,8 @@ torchpod always supervises (not only as PID 1), so one code path is tested every
   reaches torchrun and its workers once, from the terminal, not twice;
 - SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to torchpod are forwarded
   to torchrun, which hands them to its workers (`docker stop` -> SIGTERM -> clean stop);
+  a signal torchrun was not told to handle (SIGUSR1/SIGUSR2 under torch < 2.10, which
+  lacks --signals-to-handle) would kill torchrun outright, so torchpod says so and drops it;
 - every child is reaped (``waitpid(-1)``), including orphans re-parented to PID 1;
 - the exit status is torchrun's, or 128 + N when a signal N killed it. torchrun turns
   a death signal (TERM, INT, HUP, QUIT) into its SignalException and exits 1, which
@@ -19,7 +21,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from typing import Mapping, Sequence
+import sys
+from typing import Collection, Mapping, Sequence
 
 from .errors import RuntimeFailure
 
@@ -55,13 +58,27 @@ def _foreground_child() -> None:  # runs in the child between fork and exec
         pass
 
 
-def supervise(argv: Sequence[str], env: Mapping[str, str]) -> int:
-    """Start ``argv`` with ``env``, forward signals to it, reap, return its exit code."""
+def supervise(argv: Sequence[str], env: Mapping[str, str],
+              handled: Collection[str] | None = None) -> int:
+    """Start ``argv`` with ``env``, forward signals to it, reap, return its exit code.
+
+    ``handled``: names of the signals the child catches (default: all of FORWARDED);
+    the death signals are always forwarded, the others only when the child handles them.
+    """
     pending: list[int] = []
     child: list[subprocess.Popen] = []
     stopped_by: list[int] = []  # terminating signals forwarded, first one first
+    dropped = {
+        sig for sig in FORWARDED
+        if handled is not None and sig not in TERMINATING and sig.name not in handled
+    }
 
     def forward(signum, _frame):
+        if signum in dropped:
+            print(f"torchpod: {signal.Signals(signum).name} not forwarded: torchrun does not "
+                  "handle it here and would die of it (needs torch >= 2.10)",
+                  file=sys.stderr, flush=True)
+            return
         if signum in TERMINATING:
             stopped_by.append(signum)
         if child:

@@ -11,6 +11,8 @@ import json
 
 import pytest
 
+import torchpod
+
 pytestmark = [pytest.mark.docker, pytest.mark.image]
 
 COMPILERS = ("gcc", "cc", "g++", "c++", "clang", "cpp", "make", "ld", "as", "nvcc")
@@ -128,3 +130,47 @@ def test_no_build_secret_in_any_layer(built, docker_client, host_only_certs):
         for needle in needles:
             assert needle not in window, "a host-only CA certificate is inside an image layer"
         tail = window[-overlap:]
+
+
+# The plan the image's own launcher makes under a Slurm-like environment, judged by the
+# image's own torchrun parser: the host's torch (newer) would accept flags an image's
+# older torch rejects (torch 2.9 has no --signals-to-handle).
+PLAN_JUDGED_BY_THE_IMAGE = """
+import json, os, subprocess
+from torch.distributed.run import get_args_parser
+env = dict(os.environ, SLURM_JOB_ID="77", SLURM_JOB_NODELIST="n[1-2]", SLURM_NODEID="0",
+           SLURM_NNODES="2", TORCHPOD_HOSTNAME="n1", CUDA_VISIBLE_DEVICES="")
+plan = json.loads(subprocess.check_output(["torchpod", "plan", "--", "train.py", "--lr", "1"], env=env))
+ns = get_args_parser().parse_args(plan["torchrun_args"] + ["train.py", "--lr", "1"])
+known = {s for a in get_args_parser()._actions for s in a.option_strings}
+print(json.dumps({"plan": plan, "nnodes": ns.nnodes, "rdzv_endpoint": ns.rdzv_endpoint,
+                  "has_signals_flag": "--signals-to-handle" in known}))
+"""
+
+
+def _exec(built, argv: list[str], **kwargs) -> str:
+    code, out = built.container.exec_run(argv, **kwargs)
+    text = out.decode(errors="replace")
+    assert code == 0, text
+    return text
+
+
+def test_plan_is_accepted_by_the_images_own_torchrun(built):
+    found = json.loads(_exec(built, ["python", "-c", PLAN_JUDGED_BY_THE_IMAGE]).splitlines()[-1])
+    plan = found["plan"]
+    assert (plan["scheduler"], found["nnodes"], found["rdzv_endpoint"]) == ("slurm", "2", "n1:29400")
+    assert plan["version"] == torchpod.__version__
+    # the launcher read the image's torch right: the flag is used exactly when it exists
+    assert (plan["signals_to_handle"] is not None) == found["has_signals_flag"]
+    assert any(a.startswith("--signals-to-handle=") for a in plan["torchrun_args"]) == found["has_signals_flag"]
+
+
+def test_run_forms_a_two_process_group(built):
+    # `torchpod run` end to end in the image as shipped: torchrun, c10d, two gloo ranks.
+    out = _exec(built, ["torchpod", "run", "--nproc-per-node=2",
+                        "/opt/torchpod/examples/allreduce_check.py", "--expect-world", "2"],
+                environment={"CUDA_VISIBLE_DEVICES": ""})
+    results = [json.loads(ln.split("TORCHPOD_RESULT ", 1)[1]) for ln in out.splitlines()
+               if "TORCHPOD_RESULT " in ln]
+    assert sorted(r["rank"] for r in results) == [0, 1], out
+    assert all(r["ok"] and r["world_size"] == 2 for r in results), out

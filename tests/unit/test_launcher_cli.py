@@ -82,7 +82,7 @@ def test_version_and_help(capsys):
 @pytest.fixture
 def launched(monkeypatch):
     calls = []
-    monkeypatch.setattr(cli, "supervise", lambda argv, env: calls.append((argv, env)) or 0)
+    monkeypatch.setattr(cli, "supervise", lambda argv, env, handled=None: calls.append((argv, env)) or 0)
     return calls
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -77,3 +78,39 @@ def test_passthrough_value_that_looks_like_an_option_stays_a_value():
     plan = plan_for({}, ["--log-dir=-:"])
     assert "--log-dir=-:" in plan.torchrun_args
     torch_accepts(plan.torchrun_args)
+
+
+def test_torchrun_without_signals_flag_gets_none_and_a_note():
+    # torch 2.9's parser has no --signals-to-handle (the pytorch-cu128 image): the plan
+    # must leave it out, say so, and tell the supervisor USR1/USR2 are not handled.
+    from pathlib import Path
+
+    from torchpod.schedulers.common import Facts
+
+    plan = plan_for({}, facts=Facts(hostname="h", root=Path("/nonexistent"), torchrun_signals=False))
+    assert not any(a.startswith("--signals") for a in plan.torchrun_args)
+    assert any("no --signals-to-handle" in n for n in plan.notes)
+    assert plan.handled_signals == ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
+    assert to_dict(plan, "python")["signals_to_handle"] is None
+    torch_accepts(plan.torchrun_args)
+    # an explicit flag is the user's to give, old torch or not
+    plan = plan_for({}, ["--signals-to-handle=SIGTERM,SIGUSR1"],
+                    facts=Facts(hostname="h", root=Path("/nonexistent"), torchrun_signals=False))
+    assert "--signals-to-handle=SIGTERM,SIGUSR1" in plan.torchrun_args
+    assert plan.handled_signals == ("SIGTERM", "SIGUSR1")
+
+
+def test_signals_flag_detected_from_the_installed_torch(tmp_path, monkeypatch):
+    from torchpod.cli import torchrun_accepts
+
+    assert torchrun_accepts("--signals-to-handle")  # the host's torch (>= 2.10)
+    assert not torchrun_accepts("--no-such-torchrun-option")
+    # a torch tree whose run.py lacks the flag, found first on sys.path
+    fake = tmp_path / "torch"
+    (fake / "distributed").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "distributed" / "run.py").write_text('parser.add_argument("--max-restarts")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "torch", raising=False)  # find_spec looks there first
+    assert not torchrun_accepts("--signals-to-handle")
+    assert torchrun_accepts("--max-restarts")

@@ -33,7 +33,10 @@ CHILD = textwrap.dedent(
     """
 )
 
-DRIVER = "import os, sys; from torchpod.supervise import supervise; sys.exit(supervise(sys.argv[1:], dict(os.environ)))"
+DRIVER = (
+    "import os, sys; from torchpod.supervise import supervise; h = os.environ.get('HANDLED'); "
+    "sys.exit(supervise(sys.argv[1:], dict(os.environ), handled=h.split(',') if h else None))"
+)
 
 
 def _wait_for(path: Path, text: str, timeout: float = 20.0) -> None:
@@ -45,11 +48,12 @@ def _wait_for(path: Path, text: str, timeout: float = 20.0) -> None:
     raise AssertionError(f"{text!r} never appeared in {path}: {path.read_text() if path.exists() else ''}")
 
 
-def _start(tmp_path: Path, mode: str, term_code: int = 7):
+def _start(tmp_path: Path, mode: str, term_code: int = 7, handled: str = "", **popen):
     (tmp_path / "child.py").write_text(CHILD)
     log = tmp_path / "log"
     proc = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, sys.executable, str(tmp_path / "child.py"), str(log), mode, str(term_code)]
+        [sys.executable, "-c", DRIVER, sys.executable, str(tmp_path / "child.py"), str(log), mode, str(term_code)],
+        env={**os.environ, "HANDLED": handled}, **popen,
     )
     _wait_for(log, "ready")
     return proc, log
@@ -64,6 +68,20 @@ def test_signals_are_forwarded_and_child_exit_code_returned(tmp_path):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 7
     assert log.read_text().splitlines()[-1] == "SIGTERM"
+
+
+def test_signal_the_child_does_not_handle_is_dropped_with_a_line(tmp_path):
+    # torch < 2.10: torchrun handles TERM/INT/HUP/QUIT only, and SIGUSR1 would kill it
+    proc, log = _start(tmp_path, "handle-term", handled="SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR2",
+                       stderr=subprocess.PIPE, text=True)
+    proc.send_signal(signal.SIGUSR1)
+    proc.send_signal(signal.SIGUSR2)
+    _wait_for(log, "SIGUSR2")
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 7
+    assert log.read_text().splitlines()[1:] == ["SIGUSR2", "SIGTERM"]  # never SIGUSR1
+    assert "SIGUSR1 not forwarded" in proc.stderr.read()
 
 
 @pytest.mark.parametrize("term_code, expected", [(1, 143), (0, 0), (7, 7)])

@@ -17,6 +17,8 @@ from ..arch import Arch, normalise_arch
 from ..errors import InputError
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
+# The image `invoke build` builds and the demo and cluster tests run, unless told otherwise.
+DEFAULT_IMAGE = "pytorch"
 AWS_OFI_NCCL_URL = (
     "https://github.com/aws/aws-ofi-nccl/releases/download/"
     "v{version}/aws-ofi-nccl-{version}.tar.gz"

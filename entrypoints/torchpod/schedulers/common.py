@@ -22,6 +22,13 @@ DEFAULT_RDZV_PORT = 29400
 EPHEMERAL_PORTS = range(32768, 61000)
 
 
+# One node needs no name: `torchrun --standalone`'s localhost:0 and the agent's hostname
+# (the workers' store address) both fail in a container whose /etc/hosts is empty
+# (Docker's NetworkDisabled; found by the image tier), where IPv4 loopback still works.
+LOOPBACK = "127.0.0.1"
+LOOPBACK_ENDPOINT = f"{LOOPBACK}:0"  # port 0: the store picks a free one
+
+
 @dataclass(frozen=True)
 class Facts:
     """What main() learned about this machine, so detectors never look themselves."""
@@ -31,6 +38,9 @@ class Facts:
     root: Path = Path("/")  # where /etc/volcano/*.host live (a temp dir in tests)
     sysfs_root: Path = Path("/sys")
     slurm_hosts: tuple[str, ...] | None = None  # `scontrol show hostnames`, when available
+    # Whether the installed torchrun takes --signals-to-handle (torch >= 2.10); False makes
+    # the plan leave the flag out and forward only the signals old torchrun handles.
+    torchrun_signals: bool = True
 
 
 @dataclass(frozen=True)
