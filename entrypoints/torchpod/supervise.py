@@ -75,8 +75,8 @@ def supervise(argv: Sequence[str], env: Mapping[str, str],
 
     def forward(signum, _frame):
         if signum in dropped:
-            print(f"torchpod: {signal.Signals(signum).name} not forwarded: torchrun does not "
-                  "handle it here and would die of it (needs torch >= 2.10)",
+            print(f"torchpod: {signal.Signals(signum).name} not forwarded: torchrun was not "
+                  "told to handle it and would die of it (--signals-to-handle, torch >= 2.10)",
                   file=sys.stderr, flush=True)
             return
         if signum in TERMINATING:
