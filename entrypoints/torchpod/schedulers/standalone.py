@@ -7,7 +7,7 @@ world of one then hides the mistake until the other nodes time out, so it is an 
 from __future__ import annotations
 
 from ..errors import InputError
-from .common import LOOPBACK, LOOPBACK_ENDPOINT, Detection, Env, Facts, get, stable_id
+from .common import Detection, Env, Facts, get, stable_id
 
 NAME = "standalone"
 STRONG = False
@@ -47,8 +47,7 @@ def detect(env: Env, facts: Facts, *, asked: bool = False) -> Detection:
         scheduler=NAME,
         nnodes="1",
         node_rank=0,
-        rdzv_endpoint=LOOPBACK_ENDPOINT,  # `torchrun --standalone`'s localhost:0, by number
-        local_addr=LOOPBACK,
+        rdzv_endpoint=None,  # the resolver's single-node default: loopback, a free port
         rdzv_id=stable_id("standalone", facts.hostname),
         notes=("no scheduler detected: single node, rendezvous on a free local port",)
         if not asked
