@@ -49,5 +49,7 @@ fi
 
 log "installing torchpod and its dev tools"
 python3 -m pip install -q -e '.[dev]'
+# the default image's torch, read from images/ (the one place its version is written)
+python3 -m pip install -q "$(python3 -m torchpod_toolkit.definitions --host-torch)"
 if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi  # put `invoke` on PATH under pyenv
 log "ready: invoke build --arch x86_64 | invoke build --arch aarch64 | invoke test"

@@ -1,6 +1,6 @@
 """Invoke tasks: build, push and test torchpod images. Tasks only orchestrate.
 
-Everything they build or run comes from images/*.yaml through torchpod.build; a
+Everything they build or run comes from images/*.yaml through torchpod_toolkit; a
 deliberate abort is ``Exit("what failed; how to fix")``. Command line beats code default.
 """
 
@@ -12,14 +12,16 @@ from pathlib import Path
 
 from invoke import Exit, task
 
-from torchpod.build.definitions import DEFAULT_IMAGE
 from torchpod.errors import TorchpodError
+from torchpod_toolkit.cluster.demo import WORKLOADS
+from torchpod_toolkit.cluster.topology import SCENARIOS
+from torchpod_toolkit.definitions import DEFAULT_IMAGE
 
 ROOT = Path(__file__).resolve().parent
 
 
 def _defs():
-    from torchpod.build.definitions import load_definitions
+    from torchpod_toolkit.definitions import load_definitions
 
     return load_definitions(ROOT / "images")
 
@@ -42,7 +44,7 @@ def _arches(defn, arch: str):
 })
 def build(c, arch="", image=DEFAULT_IMAGE, offline=False, ca_bundle=""):
     """Build, verify and label images for one or more architectures."""
-    from torchpod.build import definitions, engine
+    from torchpod_toolkit import definitions, engine
 
     try:
         defn = definitions.select(_defs(), image)
@@ -63,7 +65,7 @@ def build(c, arch="", image=DEFAULT_IMAGE, offline=False, ca_bundle=""):
 })
 def push(c, registry, image=DEFAULT_IMAGE, insecure=False):
     """Push every declared arch as <tag>-<arch>, then the merged multi-arch manifest list."""
-    from torchpod.build import definitions, registry as reg
+    from torchpod_toolkit import definitions, registry as reg
 
     try:
         defn = definitions.select(_defs(), image)
@@ -81,7 +83,7 @@ def push(c, registry, image=DEFAULT_IMAGE, insecure=False):
 })
 def wheels(c, image=DEFAULT_IMAGE, arch=""):
     """Download an image's wheels into .cache/wheels/<image>-<arch> for offline builds."""
-    from torchpod.build import commands, definitions, engine
+    from torchpod_toolkit import commands, definitions, engine
 
     try:
         defn = definitions.select(_defs(), image)
@@ -98,18 +100,22 @@ def wheels(c, image=DEFAULT_IMAGE, arch=""):
         raise _abort(exc) from None
 
 
+# Test tiers, in the order `all` runs them (README "Tests"): unit has no processes, servers
+# or Docker; integration starts processes and local servers; image and cluster need Docker.
+TIERS = ("unit", "integration", "image", "cluster")
+
+
 @task(help={
-    "tier": "unit, image, cluster or all",
+    "tier": ", ".join(TIERS) + " or all",
     "build_images": "build the CI images first, incrementally (default true; --no-build-images skips)",
     "pytest_args": "extra arguments for pytest",
 })
 def test(c, tier="all", build_images=True, pytest_args=""):
-    """Run the test suite: unit, then inside the built images, then containers as nodes."""
-    tiers = {"unit": ["tests/unit"], "image": ["tests/image"], "cluster": ["tests/cluster"],
-             "all": ["tests/unit", "tests/image", "tests/cluster"]}
-    if tier not in tiers:
-        raise Exit(f"torchpod: --tier={tier!r}; expected one of {', '.join(tiers)}", code=2)
-    if build_images and tier != "unit":
+    """Run the test suite: unit, integration, inside the built images, containers as nodes."""
+    if tier not in (*TIERS, "all"):
+        raise Exit(f"torchpod: --tier={tier!r}; expected one of {', '.join(TIERS)} or all", code=2)
+    chosen = TIERS if tier == "all" else (tier,)
+    if build_images and {"image", "cluster"} & set(chosen):
         # Always (re)build: BuildKit's cache makes an unchanged tree a matter of seconds,
         # and the images under test then always match the tree, never a stale build.
         for defn in (d for d in _defs().values() if d.ci):
@@ -117,10 +123,10 @@ def test(c, tier="all", build_images=True, pytest_args=""):
         if os.environ.get("TORCHPOD_PRUNE_BUILD_CACHE") == "1":
             # CI builds once and never again: free BuildKit's cache (~18 GB) before the
             # registry test stores every image a second time. Locally, keep it (fast rebuilds).
-            from torchpod.build import engine
+            from torchpod_toolkit import engine
 
             c.run(f"{engine.find_builder().docker} builder prune -af", pty=False)
-    paths = [p for p in tiers[tier] if (ROOT / p).exists()]
+    paths = [f"tests/{t}" for t in chosen]
     c.run(f"{sys.executable} -m pytest {' '.join(paths)} {pytest_args}", pty=False)
 
 
@@ -130,9 +136,9 @@ def _cluster_image(arch: str = "x86_64") -> str:
 
 
 @task(help={
-    "scheduler": "runai, kubeflow, kubeflow-elastic, volcano, volcano-master, pbs, slurm or mpi",
+    "scheduler": ", ".join(SCENARIOS),
     "nodes": "containers playing nodes",
-    "workload": "ddp_resnet, allreduce_check, snapshot_trainer or message_passing",
+    "workload": ", ".join(WORKLOADS),
     "timeout": "seconds before the job is stopped",
     "gpus": "give the nodes the host's GPUs (NCCL); default CPU and gloo",
 })
@@ -140,8 +146,8 @@ def demo(c, scheduler="volcano", nodes=2, workload="ddp_resnet", timeout=600, gp
     """Run one job on N containers as a scheduler would start it; stream output; summarize."""
     import signal
 
-    from torchpod.build.engine import docker_client
-    from torchpod.cluster import demo as demo_mod
+    from torchpod_toolkit.engine import docker_client
+    from torchpod_toolkit.cluster import demo as demo_mod
 
     def interrupt(signum, _frame):
         raise KeyboardInterrupt

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoints"))
 
-from torchpod.build import definitions, engine  # noqa: E402
+from torchpod_toolkit import definitions, engine  # noqa: E402
 
 
 def payload_bytes(client, ref: str, defn, arch) -> int:

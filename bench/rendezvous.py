@@ -1,6 +1,6 @@
 """Rendezvous benchmark: seconds from `docker run` to the first completed all-reduce, for
 N containers as nodes, through `torchpod run` vs a hand-written torchrun command with the
-same rendezvous settings (seeds/004's Volcano recipe), measured side by side: the two
+same rendezvous settings (oracle-quickstart/oci-hpc-oke's Volcano recipe), measured side by side: the two
 launchers alternate within one run so that both see the same machine state.
 
 Both use a Volcano worker-only job (VC_TASK_INDEX, VC_WORKER_HOSTS), c10d on the first
@@ -27,11 +27,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoints"))
 
-from torchpod.cluster import runner, topology  # noqa: E402
+from torchpod_toolkit.cluster import runner, topology  # noqa: E402
+from torchpod_toolkit.definitions import DEFAULT_IMAGE, load_definitions  # noqa: E402
 
 LABEL = "torchpod.bench"
 CHECK = f"{runner.EXAMPLES}/allreduce_check.py"
-# seeds/004, "Using c10d as the backend", with the port torchpod uses and the same timeout.
+# oci-hpc-oke's Volcano recipe, "Using c10d as the backend", with the port torchpod uses and the same timeout.
 HAND_WRITTEN = (
     "exec torchrun --rdzv-id=$JOB_ID --rdzv-backend=c10d "
     "--rdzv-endpoint=$(IFS=',' read -ra w <<< \"$VC_WORKER_HOSTS\"; echo ${w[0]}):29400 "
@@ -89,14 +90,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="2,4,8", help="comma-separated node counts")
     parser.add_argument("--repeats", type=int, default=1, help="runs per node count and launcher")
-    parser.add_argument("--image", default="torchpod/pytorch:2.13.0-cuda13.0-x86_64")
+    defn = load_definitions(ROOT / "images")[DEFAULT_IMAGE]
+    parser.add_argument("--image", default=defn.ref(defn.arch("x86_64")))
     parser.add_argument("--dev-mount", action="store_true", help="bind-mount this checkout's launcher/examples")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "rendezvous.json"))
     args = parser.parse_args(argv)
     counts = [int(x) for x in args.nodes.split(",") if x.strip()]
     client = docker.from_env()
     runner.image_or_error(client, args.image)
-    dev = runner.dev_mounts(ROOT) if args.dev_mount else {}
+    dev = runner.dev_mounts(ROOT, defn.python) if args.dev_mount else {}
     rows = []
     for rep in range(args.repeats):
         for n in counts:

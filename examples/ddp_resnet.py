@@ -1,6 +1,7 @@
-"""DDP training of a small ResNet on random images (seeds/000, made device-agnostic).
+"""DDP training of a small ResNet on random images (the Run:ai
+multi-node example, made device-agnostic).
 
-What the seed demonstrates is kept: every process wraps a ResNet in
+What that example demonstrates is kept: every process wraps a ResNet in
 DistributedDataParallel, runs forward/backward/step on random inputs for a few steps and
 prints its loss; gradients are all-reduced by DDP. What changed:
 

@@ -1,4 +1,4 @@
-"""Message passing (seeds/003): rank 0 sends a tensor to every other rank, point to point.
+"""Message passing (Lambda Labs' multi-node PyTorch tutorial): rank 0 sends a tensor to every other rank, point to point.
 
 As in the seed, rank 0 ``send``s to ranks 1..W-1 and each of them ``recv``s from 0. Two
 changes: the backend follows the device (NCCL on a GPU, gloo on a CPU) instead of a

@@ -1,6 +1,7 @@
-"""Fault-tolerant DDP training with snapshots (seeds/001 and 002, made device-agnostic).
+"""Fault-tolerant DDP training with snapshots (PyTorch's ddp-tutorial-series
+multinode_torchrun.py, made device-agnostic).
 
-The seeds' ``multinode_torchrun.py``: a Trainer that saves ``{"MODEL_STATE", "EPOCHS_RUN"}``
+Upstream's ``multinode_torchrun.py``: a Trainer that saves ``{"MODEL_STATE", "EPOCHS_RUN"}``
 every ``save_every`` epochs and, when the snapshot exists at start, loads it and continues
 from there, so that torchrun can restart the whole group after a node fails
 (``--max-restarts``) without losing finished work. What changed, and why:
@@ -8,8 +9,8 @@ from there, so that torchrun can restart the whole group after a node fails
 - Backend follows the device: NCCL on the local GPU, gloo on the CPU.
 - ``--snapshot-path`` may point at a volume every node shares; then only global rank 0
   writes it, atomically (write + rename), so a crash mid-write never leaves half a file.
-  (The seed writes one snapshot per machine from local rank 0.)
-- ``EPOCHS_RUN`` counts finished epochs (``epoch + 1``). The seed stores the index of the
+  (Upstream writes one snapshot per machine from local rank 0.)
+- ``EPOCHS_RUN`` counts finished epochs (``epoch + 1``). Upstream stores the index of the
   last finished epoch and resumes *at* it, running that epoch twice after every restart.
 - The snapshot also keeps ``EPOCH_LOG`` (every epoch finished, in order, across restarts),
   so a test can prove that no finished epoch was lost or repeated.

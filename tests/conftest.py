@@ -1,12 +1,19 @@
-"""Shared fixtures: the Docker engine, image definitions, and container cleanup.
+"""Shared fixtures: the Docker engine, image definitions, tools, and container cleanup.
 
-Tests that need the engine skip with a reason only when no engine answers; CI always
-starts one (.ci/run), so nothing skips there. Every container a test starts carries the
-label ``torchpod.test`` and is force-removed at teardown, pass or fail.
+Tiers (README "Tests"): ``unit`` (pure: no process, server or Docker), ``integration``
+(local processes and servers: torchrun, scontrol, HTTP), ``image`` (inside built images,
+a real registry), ``cluster`` (containers as nodes).
+
+A test that needs a tool or the engine skips with a reason when it is truly absent, and
+never breaks collection; CI sets TORCHPOD_REQUIRE_TOOLS=1, which turns such a skip into a
+failure, so nothing silently skips there. Every container a test starts carries the label
+``torchpod.test`` and is force-removed at teardown, pass or fail.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import uuid
 from pathlib import Path
 
@@ -16,9 +23,39 @@ ROOT = Path(__file__).resolve().parents[1]
 TEST_LABEL = "torchpod.test"
 
 
+def missing(what: str) -> None:
+    """Skip (locally) or fail (CI, TORCHPOD_REQUIRE_TOOLS=1) because ``what`` is absent."""
+    if os.environ.get("TORCHPOD_REQUIRE_TOOLS") == "1":
+        pytest.fail(f"needs {what} (TORCHPOD_REQUIRE_TOOLS=1: CI must not skip)")
+    pytest.skip(f"needs {what}")
+
+
+@pytest.fixture(scope="session")
+def require_tool():
+    """require_tool(name, package) -> the tool's path, or a skip/failure naming the package."""
+
+    def require(name: str, package: str) -> str:
+        path = shutil.which(name)
+        if path is None:
+            missing(f"`{name}` (apt-get install {package}, or ./setup.sh)")
+        return path
+
+    return require
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_launcher_variables_from_outside():
+    """torch's parser reads PET_* from os.environ; tests must not see the caller's."""
+    # the test harness's own switches (TORCHPOD_DEV_*, TORCHPOD_REQUIRE_TOOLS) stay
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith(("PET_", "TORCHPOD_"))
+             and not k.startswith(("TORCHPOD_DEV_", "TORCHPOD_REQUIRE_"))}
+    yield
+    os.environ.update(saved)
+
+
 @pytest.fixture(scope="session")
 def definitions():
-    from torchpod.build.definitions import load_definitions
+    from torchpod_toolkit.definitions import load_definitions
 
     return load_definitions(ROOT / "images")
 
@@ -31,16 +68,16 @@ def image_test_label(session_id) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def docker_client(image_test_label):
-    from torchpod.build.engine import docker_client as connect
+    import docker
+
     from torchpod.errors import TorchpodError
+    from torchpod_toolkit.engine import docker_client as connect
 
     try:
         client = connect()
     except TorchpodError as exc:
-        pytest.skip(f"needs a Docker engine: {exc}")
+        missing(f"a Docker engine: {exc}")
     yield client
-    import docker
-
     selector = f"{TEST_LABEL}={image_test_label[TEST_LABEL]}"
     for container in client.containers.list(all=True, filters={"label": selector}):
         try:

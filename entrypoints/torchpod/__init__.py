@@ -1,3 +1,8 @@
-"""torchpod: reference images and a scheduler-aware launcher for multi-node PyTorch."""
+"""torchpod's launcher: what runs inside every image (the ENTRYPOINT).
 
-__version__ = "0.1.0"
+Standard library only (torch is imported by ``torchpod.torchrun`` and ``torchpod.probe``,
+in the image). The build-host toolkit is the separate package ``torchpod_toolkit``, which
+this package never imports (ARCHITECTURE.md).
+"""
+
+__version__ = "0.2.0"

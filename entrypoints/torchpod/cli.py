@@ -18,9 +18,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -29,6 +31,7 @@ from .errors import InputError, TorchpodError
 from .gpus import needs_probe
 from .plan import LaunchPlan, command, to_json, to_shell
 from .resolve import resolve
+from .schedulers import slurm
 from .schedulers.common import Facts
 from .supervise import supervise
 from .torchrun_flags import Invocation, split_command_line
@@ -39,8 +42,9 @@ usage: torchpod run [TORCHRUN OPTIONS] [--] SCRIPT [ARGS...]
        torchpod SCRIPT [ARGS...]        (means `torchpod run SCRIPT ARGS...`)
        torchpod --version
 
-Detects the scheduler (Run:ai, Volcano, Slurm, PBS, Kubeflow, MPI, else one node) and
-runs `python -m torch.distributed.run` with the matching rendezvous. Torchrun options
+Detects the scheduler (Run:ai, Volcano, Slurm, PBS, Kubeflow, MPI, the env:// convention
+MASTER_ADDR/WORLD_SIZE/RANK, else one node) and runs `python -m torch.distributed.run`
+with the matching rendezvous. Torchrun options
 given here and PET_* variables win over detection. TORCHPOD_SCHEDULER=<name> forces a
 scheduler; TORCHPOD_RDZV_PORT, TORCHPOD_RDZV_TIMEOUT and TORCHPOD_HOSTNAME tune it.
 `torchpod plan` shows the decision and why, without running anything."""
@@ -48,22 +52,42 @@ scheduler; TORCHPOD_RDZV_PORT, TORCHPOD_RDZV_TIMEOUT and TORCHPOD_HOSTNAME tune 
 SUBCOMMANDS = ("run", "plan")
 
 
+# No launch waits longer than this for a helper tool: `scontrol` without a readable
+# slurm.conf retries for ~20 s, a wedged driver can hang `nvidia-smi`. Both have an answer
+# of their own to fall back to (torchpod's host-list parser, the CUDA variables, one process).
+HELPER_TIMEOUT_S = 2.0
+
+
 def gather_facts(env: Mapping[str, str]) -> Facts:
-    """Ask the machine what the pure resolver needs: hostname, GPUs, Slurm hosts."""
+    """Ask the machine what the pure resolver needs: hostname, GPUs, Slurm hosts.
+
+    The helper tools run side by side under one deadline (HELPER_TIMEOUT_S), so a launch
+    waits that long at most, however many of them hang."""
     hostname = (env.get("TORCHPOD_HOSTNAME") or "").strip() or socket.gethostname()
-    gpu_count = None
+    helpers: dict[str, list[str]] = {}
     if needs_probe(env) and shutil.which("nvidia-smi"):
-        out = _quiet(["nvidia-smi", "-L"])
+        helpers["gpus"] = ["nvidia-smi", "-L"]
+    nodelist = slurm.nodelist(env)
+    if nodelist and shutil.which("scontrol"):
+        helpers["slurm"] = ["scontrol", "show", "hostnames", nodelist[1]]
+    answers = run_helpers(helpers)
+    notes: list[str] = []
+    gpu_count = slurm_hosts = None
+    if "gpus" in answers:
+        out, why = answers["gpus"]
         if out is not None:
             gpu_count = sum(1 for line in out.splitlines() if line.startswith("GPU "))
-    slurm_hosts = None
-    nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST")
-    if nodelist and shutil.which("scontrol"):
-        out = _quiet(["scontrol", "show", "hostnames", nodelist])
-        if out and out.split():
+        else:
+            notes.append(f"nvidia-smi -L {why}: GPUs not counted")
+    if "slurm" in answers:
+        out, why = answers["slurm"]
+        if out is not None and out.split():
             slurm_hosts = tuple(out.split())
+        else:
+            notes.append(f"scontrol show hostnames {why or 'printed nothing'}: "
+                         f"{nodelist[0]} expanded by torchpod's parser")
     return Facts(hostname=hostname, gpu_count=gpu_count, slurm_hosts=slurm_hosts,
-                 torchrun_signals=torchrun_accepts("--signals-to-handle"))
+                 torchrun_signals=torchrun_accepts("--signals-to-handle"), notes=tuple(notes))
 
 
 def torchrun_accepts(option: str) -> bool:
@@ -83,12 +107,36 @@ def torchrun_accepts(option: str) -> bool:
         return True
 
 
-def _quiet(argv: list[str]) -> str | None:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout if done.returncode == 0 else None
+def run_helpers(commands: Mapping[str, list[str]], timeout: float = HELPER_TIMEOUT_S
+                ) -> dict[str, tuple[str | None, str]]:
+    """Run helper tools side by side; key -> (stdout, "") for each that succeeded within
+    ``timeout`` of the start, else (None, why).
+
+    Each tool runs in a session of its own, and one that misses the deadline has its whole
+    process group killed: a child it forked cannot keep the pipe (and this launch) open.
+    """
+    answers: dict[str, tuple[str | None, str]] = {}
+    started: dict[str, subprocess.Popen] = {}
+    for key, argv in commands.items():
+        try:
+            started[key] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                            stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+        except OSError as exc:
+            answers[key] = (None, f"could not start ({exc.strerror or exc})")
+    deadline = time.monotonic() + timeout
+    for key, proc in started.items():
+        try:
+            out, _ = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.communicate()
+            answers[key] = (None, f"did not answer within {timeout:g} s")
+            continue
+        answers[key] = (out, "") if proc.returncode == 0 else (None, f"failed (exit {proc.returncode})")
+    return answers
 
 
 def child_env(env: Mapping[str, str], plan: LaunchPlan) -> dict[str, str]:

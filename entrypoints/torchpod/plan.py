@@ -1,7 +1,8 @@
 """The launch plan and the one table that turns it into torchrun arguments.
 
-A LaunchPlan is what ``torchpod plan`` prints and what ``torchpod run`` executes. The
-JSON keys listed in issue 2 are a contract: add keys, never rename them.
+A LaunchPlan is what ``torchpod plan`` prints and what ``torchpod run`` executes. Its
+JSON keys (``to_dict``) are a contract other tools rely on: add keys, never rename them,
+and keep each value's JSON type (``nnodes`` "2" or "1:4", ``rdzv_endpoint`` "host:port").
 """
 
 from __future__ import annotations
@@ -12,27 +13,24 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from . import __version__
-
-# Given to torchrun's --signals-to-handle so SIGUSR1/SIGUSR2 (Slurm's `--signal`, preemption
-# warnings) reach the workers instead of killing torchrun and orphaning them.
-DEFAULT_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2"
-# What torchrun handles when it has no --signals-to-handle (torch < 2.10) or is not told.
-TORCHRUN_BUILTIN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
+from .supervise import FORWARDED_NAMES, TERMINATING_NAMES
+from .values import Endpoint, NodeCount
 
 
 @dataclass(frozen=True)
 class LaunchPlan:
     scheduler: str
-    nnodes: str
+    nnodes: NodeCount
     node_rank: int | None
-    nproc_per_node: str
+    nproc_per_node: str  # a count, or one of torchrun's words (auto, cpu, gpu, xpu)
     rdzv_backend: str
-    rdzv_endpoint: str
+    rdzv_endpoint: Endpoint
     rdzv_id: str
     rdzv_conf: tuple[tuple[str, str], ...]
     local_addr: str | None
     max_restarts: int
-    signals_to_handle: str | None = DEFAULT_SIGNALS  # None: this torchrun lacks the flag
+    # what torchrun's --signals-to-handle gets; None: this torchrun lacks the flag
+    signals_to_handle: tuple[str, ...] | None = FORWARDED_NAMES
     passthrough: tuple[str, ...] = ()  # other torchrun options, verbatim
     env: tuple[tuple[str, str], ...] = ()  # added to torchrun's environment, never overriding
     notes: tuple[str, ...] = ()
@@ -48,17 +46,21 @@ class LaunchPlan:
     @property
     def handled_signals(self) -> tuple[str, ...]:
         """Names of the signals torchrun will catch and pass to its workers."""
-        return tuple((self.signals_to_handle or TORCHRUN_BUILTIN_SIGNALS).split(","))
+        return self.signals_to_handle or TERMINATING_NAMES
 
 
 def _conf(plan: LaunchPlan) -> Optional[str]:
     return ",".join(f"{k}={v}" for k, v in plan.rdzv_conf) or None
 
 
+def _signals(plan: LaunchPlan) -> Optional[str]:
+    return ",".join(plan.signals_to_handle) if plan.signals_to_handle is not None else None
+
+
 # The one table: plan field -> torchrun flag, and how the value is written (None: omit).
 # --node-rank only matters to the static backend; torchrun warns about it otherwise.
 FLAG_TABLE: tuple[tuple[str, str, Callable[[LaunchPlan], Optional[str]]], ...] = (
-    ("nnodes", "--nnodes", lambda p: p.nnodes),
+    ("nnodes", "--nnodes", lambda p: str(p.nnodes)),
     ("nproc_per_node", "--nproc-per-node", lambda p: p.nproc_per_node),
     (
         "node_rank",
@@ -66,12 +68,12 @@ FLAG_TABLE: tuple[tuple[str, str, Callable[[LaunchPlan], Optional[str]]], ...] =
         lambda p: str(p.node_rank) if p.rdzv_backend == "static" else None,
     ),
     ("rdzv_backend", "--rdzv-backend", lambda p: p.rdzv_backend),
-    ("rdzv_endpoint", "--rdzv-endpoint", lambda p: p.rdzv_endpoint),
+    ("rdzv_endpoint", "--rdzv-endpoint", lambda p: str(p.rdzv_endpoint)),
     ("rdzv_id", "--rdzv-id", lambda p: p.rdzv_id),
     ("rdzv_conf", "--rdzv-conf", _conf),
     ("local_addr", "--local-addr", lambda p: p.local_addr),
     ("max_restarts", "--max-restarts", lambda p: str(p.max_restarts)),
-    ("signals_to_handle", "--signals-to-handle", lambda p: p.signals_to_handle),
+    ("signals_to_handle", "--signals-to-handle", _signals),
 )
 
 
@@ -96,11 +98,11 @@ def command(plan: LaunchPlan, python: str, module: str = "torch.distributed.run"
 def to_dict(plan: LaunchPlan, python: str) -> dict:
     return {
         "scheduler": plan.scheduler,
-        "nnodes": plan.nnodes,
+        "nnodes": str(plan.nnodes),
         "node_rank": plan.node_rank,
         "nproc_per_node": plan.nproc_per_node,
         "rdzv_backend": plan.rdzv_backend,
-        "rdzv_endpoint": plan.rdzv_endpoint,
+        "rdzv_endpoint": str(plan.rdzv_endpoint),
         "rdzv_id": plan.rdzv_id,
         "rdzv_conf": dict(plan.rdzv_conf),
         "local_addr": plan.local_addr,
@@ -108,8 +110,8 @@ def to_dict(plan: LaunchPlan, python: str) -> dict:
         "torchrun_args": torchrun_args(plan),
         "env": dict(plan.env),
         "notes": list(plan.notes),
-        # additions beyond the issue-2 contract
-        "signals_to_handle": plan.signals_to_handle,
+        # additions to the first contract keys
+        "signals_to_handle": _signals(plan),
         "hosts": list(plan.hosts) if plan.hosts is not None else None,
         "hostname": plan.hostname,
         "script": plan.script,

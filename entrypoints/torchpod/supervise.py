@@ -26,16 +26,16 @@ from typing import Collection, Mapping, Sequence
 
 from .errors import RuntimeFailure
 
-FORWARDED = (
-    signal.SIGTERM,
-    signal.SIGINT,
-    signal.SIGHUP,
-    signal.SIGQUIT,
-    signal.SIGUSR1,
-    signal.SIGUSR2,
-)
-# Signals torch.distributed.elastic converts into SignalException (exit 1).
-TERMINATING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+# The one list of signals, by name. FORWARDED reach torchrun; with torch >= 2.10 the plan
+# passes the same names to torchrun's --signals-to-handle so they reach the workers
+# (SIGUSR1/SIGUSR2: Slurm's `--signal`, preemption warnings).
+FORWARDED_NAMES = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+# What torchrun handles without --signals-to-handle (torch < 2.10), and what
+# torch.distributed.elastic turns into its SignalException (exit 1): the death signals.
+TERMINATING_NAMES = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
+
+FORWARDED = tuple(signal.Signals[name] for name in FORWARDED_NAMES)
+TERMINATING = tuple(signal.Signals[name] for name in TERMINATING_NAMES)
 
 
 def exit_status(status: int) -> int:

@@ -3,7 +3,7 @@ rendezvous failure explained in one line: how many nodes were expected, how many
 
 torchrun ends a join timeout with a bare ``RendezvousTimeoutError`` traceback and no
 message (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py,
-``_RendezvousOpExecutor.run`` raises it without arguments; seeds/001 shows what users see).
+``_RendezvousOpExecutor.run`` raises it without arguments).
 The arrival count is in the last rendezvous state this node synced
 (``_RendezvousState.participants`` and ``wait_list``), so this module wraps
 ``DynamicRendezvousHandler.next_rendezvous`` to read it when the timeout fires. Those

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from torchpod.cluster import runner
+from torchpod_toolkit.cluster import runner
 
 EXAMPLES = runner.EXAMPLES
 

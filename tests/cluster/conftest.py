@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from torchpod.cluster import runner, topology
+from torchpod_toolkit.cluster import runner, topology
 
 ROOT = Path(__file__).resolve().parents[2]
 LABEL = "torchpod.test"
@@ -40,8 +40,9 @@ def cluster_image(docker_client, definitions) -> str:
     The other CI images (older torch) prove themselves in the image tier, down to a real
     two-process `torchpod run`; the cluster tier runs the image users get by default.
     """
-    from torchpod.build.definitions import DEFAULT_IMAGE
-    from torchpod.build.engine import host_arch
+    from torchpod.errors import TorchpodError
+    from torchpod_toolkit.definitions import DEFAULT_IMAGE
+    from torchpod_toolkit.engine import host_arch
 
     defn = definitions[DEFAULT_IMAGE]
     arch = defn.arch("x86_64")
@@ -50,7 +51,7 @@ def cluster_image(docker_client, definitions) -> str:
     ref = defn.ref(arch)
     try:
         runner.image_or_error(docker_client, ref, arch.name)
-    except Exception as exc:  # noqa: BLE001
+    except TorchpodError as exc:
         pytest.fail(str(exc))
     yield ref
     runner.sweep(docker_client, LABEL)
@@ -62,10 +63,12 @@ def test_label() -> dict[str, str]:
 
 
 @pytest.fixture
-def dev_volumes() -> dict:
+def dev_volumes(definitions) -> dict:
+    from torchpod_toolkit.definitions import DEFAULT_IMAGE
+
     vols = {}
     if os.environ.get("TORCHPOD_DEV_MOUNT") == "1":
-        vols.update(runner.dev_mounts(ROOT))
+        vols.update(runner.dev_mounts(ROOT, definitions[DEFAULT_IMAGE].python))
     extra = os.environ.get("TORCHPOD_DEV_PYTHONPATH")
     if extra:
         vols[extra] = {"bind": "/opt/dev-site", "mode": "ro"}

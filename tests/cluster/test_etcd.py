@@ -1,25 +1,24 @@
-"""etcd-v2 rendezvous against a real etcd (Debian's etcd-server, v2 API on), as in
-seeds/004: two Volcano jobs share one etcd on one network, each forms its own group and
-never the other's (their rendezvous ids come from their job names)."""
+"""etcd-v2 rendezvous against a real etcd (Debian's etcd-server, v2 API on), the way the
+OCI OKE PyTorch recipes run it (an etcd-server-headless Service): two Volcano jobs share
+one etcd on one network, each forms its own group and never the other's (their
+rendezvous ids come from their job names)."""
 
 from __future__ import annotations
 
-import shutil
 import time
 
 import pytest
 
 from cluster_helpers import EXAMPLES, assert_group
 
-ETCD = "/usr/bin/etcd"
+READY = b"ready to serve client requests"
 
 
 @pytest.fixture
-def etcd(docker_client, cluster_image, shared_network, test_label, dev_volumes):
+def etcd(docker_client, cluster_image, shared_network, test_label, dev_volumes, require_tool):
     """etcd from the host's etcd-server package (a static binary) in a container of the
     image, reachable as etcd-server-headless:2379 on the shared network."""
-    if shutil.which("etcd") is None and not __import__("os").path.exists(ETCD):
-        pytest.skip("needs Debian's etcd-server package (/usr/bin/etcd); .ci/run installs it")
+    etcd_bin = require_tool("etcd", "etcd-server")
     probe = docker_client.containers.run(
         cluster_image, ["-c", "import etcd"], entrypoint="/opt/venv/bin/python", remove=False,
         detach=True, labels=test_label, volumes=dev_volumes,
@@ -35,15 +34,19 @@ def etcd(docker_client, cluster_image, shared_network, test_label, dev_volumes):
          "--listen-client-urls", "http://0.0.0.0:2379",
          "--advertise-client-urls", "http://etcd-server-headless:2379",
          "--listen-peer-urls", "http://127.0.0.1:2380"],
-        entrypoint=ETCD, detach=True, labels=test_label, network=shared_network,
+        entrypoint="/usr/bin/etcd", detach=True, labels=test_label, network=shared_network,
         name=f"tp-etcd-{test_label['torchpod.test']}", hostname="etcd-server",
-        volumes={ETCD: {"bind": ETCD, "mode": "ro"}},
+        volumes={etcd_bin: {"bind": "/usr/bin/etcd", "mode": "ro"}},
         networking_config={shared_network: docker_client.api.create_endpoint_config(
             aliases=["etcd-server-headless"])},
     )
     deadline = time.time() + 30
-    while b"ready to serve client requests" not in server.logs() and time.time() < deadline:
+    while READY not in server.logs() and time.time() < deadline:
         time.sleep(0.3)
+    if READY not in server.logs():
+        log = server.logs().decode(errors="replace")[-3000:]
+        server.remove(force=True)
+        pytest.fail(f"etcd never became ready in 30 s; its log:\n{log}")
     yield "etcd-server-headless:2379"
     server.remove(force=True)
 

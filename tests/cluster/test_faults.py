@@ -15,7 +15,7 @@ def test_killed_node_rejoins_and_training_resumes_from_snapshot(make_cluster, do
     """SIGKILL one node mid-training; the scheduler restarts its container (restartPolicy
     OnFailure); torchrun (--max-restarts) re-forms the group, every rank loads the
     snapshot, and the epoch log shows each of the EPOCHS exactly once."""
-    from torchpod.cluster import runner
+    from torchpod_toolkit.cluster import runner
 
     volume = runner.new_volume(docker_client, test_label)
     cmd = ["run", "--max-restarts", "3", f"{EXAMPLES}/snapshot_trainer.py", str(EPOCHS), "1",

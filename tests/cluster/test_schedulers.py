@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchpod.cluster import topology
+from torchpod_toolkit.cluster import topology
 
 from cluster_helpers import EXAMPLES, assert_group
 
@@ -20,7 +20,7 @@ def test_scheduler_forms_one_group_across_two_containers(scenario, make_cluster)
 
 @pytest.mark.parametrize("scenario", ["volcano", "kubeflow-elastic"])
 def test_host_network_names_differ_from_listed_names(scenario, make_cluster):
-    """hostNetwork pods / HPC nodes (seeds/004): `hostname` is the machine's name, which no
+    """hostNetwork pods / HPC nodes (OCI OKE RDMA recipe): `hostname` is the machine's name, which no
     other node resolves; only the listed names connect, so the launcher must advertise
     the listed name (--local-addr)."""
     cl = make_cluster(scenario, 2, CHECK, host_network=True).start()

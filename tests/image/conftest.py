@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from torchpod.build.definitions import load_definitions
-from torchpod.build.engine import emulation_volumes, host_arch
+from torchpod_toolkit.definitions import load_definitions
+from torchpod_toolkit.engine import emulation_volumes, host_arch
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = [(d, a) for d in load_definitions(ROOT / "images").values() if d.ci for a in d.arches]

@@ -2,7 +2,7 @@
 
 Parametrized over every (ci image, arch) by conftest.py. Foreign-arch containers run
 under QEMU user emulation, with the sysfs stand-in that lets torch import there
-(torchpod.build.engine.emulation_volumes).
+(torchpod_toolkit.engine.emulation_volumes).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ COMPILERS = ("gcc", "cc", "g++", "c++", "clang", "cpp", "make", "ld", "as", "nvc
 
 
 def probe(built) -> dict:
-    return json.loads(built.run("python -m torchpod.build.probe --import-torch").splitlines()[-1])
+    return json.loads(built.run("python -m torchpod.probe --import-torch").splitlines()[-1])
 
 
 def e_machine(built, path: str) -> int:
@@ -107,7 +107,7 @@ def test_launcher_is_the_entrypoint_and_on_path(built):
 def test_no_compiler_headers_or_caches(built):
     for tool in COMPILERS:
         assert not built.host.exists(tool), f"{tool} is in the final image"
-    assert not built.host.file("/usr/include/python3.11").exists
+    assert not built.host.file(f"/usr/include/python{built.defn.python}").exists
     assert built.run("ls /usr/lib/gcc/*/*/cc1 2>/dev/null | wc -l").strip() == "0"
     assert not built.host.file("/root/.cache/pip").exists
     lists = built.run("find /var/lib/apt/lists -type f ! -name lock").split()

@@ -1,11 +1,14 @@
 """`invoke push` against a real registry (Debian's docker-registry, started here).
 
-Pushes every arch of each CI image, merges the manifest list, then pulls each platform
-back by digest. Also checks that a merge with an arch missing fails before any push.
+Pushes every arch of each CI image, merges the multi-arch name with the docker CLI this
+host has (no buildx here: `docker manifest`; the buildx command is checked in the unit
+tier), then pulls each platform back by digest. Also checks that a merge with an arch
+missing fails before any push.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import socket
@@ -17,11 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from torchpod.build import registry
-from torchpod.build.definitions import load_definitions
+from torchpod_toolkit import registry
+from torchpod_toolkit.definitions import load_definitions
 from torchpod.errors import RuntimeFailure
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]
+MANIFEST_LIST_V2 = "application/vnd.docker.distribution.manifest.list.v2+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -32,10 +37,8 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def local_registry():
-    binary = shutil.which("docker-registry") or shutil.which("registry")
-    if binary is None:
-        pytest.fail("docker-registry is not installed; run ./setup.sh (apt-get install docker-registry)")
+def local_registry(require_tool):
+    binary = require_tool("docker-registry", "docker-registry")
     # Its storage holds every pushed layer (GBs): removed at teardown, not kept by pytest.
     tmp = tempfile.TemporaryDirectory(prefix="torchpod-registry-")
     root = Path(tmp.name)
@@ -47,7 +50,9 @@ def local_registry():
         "storage": {"filesystem": {"rootdirectory": str(root / "data")}},
         "http": {"addr": f"127.0.0.1:{port}"},
     }))
-    proc = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = root / "registry.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([binary, "serve", str(config)], stdout=out, stderr=subprocess.STDOUT)
     address = f"127.0.0.1:{port}"
     try:
         for _ in range(100):
@@ -56,8 +61,12 @@ def local_registry():
                 break
             except OSError:
                 if proc.poll() is not None:
-                    pytest.fail(f"docker-registry exited: {proc.stderr.read().decode()[-300:]}")
+                    break
                 time.sleep(0.1)
+        else:
+            pytest.fail(f"docker-registry never answered on {address} in 10 s; its log:\n{log.read_text()[-2000:]}")
+        if proc.poll() is not None:
+            pytest.fail(f"docker-registry exited ({proc.returncode}); its log:\n{log.read_text()[-2000:]}")
         yield address
     finally:
         proc.terminate()
@@ -66,18 +75,25 @@ def local_registry():
 
 
 def get_json(url: str, accept: str) -> dict:
+    return get_json_and_digest(url, accept)[0]
+
+
+def get_json_and_digest(url: str, accept: str) -> tuple[dict, str]:
     req = urllib.request.Request(url, headers={"Accept": accept})
     with urllib.request.urlopen(req, timeout=30) as resp:
-        return json.loads(resp.read())
+        body = resp.read()
+    return json.loads(body), "sha256:" + hashlib.sha256(body).hexdigest()
 
 
 def test_push_merges_every_arch_and_each_pulls_back_by_digest(local_registry, docker_client, definitions):
     for defn in (d for d in definitions.values() if d.ci):
         result = registry.push(defn, local_registry)
         assert [arch for arch, _, _ in result.images] == [a.name for a in defn.arches]
-        index = get_json(f"http://{local_registry}/v2/{defn.repository}/manifests/{defn.version_tag}",
-                         registry.MANIFEST_LIST_V2)
-        assert index["mediaType"] == registry.MANIFEST_LIST_V2
+        index, digest = get_json_and_digest(
+            f"http://{local_registry}/v2/{defn.repository}/manifests/{defn.version_tag}",
+            f"{MANIFEST_LIST_V2}, {OCI_INDEX}")
+        assert digest == result.manifest_digest  # what push reported is what the registry holds
+        assert index["mediaType"] in (MANIFEST_LIST_V2, OCI_INDEX)
         by_arch = {m["platform"]["architecture"]: m["digest"] for m in index["manifests"]}
         assert sorted(by_arch) == sorted(a.docker.split("/")[1] for a in defn.arches)
         for arch, _, digest in result.images:

@@ -1,5 +1,10 @@
 """Shared helpers for the launcher's unit tests: scheduler fixtures (YAML, loaded once and
-validated), a resolver call from a dict, and torch's own parser as the judge of argv."""
+validated), a resolver call from a dict, and torch's own parser as the judge of argv.
+
+A fixture either spells a node's environment out (``env``: hand-edited or broken ones, edge
+cases of one variable) or renders it from the model the containers-as-nodes harness runs
+(``model``: torchpod_toolkit.cluster.topology, one node of a job with real-world names),
+with ``env`` then adding variables or removing them (a null value)."""
 
 from __future__ import annotations
 
@@ -14,9 +19,11 @@ import yaml
 from torchpod.resolve import resolve
 from torchpod.schedulers.common import Facts
 from torchpod.torchrun_flags import split_command_line
+from torchpod_toolkit.cluster import topology
 
 FIXTURES = Path(__file__).parent / "fixtures" / "schedulers.yaml"
-_KEYS = {"source", "hostname", "env", "files", "argv", "expect", "error", "notes_contain"}
+_KEYS = {"source", "hostname", "env", "files", "argv", "expect", "error", "notes_contain", "model"}
+_MODEL_KEYS = {"scenario", "nodes", "node", "job", "hosts", "number", "nproc", "port", "node0_ip"}
 _EXPECT_KEYS = {
     "scheduler", "nnodes", "node_rank", "nproc_per_node", "rdzv_backend", "rdzv_endpoint",
     "rdzv_id", "rdzv_conf", "local_addr", "max_restarts", "is_host", "hosts",
@@ -28,12 +35,27 @@ class Case:
     name: str
     source: str
     hostname: str
-    env: Mapping[str, str]
+    env: Mapping[str, str | None]
     files: Mapping[str, str]
     argv: tuple[str, ...]
     expect: Mapping[str, object] | None
     error: str | None
     notes_contain: str | None
+
+
+def _render(name: str, model: dict) -> tuple[str, dict[str, str], dict[str, str]]:
+    """(hostname, env, files) of one node of the model's job."""
+    bad = set(model) - _MODEL_KEYS
+    if bad or not {"scenario", "nodes", "node", "job"} <= set(model):
+        raise ValueError(f"{FIXTURES}: {name}: model needs scenario, nodes, node, job "
+                         f"(and may have {sorted(_MODEL_KEYS)}); got {sorted(model)}")
+    topo = topology.build(model["scenario"], model["nodes"], model["job"], nproc=model.get("nproc"),
+                          port=model.get("port", 23456), hosts=model.get("hosts"),
+                          job_number=model.get("number"))
+    node = topo.nodes[model["node"]]
+    ip = model.get("node0_ip", "10.0.0.10")
+    env = {k: v.replace(topology.IP_OF_NODE0, ip) for k, v in node.env}
+    return node.hostname, env, {path.lstrip("/"): text for path, text in node.files}
 
 
 def _load() -> dict[str, Case]:
@@ -43,23 +65,34 @@ def _load() -> dict[str, Case]:
         unknown = set(entry) - _KEYS
         if unknown:
             raise ValueError(f"{FIXTURES}: {name}: unknown keys {sorted(unknown)}")
-        for key in ("source", "hostname", "env"):
+        needed = ("source",) if "model" in entry else ("source", "hostname", "env")
+        for key in needed:
             if key not in entry:
                 raise ValueError(f"{FIXTURES}: {name}: missing key {key!r}")
+        hostname, env, files = entry.get("hostname"), {}, {}
+        if "model" in entry:
+            hostname, env, files = _render(name, entry["model"])
+            hostname = entry.get("hostname", hostname)
         if ("expect" in entry) == ("error" in entry):
             raise ValueError(f"{FIXTURES}: {name}: needs exactly one of expect / error")
         bad = set(entry.get("expect") or {}) - _EXPECT_KEYS
         if bad:
             raise ValueError(f"{FIXTURES}: {name}: unknown expect keys {sorted(bad)}")
-        for key, value in entry["env"].items():
-            if not isinstance(value, str):
+        for key, value in (entry.get("env") or {}).items():
+            if value is None and "model" in entry:
+                env.pop(key, None)  # the model sets it; this case has it unset
+            elif not isinstance(value, str):
                 raise ValueError(f"{FIXTURES}: {name}: env {key} must be a string, got {value!r}")
+            else:
+                env[key] = value
+        # the model's absolute paths (PBS_NODEFILE) live under the case's temp root
+        env = {k: (f"{{root}}/{v.lstrip('/')}" if v.lstrip("/") in files else v) for k, v in env.items()}
         cases[name] = Case(
             name=name,
             source=entry["source"],
-            hostname=entry["hostname"],
-            env=dict(entry["env"]),
-            files=dict(entry.get("files") or {}),
+            hostname=hostname,
+            env=env,
+            files={**files, **(entry.get("files") or {})},
             argv=tuple(str(a) for a in entry.get("argv") or ()),
             expect=entry.get("expect"),
             error=entry.get("error"),

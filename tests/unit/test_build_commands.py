@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from torchpod.arch import ARCHES, normalise_arch
-from torchpod.build import commands, registry
-from torchpod.build.commands import Builder
-from torchpod.build.definitions import load_definitions
-from torchpod.build.engine import check_emulation
+from torchpod_toolkit import commands, registry
+from torchpod_toolkit.commands import Builder
+from torchpod_toolkit.definitions import load_definitions
+from torchpod_toolkit.engine import check_emulation
 from torchpod.errors import InputError, RuntimeFailure
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,11 +39,32 @@ def test_build_command_targets_the_arch_and_passes_the_ca_as_a_secret():
     assert argv[argv.index("--platform") + 1] == "linux/arm64"
     args = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--build-arg")
     assert args["BASE_IMAGE"] == "b-arm" and args["BUILD_BASE_IMAGE"] == "b-amd"
-    assert args["REQUIREMENTS"].split()[0] == "torch==2.13.0"
-    assert "manylinux_2_28_aarch64" in args["PIP_PLATFORMS"]
+    assert args["REQUIREMENTS"].split()[0] == f"torch=={DEFN.torch.version}"
+    assert "--platform manylinux_2_28_aarch64" in args["PIP_TARGET"]
+    assert args["PIP_SOURCE"] == "--index-url https://pypi.org/simple"
+    assert args["SDISTS"] == "python-etcd==0.4.5"
+    assert args["BASE_PACKAGES"].split() == commands.base_packages(DEFN)
     assert argv[argv.index("--secret") + 1] == "id=ca,src=/etc/ca.pem"
     # the bundle's content never reaches a build arg (build args are stored in the image history)
     assert not any("ca.pem" in v for v in args.values())
+
+
+def test_image_and_wheelhouse_select_the_same_wheels(tmp_path):
+    # one selection (platform tags, Python, index) for the Dockerfile's payload stage and
+    # for `invoke wheels`: an offline build installs exactly what was downloaded
+    build = commands.build_command(Builder("docker", buildx=False), DEFN, ARM, context=ROOT, tag="t",
+                                   base_image="b", build_base_image="b", wheelhouse=None, ca_bundle=None)
+    args = dict(build[i + 1].split("=", 1) for i, a in enumerate(build) if a == "--build-arg")
+    download = " ".join(commands.download_command(DEFN, ARM, tmp_path, "python", None))
+    assert f"{args['PIP_TARGET']} {args['PIP_SOURCE']}" in download
+    assert download.endswith(args["REQUIREMENTS"])
+    offline = commands.build_command(Builder("docker", buildx=False), DEFN, ARM, context=ROOT, tag="t",
+                                     base_image="b", build_base_image="b", wheelhouse="pytorch-aarch64",
+                                     ca_bundle=None)
+    args = dict(offline[i + 1].split("=", 1) for i, a in enumerate(offline) if a == "--build-arg")
+    assert args["PIP_SOURCE"] == f"--no-index --find-links {commands.WHEELHOUSE_MOUNT}/pytorch-aarch64"
+    assert args["SDISTS"] == ""  # offline, the wheelhouse already holds them as wheels
+    assert f"target={commands.WHEELHOUSE_MOUNT}" in (ROOT / "docker" / "Dockerfile").read_text()
 
 
 def test_rebuild_busts_layers_through_an_arg_declared_in_both_stages():
@@ -95,13 +116,26 @@ def test_emulation_missing_is_one_clear_line(tmp_path):
     check_emulation(ARM, X86, tmp_path)
 
 
-def test_manifest_list_names_each_platform():
-    entries = [registry.ManifestRef(X86, "sha256:" + "a" * 64, 10, registry.MANIFEST_V2),
-               registry.ManifestRef(ARM, "sha256:" + "b" * 64, 11, registry.MANIFEST_V2)]
-    doc = registry.manifest_list(entries)
-    assert doc["mediaType"] == registry.MANIFEST_LIST_V2
-    assert [m["platform"] for m in doc["manifests"]] == [
-        {"architecture": "amd64", "os": "linux"}, {"architecture": "arm64", "os": "linux", "variant": "v8"}]
+def test_merge_uses_buildx_imagetools_when_present():
+    argv = registry.merge_commands(Builder("docker", buildx=True), "r:5000/torchpod/pytorch:2.13.0-cuda13.0",
+                                   ["r:5000/torchpod/pytorch@sha256:aa", "r:5000/torchpod/pytorch@sha256:bb"],
+                                   insecure=False)
+    assert argv == [["docker", "buildx", "imagetools", "create", "-t", "r:5000/torchpod/pytorch:2.13.0-cuda13.0",
+                     "r:5000/torchpod/pytorch@sha256:aa", "r:5000/torchpod/pytorch@sha256:bb"]]
+    assert registry.digest_command(Builder("docker", buildx=True), "x:1", insecure=False)[:4] == [
+        "docker", "buildx", "imagetools", "inspect"]
+
+
+def test_merge_without_buildx_uses_docker_manifest_insecure_only_for_plain_http():
+    create, push = registry.merge_commands(Builder("/usr/bin/docker", buildx=False), "127.0.0.1:5000/t:1",
+                                           ["127.0.0.1:5000/t@sha256:aa"], insecure=True)
+    assert create == ["/usr/bin/docker", "manifest", "create", "--insecure", "--amend", "127.0.0.1:5000/t:1",
+                      "127.0.0.1:5000/t@sha256:aa"]
+    assert push == ["/usr/bin/docker", "manifest", "push", "--insecure", "--purge", "127.0.0.1:5000/t:1"]
+    create, push = registry.merge_commands(Builder("docker", buildx=False), "ghcr.io/o/t:1", ["ghcr.io/o/t@sha256:aa"],
+                                           insecure=False)
+    assert "--insecure" not in create + push
+    assert registry.digest_command(Builder("docker", buildx=False), "x:1", insecure=False) is None
 
 
 def test_merge_refuses_a_missing_arch():
@@ -113,10 +147,11 @@ def test_merge_refuses_a_missing_arch():
 @pytest.mark.parametrize("value", ["", "http://x:5000", "a/b"])
 def test_registry_must_be_host_port(value):
     with pytest.raises(InputError, match="expected HOST:PORT"):
-        registry.base_url(value, False)
+        registry.check_registry(value)
 
 
-def test_registry_scheme():
-    assert registry.base_url("127.0.0.1:5000", False) == "http://127.0.0.1:5000"
-    assert registry.base_url("reg.example:443", False) == "https://reg.example:443"
-    assert registry.base_url("reg.example:5000", True) == "http://reg.example:5000"
+def test_plain_http_for_loopback_or_when_asked():
+    assert registry.plain_http("127.0.0.1:5000", False)
+    assert registry.plain_http("localhost:5000", False)
+    assert not registry.plain_http("reg.example:443", False)
+    assert registry.plain_http("reg.example:5000", True)

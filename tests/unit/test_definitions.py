@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from torchpod.arch import normalise_arch
-from torchpod.build.definitions import load_definitions, select
+from torchpod_toolkit.definitions import load_definitions, select
 from torchpod.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,3 +94,15 @@ def test_shipped_files_stay_valid_when_copied(tmp_path):
     for f in (ROOT / "images").glob("*.yaml"):
         shutil.copy(f, tmp_path)
     assert set(load_definitions(tmp_path)) == {f.stem for f in (ROOT / "images").glob("*.yaml")}
+
+
+def test_host_torch_is_the_default_images_torch():
+    # setup.sh installs it from images/ (torchpod_toolkit.definitions --host-torch): the
+    # contract tests then judge torchrun argv with the torch users' images carry
+    from importlib.metadata import version
+
+    from torchpod_toolkit.definitions import DEFAULT_IMAGE, host_torch_pin
+
+    pin = host_torch_pin(ROOT / "images")
+    assert pin == f"torch=={load_definitions(ROOT / 'images')[DEFAULT_IMAGE].torch.version}"
+    assert f"torch=={version('torch').split('+')[0]}" == pin

@@ -10,6 +10,7 @@ import pytest
 from launcher_cases import GOOD, materialise, plan_for, torch_accepts
 from torchpod.plan import FLAG_TABLE, LaunchPlan, to_dict
 from torchpod.torchrun_flags import TORCHRUN_OPTIONS
+from torchpod.values import NodeCount
 
 CONTRACT_KEYS = {
     "scheduler", "nnodes", "node_rank", "nproc_per_node", "rdzv_backend", "rdzv_endpoint",
@@ -41,16 +42,18 @@ def test_flag_table_flags_exist_in_torch_and_fields_in_plan():
 
 @pytest.mark.parametrize("case", GOOD, ids=[c.name for c in GOOD])
 def test_every_scheduler_plan_parses_back_to_the_same_values(case, tmp_path):
-    from torch.distributed.run import get_args_parser
+    from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
+    from torch.distributed.run import get_args_parser, parse_min_max_nnodes
 
     env, facts = materialise(case, tmp_path)
     plan = plan_for(env, case.argv, facts)
     torch_accepts(plan.torchrun_args)
     ns = get_args_parser().parse_args([*plan.torchrun_args, "train.py", "--lr", "1"])
-    assert ns.nnodes == plan.nnodes
+    assert NodeCount(*parse_min_max_nnodes(ns.nnodes)) == plan.nnodes
     assert ns.nproc_per_node == plan.nproc_per_node
     assert ns.rdzv_backend == plan.rdzv_backend
-    assert ns.rdzv_endpoint == plan.rdzv_endpoint
+    host, port = parse_rendezvous_endpoint(ns.rdzv_endpoint, default_port=-1)
+    assert (host, None if port == -1 else port) == (plan.rdzv_endpoint.host, plan.rdzv_endpoint.port)
     assert ns.rdzv_id == plan.rdzv_id
     assert ns.local_addr == plan.local_addr
     assert int(ns.max_restarts) == plan.max_restarts

@@ -31,7 +31,8 @@ NAMES = [
     "PET_MAX_RESTARTS", "PET_NPROC_PER_NODE", "PET_RDZV_ID", "REPLICA_INDEX", "POD_NAME",
     "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK",
     "PMIX_RANK", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "TORCHPOD_SCHEDULER",
-    "TORCHPOD_RDZV_PORT", "TORCHPOD_RDZV_TIMEOUT", "JOB_COMPLETION_INDEX",
+    "TORCHPOD_RDZV_PORT", "TORCHPOD_RDZV_TIMEOUT", "JOB_COMPLETION_INDEX", "NPROC_PER_NODE",
+    "TORCHELASTIC_RUN_ID", "PBS_NODENUM", "PALS_NODEID", "PALS_LOCAL_RANKID",
 ]
 VALUES = st.one_of(
     st.sampled_from([
@@ -76,4 +77,4 @@ def test_resolver_returns_a_torch_valid_plan_or_a_torchpod_error(env, flags, hos
     torch_accepts(plan.torchrun_args)
     # never a silent world of one when the user or scheduler asked for more
     if plan.scheduler == "standalone":
-        assert plan.nnodes == "1"
+        assert str(plan.nnodes) == "1"

@@ -6,7 +6,8 @@ import pytest
 
 from torchpod.errors import InputError
 from torchpod.gpus import default_nproc, visible_count
-from torchpod.schedulers.common import endpoint, find_host, split_endpoint
+from torchpod.schedulers.common import find_host
+from torchpod.values import Endpoint, split_endpoint
 from torchpod.schedulers.slurm import expand_hostlist, expand_tasks_per_node, gpus_from_env
 
 
@@ -93,6 +94,7 @@ def test_host_matching_short_and_fqdn():
     [("node1", 29400, "node1:29400"), ("::1", 1, "[::1]:1"), ("[fd00::2]", 5, "[fd00::2]:5")],
 )
 def test_endpoint_brackets_ipv6(host, port, text):
-    assert endpoint(host, port) == text
+    assert str(Endpoint(host.strip("[]"), port)) == text
+    assert Endpoint.parse("E", text) == Endpoint(host.strip("[]"), port)
     back = split_endpoint(text)
     assert back == (host.strip("[]"), str(port))

@@ -1,6 +1,6 @@
 """Network fabric detection: NCCL settings that depend on the node's RDMA devices.
 
-The seam for a later fabric issue (seeds/000 and 004: RoCE GID index, NCCL_IB_HCA). Each
+The seam for RDMA detection (RoCE GID index, NCCL_IB_HCA). Each
 detector in FABRICS takes ``(env, sysfs_root)`` and returns a FabricReport or None; the
 first report wins. Its ``env`` is merged into the plan's env by the resolver, which never
 overrides a variable the user set. Pure: reads only files under ``sysfs_root``.

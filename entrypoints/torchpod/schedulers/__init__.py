@@ -1,8 +1,10 @@
 """Scheduler detection: one module per scheduler, tried in the order of SCHEDULERS.
 
-Each module has ``NAME``, ``STRONG``, ``claims(env) -> bool`` (a cheap marker check) and
-``detect(env, facts) -> Detection`` (raises InputError when the marker is there but the
-variables are broken; never falls back to a world of one).
+Each module has ``NAME``, ``STRONG``, ``MARKERS`` (the variables whose presence claims the
+environment), ``claims(env, user) -> bool`` (a cheap check) and
+``detect(env, facts, user) -> Detection`` (raises InputError when the markers are there but
+the variables are broken; never falls back to a world of one). Adding a scheduler is one
+module plus one line in SCHEDULERS.
 """
 
 from __future__ import annotations
@@ -10,58 +12,78 @@ from __future__ import annotations
 from types import ModuleType
 
 from ..errors import InputError
+from ..options import UserOptions
+from . import env as envconv
 from . import explicit, kubeflow, mpi, pbs, runai, slurm, standalone, volcano
-from .common import Env
+from .common import Env, get
 
 # Order matters; the first module that claims the environment wins.
-# - runai, volcano: their markers (RUNAI_JOB_*, VC_TASK_INDEX / VC_*_HOSTS) are set only by
-#   them, and both also set the generic MASTER_ADDR/WORLD_SIZE/RANK that other detectors
+# - runai, volcano: their markers (RUNAI_*, VC_TASK_INDEX / VC_*_HOSTS) are set only by
+#   them, and both also set the generic MASTER_ADDR/WORLD_SIZE/RANK that later detectors
 #   would read with other meanings (pods vs processes).
 # - slurm, pbs: an allocation's host list is the fullest truth on an HPC node; users also
 #   run mpirun or export PET_* inside allocations, so these come before kubeflow and mpi.
-# - kubeflow: PET_* are torchrun's own override variables that people export anywhere;
-#   claim them as Kubeflow only in a pod no stronger marker explains.
+# - kubeflow: the PET_* job variables the training-operator and Trainer set in a pod.
 # - mpi: mpirun nests inside every allocation above, so it is the answer only alone.
+# - env: MASTER_ADDR + WORLD_SIZE + RANK with no marker of its own (the env:// convention
+#   of Run:ai's docs, PAI-DLC, AIHC, training-operator < 1.7); after mpi, whose
+#   `mpirun -x MASTER_ADDR` also sets MASTER_ADDR.
+# - explicit: torchrun flags on the command line describe the job, nothing else does.
 # - standalone: nothing found; refuses stray WORLD_SIZE/MASTER_ADDR instead of guessing.
 # Two STRONG modules claiming at once (e.g. SLURM_JOB_ID and PBS_JOBID) is an error.
-SCHEDULERS: tuple[ModuleType, ...] = (runai, volcano, slurm, pbs, kubeflow, mpi, standalone)
+SCHEDULERS: tuple[ModuleType, ...] = (
+    runai, volcano, slurm, pbs, kubeflow, mpi, envconv, explicit, standalone,
+)
 
-BY_NAME: dict[str, ModuleType] = {m.NAME: m for m in SCHEDULERS + (explicit,)}
-
-_MARKERS = {
-    "runai": "RUNAI_JOB_NAME/RUNAI_JOB_UUID",
-    "volcano": "VC_TASK_INDEX/VC_<TASK>_HOSTS",
-    "slurm": "SLURM_JOB_ID",
-    "pbs": "PBS_JOBID/PBS_NODEFILE",
-}
+BY_NAME: dict[str, ModuleType] = {m.NAME: m for m in SCHEDULERS}
+NAMES: tuple[str, ...] = tuple(BY_NAME)
 
 
-def forced(env: Env) -> ModuleType | None:
-    """The module TORCHPOD_SCHEDULER names, or None when it is unset."""
+def markers_set(module: ModuleType, env: Env) -> list[str]:
+    """The module's marker variables that are set in ``env``, in the module's order."""
+    return [name for name in module.MARKERS if get(env, name) is not None]
+
+
+def requested(env: Env, user: UserOptions) -> ModuleType | None:
+    """What the user chose outright: TORCHPOD_SCHEDULER, or torchrun's --standalone."""
     value = (env.get("TORCHPOD_SCHEDULER") or "").strip().lower()
-    if not value or value == "auto":
-        return None
-    if value not in BY_NAME:
-        raise InputError(
-            f"TORCHPOD_SCHEDULER={env['TORCHPOD_SCHEDULER']!r} is not a known scheduler; "
-            f"expected one of {', '.join(sorted(BY_NAME))} or auto; unset it to detect"
-        )
-    return BY_NAME[value]
+    forced = None
+    if value and value != "auto":
+        if value not in BY_NAME:
+            raise InputError(
+                f"TORCHPOD_SCHEDULER={env['TORCHPOD_SCHEDULER']!r} is not a known scheduler; "
+                f"expected one of {', '.join(sorted(BY_NAME))} or auto; unset it to detect"
+            )
+        forced = BY_NAME[value]
+    if user.standalone is not None:
+        if forced not in (None, standalone):
+            raise InputError(
+                f"{user.standalone.source} conflicts with TORCHPOD_SCHEDULER={env['TORCHPOD_SCHEDULER']!r}; "
+                "expected one of them; drop --standalone or unset TORCHPOD_SCHEDULER"
+            )
+        return standalone
+    return forced
 
 
-def claimed(env: Env) -> ModuleType | None:
-    """The first module in SCHEDULERS that claims ``env``, standalone excluded."""
-    strong = [m for m in SCHEDULERS if m.STRONG and m.claims(env)]
+def choose(env: Env, user: UserOptions) -> tuple[ModuleType, str]:
+    """The scheduler module for ``env`` and why it was chosen."""
+    module = requested(env, user)
+    if module is not None:
+        how = "TORCHPOD_SCHEDULER" if get(env, "TORCHPOD_SCHEDULER") else user.standalone.source
+        return module, f"scheduler {module.NAME} ({how})"
+    strong = [m for m in SCHEDULERS if m.STRONG and m.claims(env, user)]
     if len(strong) > 1:
-        a, b = strong[0].NAME, strong[1].NAME
+        a, b = strong[0], strong[1]
         raise InputError(
-            f"conflicting schedulers: {_MARKERS[a]} ({a}) and {_MARKERS[b]} ({b}) are both "
-            f"set; expected one; set TORCHPOD_SCHEDULER={a} or {b} to choose"
+            f"conflicting schedulers: {'/'.join(markers_set(a, env))} ({a.NAME}) and "
+            f"{'/'.join(markers_set(b, env))} ({b.NAME}) are both set; expected one; set "
+            f"TORCHPOD_SCHEDULER={a.NAME} or {b.NAME} to choose"
         )
     for module in SCHEDULERS:
-        if module is not standalone and module.claims(env):
-            return module
-    return None
+        if module.claims(env, user):
+            found = markers_set(module, env)
+            return module, f"scheduler {module.NAME}" + (f" ({', '.join(found)})" if found else "")
+    raise AssertionError("standalone claims every environment")  # unreachable: last in SCHEDULERS
 
 
-__all__ = ["SCHEDULERS", "BY_NAME", "forced", "claimed"]
+__all__ = ["SCHEDULERS", "BY_NAME", "NAMES", "choose", "requested", "markers_set"]

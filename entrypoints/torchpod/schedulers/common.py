@@ -10,11 +10,19 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Sequence
 
 from ..errors import InputError
-
-Env = Mapping[str, str]
+from ..values import (  # noqa: F401 - re-exported for the detectors
+    Endpoint,
+    Env,
+    NodeCount,
+    check_host,
+    get,
+    parse_int,
+    parse_port,
+    split_endpoint,
+)
 
 # torchrun's own c10d default (torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py,
 # DEFAULT_PORT), below Linux's ephemeral range 32768-60999 so a client socket cannot hold it.
@@ -26,7 +34,6 @@ EPHEMERAL_PORTS = range(32768, 61000)
 # (the workers' store address) both fail in a container whose /etc/hosts is empty
 # (Docker's NetworkDisabled; found by the image tier), where IPv4 loopback still works.
 LOOPBACK = "127.0.0.1"
-LOOPBACK_ENDPOINT = f"{LOOPBACK}:0"  # port 0: the store picks a free one
 
 
 @dataclass(frozen=True)
@@ -41,16 +48,17 @@ class Facts:
     # Whether the installed torchrun takes --signals-to-handle (torch >= 2.10); False makes
     # the plan leave the flag out and forward only the signals old torchrun handles.
     torchrun_signals: bool = True
+    notes: tuple[str, ...] = ()  # what gathering said (a helper tool that did not answer)
 
 
 @dataclass(frozen=True)
 class Detection:
-    """What one scheduler says about this node; the resolver overlays the user's flags."""
+    """What one scheduler says about this node; the resolver overlays the user's options."""
 
     scheduler: str
-    nnodes: str  # "N" or "MIN:MAX"
+    nnodes: NodeCount
     node_rank: int | None  # this node's index, when the scheduler tells it
-    rdzv_endpoint: str | None
+    rdzv_endpoint: Endpoint | None
     rdzv_id: str | None
     hosts: tuple[str, ...] | None = None  # every node's listed name, node-index order
     local_addr: str | None = None
@@ -61,26 +69,7 @@ class Detection:
     notes: tuple[str, ...] = ()
     # Said when no endpoint can be derived and the user gives none (e.g. mpirun without -x MASTER_ADDR).
     endpoint_hint: str = ""
-
-
-def get(env: Env, *names: str) -> tuple[str, str] | None:
-    """The first of ``names`` set to a non-empty value, as (name, stripped value)."""
-    for name in names:
-        value = env.get(name)
-        if value is not None and value.strip() != "":
-            return name, value.strip()
-    return None
-
-
-def parse_int(name: str, value: str, *, minimum: int = 0, hint: str = "") -> int:
-    """``value`` of variable/option ``name`` as an int >= minimum, or an InputError."""
-    text = value.strip()
-    if not re.fullmatch(r"[+]?\d+", text) or int(text) < minimum:
-        raise InputError(
-            f"{name}={value!r} is not a valid number; expected an integer >= {minimum}"
-            + (f"; {hint}" if hint else "")
-        )
-    return int(text)
+    single_node: bool = False  # standalone: one node by definition, never more
 
 
 def int_var(env: Env, name: str, *, minimum: int = 0, hint: str = "") -> int | None:
@@ -89,13 +78,11 @@ def int_var(env: Env, name: str, *, minimum: int = 0, hint: str = "") -> int | N
 
 
 def rdzv_port(env: Env) -> tuple[int, tuple[str, ...]]:
-    """The port for endpoints torchpod builds from a host list (TORCHPOD_RDZV_PORT)."""
+    """The port for endpoints torchpod builds itself (TORCHPOD_RDZV_PORT, else 29400)."""
     found = get(env, "TORCHPOD_RDZV_PORT")
     if found is None:
         return DEFAULT_RDZV_PORT, ()
-    port = parse_int(found[0], found[1], minimum=1, hint="e.g. TORCHPOD_RDZV_PORT=29400")
-    if port > 65535:
-        raise InputError(f"TORCHPOD_RDZV_PORT={found[1]!r} is not a TCP port; expected 1-65535")
+    port = parse_port(found[0], found[1], hint="e.g. TORCHPOD_RDZV_PORT=29400")
     notes = ()
     if port in EPHEMERAL_PORTS:
         notes = (
@@ -105,36 +92,26 @@ def rdzv_port(env: Env) -> tuple[int, tuple[str, ...]]:
     return port, notes
 
 
-_HOST_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
-
-
-def check_host(name: str, host: str) -> str:
-    """A host name or address as torch's endpoint parser accepts it."""
-    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not bare or not _HOST_RE.match(bare):
-        raise InputError(
-            f"{name} has host {host!r}; expected a host name, IPv4 or IPv6 address "
-            "(letters, digits, '.', '-', '_', ':')"
-        )
-    return bare
-
-
-def endpoint(host: str, port: int | str) -> str:
-    """``host:port`` with IPv6 literals bracketed, as torch's parse_rendezvous_endpoint wants."""
-    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    return f"[{bare}]:{port}" if ":" in bare else f"{bare}:{port}"
-
-
-def split_endpoint(value: str) -> tuple[str, str | None]:
-    """(host, port or None) of ``host[:port]``, ``[v6]:port`` or a bare IPv6 literal."""
-    text = value.strip()
-    if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        return host, (rest[1:] if rest.startswith(":") and rest[1:] else None)
-    if text.count(":") > 1:  # bare IPv6 literal, no port
-        return text, None
-    host, sep, port = text.partition(":")
-    return host, (port if sep and port else None)
+def master_endpoint(env: Env, addr_names: Sequence[str], port_names: Sequence[str]
+                    ) -> tuple[Endpoint, tuple[str, ...]] | None:
+    """The one rule for MASTER_ADDR-style variables: the first address set, with the port
+    from the first port variable set, else TORCHPOD_RDZV_PORT / 29400. The note names
+    where each came from; the ephemeral-port warning only when torchpod chose the port.
+    None when no address variable is set."""
+    addr = get(env, *addr_names)
+    if addr is None:
+        return None
+    host = check_host(addr[0], addr[1])
+    port_var = get(env, *port_names)
+    if port_var is not None:
+        port = parse_port(port_var[0], port_var[1])
+        notes: tuple[str, ...] = ()
+        how = port_var[0]
+    else:
+        port, notes = rdzv_port(env)
+        how = "TORCHPOD_RDZV_PORT" if get(env, "TORCHPOD_RDZV_PORT") else f"default {DEFAULT_RDZV_PORT}"
+    ep = Endpoint(host, port)
+    return ep, (f"rendezvous endpoint {ep} from {addr[0]} and {how}",) + notes
 
 
 def short(host: str) -> str:

@@ -1,29 +1,36 @@
-"""Explicit: the user's own torchrun flags or PET_* variables describe the job.
+"""Explicit: the user's own torchrun flags on the command line describe the job.
 
-Chosen by TORCHPOD_SCHEDULER=explicit, or when no scheduler is detected but the command
-line or PET_* name a multi-node rendezvous (``--nnodes 2 --rdzv-endpoint etcd:2379``).
-Detection contributes nothing; the resolver fills every field from the user's options.
+Claims when no scheduler is detected but the command line names a multi-node rendezvous
+(``torchpod run --nnodes 2 --rdzv-endpoint etcd:2379 ...``, ``--master-addr``). PET_*
+variables alone are the Kubeflow operator's (kubeflow.py). Detection contributes nothing:
+the resolver fills every field from the user's options.
 """
 
 from __future__ import annotations
 
-from .common import Detection, Env, Facts
+from ..options import UserOptions
+from .common import Detection, Env, Facts, NodeCount
 
 NAME = "explicit"
 STRONG = False
+MARKERS: tuple[str, ...] = ()  # the command line, not the environment
 
 
-def claims(env: Env) -> bool:
-    return False  # never detected from the environment alone
+def claims(env: Env, user: UserOptions) -> bool:
+    def flag(given) -> bool:
+        return given is not None and given.on_command_line
+
+    multi = flag(user.nnodes) and user.nnodes.value.hi > 1
+    return multi or flag(user.rdzv_endpoint) or flag(user.master_addr)
 
 
-def detect(env: Env, facts: Facts) -> Detection:
+def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     return Detection(
         scheduler=NAME,
-        nnodes="1",
+        nnodes=NodeCount.exactly(1),
         node_rank=None,
         rdzv_endpoint=None,
         rdzv_id=None,
-        notes=("rendezvous from explicit torchrun flags / PET_* variables",),
+        notes=("rendezvous from explicit torchrun flags",),
         endpoint_hint="pass --rdzv-endpoint HOST:PORT (or set PET_RDZV_ENDPOINT)",
     )

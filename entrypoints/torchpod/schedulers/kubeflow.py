@@ -8,14 +8,18 @@ WORLD_SIZE then counts *processes* (pods x nproc), not pods. With an elasticPoli
 sets PET_RDZV_ENDPOINT (``<job>-worker-0:<port>``), PET_RDZV_BACKEND, PET_NNODES
 (``MIN:MAX``), PET_MAX_RESTARTS, PET_RDZV_ID, PET_RDZV_CONF, and early releases spelled
 the process count PET_N_PROC_PER_NODE. A worker-only elastic job tells a pod nothing
-about its index; seeds/004 exposes the ``training.kubeflow.org/replica-index`` label as
-REPLICA_INDEX and the pod name as POD_NAME. Trainer v2 (kubeflow/trainer,
+about its index; manifests expose the ``training.kubeflow.org/replica-index`` label as
+REPLICA_INDEX and the pod name as POD_NAME (the label is set by
+pkg/controller.v1/common, ReplicaIndexLabel). Trainer v2 (kubeflow/trainer,
 pkg/runtime/framework/plugins/torch) sets only PET_* and takes PET_NODE_RANK from the
 Indexed Job's completion index (JOB_COMPLETION_INDEX in every such pod).
 
-PET_* are torchrun's own environment options and people export them anywhere, so this
-detector only claims a Kubernetes pod (KUBERNETES_SERVICE_HOST) that no stronger
-scheduler claims.
+Claimed by the PET_* variables that describe a job (PET_NNODES, PET_MASTER_ADDR,
+PET_RDZV_ENDPOINT), which only these operators set, after every scheduler with markers
+of its own. Outside a Kubernetes pod (no KUBERNETES_SERVICE_HOST) the plan says the
+variables look exported by hand. Training-operator < 1.7 (MASTER_ADDR/WORLD_SIZE/RANK, no
+PET_*) is the env:// convention (env.py). PET_* values win over detection either way:
+the resolver reads them as torchrun's own options.
 """
 
 from __future__ import annotations
@@ -23,47 +27,41 @@ from __future__ import annotations
 import re
 
 from ..errors import InputError
+from ..options import UserOptions, parse_nproc
 from .common import (
     Detection,
+    Endpoint,
     Env,
     Facts,
-    endpoint,
+    NodeCount,
     get,
+    master_endpoint,
     parse_int,
-    rdzv_port,
-    split_endpoint,
     stable_id,
 )
 
 NAME = "kubeflow"
 STRONG = False
+MARKERS = ("PET_NNODES", "PET_MASTER_ADDR", "PET_RDZV_ENDPOINT")
 
 
-def claims(env: Env) -> bool:
-    if get(env, "KUBERNETES_SERVICE_HOST") is None:
-        return False
-    if get(env, "PET_NNODES", "PET_MASTER_ADDR", "PET_RDZV_ENDPOINT") is not None:
-        return True
-    # training-operator before PET_*: the master/worker convention only.
-    return get(env, "MASTER_ADDR") is not None and get(env, "WORLD_SIZE") is not None
+def claims(env: Env, user: UserOptions) -> bool:
+    return get(env, *MARKERS) is not None
 
 
-def detect(env: Env, facts: Facts) -> Detection:
+def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     notes: list[str] = []
+    if get(env, "KUBERNETES_SERVICE_HOST") is None:
+        notes.append("PET_* variables outside a Kubernetes pod (no KUBERNETES_SERVICE_HOST): "
+                     "read as the Kubeflow operator would set them")
     nnodes_var = get(env, "PET_NNODES")
     world = get(env, "WORLD_SIZE")
     if nnodes_var is not None:
-        nnodes = nnodes_var[1]
-        if world is not None and world[1] != nnodes:
+        nnodes = NodeCount.parse(*nnodes_var)
+        if world is not None and world[1] != nnodes_var[1]:
             notes.append(
                 f"WORLD_SIZE={world[1]} counts processes (Kubeflow >= 1.7); using PET_NNODES={nnodes}"
             )
-    elif world is not None:
-        nnodes = str(parse_int("WORLD_SIZE", world[1], minimum=1))
-        notes.append(
-            f"no PET_NNODES: reading WORLD_SIZE={world[1]} as the number of pods "
-            "(training-operator < 1.7, master counted)"
-        )
     else:
         raise InputError(
             "PET_NNODES is not set in this Kubeflow pod; expected the number of nodes "
@@ -91,16 +89,13 @@ def detect(env: Env, facts: Facts) -> Detection:
             "hostNetwork expose REPLICA_INDEX (label training.kubeflow.org/replica-index)"
         )
 
-    port, port_notes = rdzv_port(env)
     rdzv = get(env, "PET_RDZV_ENDPOINT")
-    master = get(env, "PET_MASTER_ADDR", "MASTER_ADDR")
+    master = master_endpoint(env, ("PET_MASTER_ADDR", "MASTER_ADDR"), ("PET_MASTER_PORT", "MASTER_PORT"))
     if rdzv is not None:
-        ep = rdzv[1]
+        ep = Endpoint.parse(*rdzv)
     elif master is not None:
-        mport = get(env, "PET_MASTER_PORT", "MASTER_PORT")
-        ep = endpoint(master[1], mport[1] if mport else port)
-        notes.append(f"rendezvous on {master[0]} (master pod) port from "
-                     f"{mport[0] if mport else 'TORCHPOD_RDZV_PORT/default'}")
+        ep, ep_notes = master
+        notes += ep_notes
     else:
         raise InputError(
             "neither PET_RDZV_ENDPOINT nor PET_MASTER_ADDR/MASTER_ADDR is set in this Kubeflow "
@@ -109,10 +104,9 @@ def detect(env: Env, facts: Facts) -> Detection:
     nproc = None
     legacy = get(env, "PET_N_PROC_PER_NODE")
     if legacy is not None and get(env, "PET_NPROC_PER_NODE") is None:
-        nproc = legacy[1]
+        nproc = parse_nproc(*legacy)
         notes.append(f"nproc_per_node {nproc} from PET_N_PROC_PER_NODE (early training-operator spelling)")
-    host = split_endpoint(ep)[0]
-    job = re.sub(r"-(master|worker|node)-\d+(-\d+)?$", "", host.split(".", 1)[0])
+    job = re.sub(r"-(master|worker|node)-\d+(-\d+)?$", "", ep.host.split(".", 1)[0])
     return Detection(
         scheduler=NAME,
         nnodes=nnodes,
@@ -121,5 +115,5 @@ def detect(env: Env, facts: Facts) -> Detection:
         rdzv_id=stable_id("kubeflow", job),
         local_addr=pod_name[1] if pod_name else None,
         nproc_per_node=nproc,
-        notes=tuple(notes) + (port_notes if rdzv is None else ()),
+        notes=tuple(notes),
     )

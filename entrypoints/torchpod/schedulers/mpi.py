@@ -1,4 +1,4 @@
-"""Open MPI / MPICH / PMIx: `mpirun --map-by ppr:1:node torchpod run ...` (seeds/003).
+"""Open MPI / MPICH / PMIx: `mpirun --map-by ppr:1:node torchpod run ...`.
 
 Open MPI exports OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_LOCAL_SIZE
 and OMPI_COMM_WORLD_LOCAL_RANK to every process (Open MPI docs, "mpirun(1)" section
@@ -11,17 +11,19 @@ rank is a node index. MPI names no rendezvous host: forward it with
 from __future__ import annotations
 
 from ..errors import InputError
-from .common import Detection, Env, Facts, endpoint, get, parse_int, rdzv_port, stable_id
+from ..options import UserOptions
+from .common import Detection, Env, Facts, NodeCount, get, master_endpoint, parse_int, stable_id
 
 NAME = "mpi"
 STRONG = False  # mpirun runs inside Slurm/PBS/Volcano allocations; those own the host list
+MARKERS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK")
 
 
-def claims(env: Env) -> bool:
-    return get(env, "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK") is not None
+def claims(env: Env, user: UserOptions) -> bool:
+    return get(env, *MARKERS) is not None
 
 
-def detect(env: Env, facts: Facts) -> Detection:
+def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     size = get(env, "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
     rank = get(env, "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
     if size is None or rank is None:
@@ -45,22 +47,19 @@ def detect(env: Env, facts: Facts) -> Detection:
             "`mpirun --map-by ppr:1:node` (or -npernode 1)"
         )
     notes = [f"node {node} of {nnodes} from {rank[0]}/{size[0]}"]
-    master = get(env, "MASTER_ADDR")
+    master = master_endpoint(env, ("MASTER_ADDR",), ("MASTER_PORT",))
     ep = None
-    port, port_notes = rdzv_port(env)
     if master is not None:
-        mport = get(env, "MASTER_PORT")
-        ep = endpoint(master[1], mport[1] if mport else port)
-        if mport:
-            port_notes = ()
+        ep, ep_notes = master
+        notes += ep_notes
     job = get(env, "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid", "PMI_JOBID")
     return Detection(
         scheduler=NAME,
-        nnodes=str(nnodes),
+        nnodes=NodeCount.exactly(nnodes),
         node_rank=node,
         rdzv_endpoint=ep,
         rdzv_id=stable_id("mpi", job[1]) if job else None,
-        notes=tuple(notes) + port_notes,
+        notes=tuple(notes),
         endpoint_hint=(
             "MPI names no rendezvous host; forward one with `mpirun -x MASTER_ADDR=<first "
             "node> -x MASTER_PORT=29400`, or pass --rdzv-endpoint HOST:PORT"

@@ -1,10 +1,22 @@
 """PBS Pro / Torque / OpenPBS: one launcher per node (`pbsdsh -u` or `mpiexec --ppn 1`).
 
-The job script itself runs on the first node only (seeds/001: torchrun started there alone
-waits for the second node and ends in RendezvousTimeoutError). PBS_NODEFILE lists one line
-per MPI slot, so a node appears `mpiprocs` times (PBS Pro `doc` "PBS_NODEFILE", Torque
-`qsub(1)`); de-duplicate keeping first-appearance order, and find this node by its name
-in short and fully qualified form. PBS_JOBID (``1234.server``, ``1234[7].server``) names the job.
+The job script itself runs on the first node only: torchrun started there alone waits for
+the other nodes and ends in RendezvousTimeoutError. PBS_NODEFILE lists one line per MPI
+slot, so a node appears `mpiprocs` times (PBS Pro reference guide "PBS_NODEFILE", Torque
+`qsub(1)`); de-duplicate keeping first-appearance order. PBS_JOBID (``1234.server``,
+``1234[7].server``) names the job.
+
+This node's index, in order of trust:
+- PALS_NODEID: HPE Cray PALS `mpiexec --ppn 1` sets it per rank, the 0-based index of the
+  node in the application (as HPE's Slurm plugin mpi/cray_shasta and PRRTE's ess/pals read
+  it); PALS_LOCAL_RANKID > 0 means a second launcher on one node.
+- PBS_NODENUM: the MoM's index among the job's unique hosts, in PBS_NODEFILE order, set in
+  every task the MoM starts (openpbs src/resmom/start_exec.c, ``ji_nodeid``; `pbsdsh`
+  tasks included, one per PBS_NODEFILE line, so one per node with mpiprocs=1).
+- this host's name matched against the nodefile, in short and fully qualified form.
+The job script's own shell has PBS_NODENUM=0 too (start_exec.c, finish_exec), and an
+`mpiexec` that forwards the environment copies it to every node: so a variable is checked
+against the hostname whenever the hostname names a node, and a disagreement is an error.
 """
 
 from __future__ import annotations
@@ -12,13 +24,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InputError
+from ..options import UserOptions
 from .common import (
     Detection,
+    Endpoint,
     Env,
     Facts,
-    endpoint,
+    NodeCount,
     find_host,
     get,
+    parse_int,
     rdzv_port,
     stable_id,
     unique_in_order,
@@ -26,10 +41,13 @@ from .common import (
 
 NAME = "pbs"
 STRONG = True
+MARKERS = ("PBS_JOBID", "PBS_NODEFILE")
+# Per-node index variables, most trusted first (module docstring).
+NODE_INDEX_VARS = ("PALS_NODEID", "PBS_NODENUM")
 
 
-def claims(env: Env) -> bool:
-    return get(env, "PBS_JOBID", "PBS_NODEFILE") is not None
+def claims(env: Env, user: UserOptions) -> bool:
+    return get(env, *MARKERS) is not None
 
 
 def read_nodefile(path: str) -> tuple[str, ...]:
@@ -44,7 +62,36 @@ def read_nodefile(path: str) -> tuple[str, ...]:
     return unique_in_order([line.split()[0] for line in lines if line])
 
 
-def detect(env: Env, facts: Facts) -> Detection:
+def node_index(env: Env, facts: Facts, hosts: tuple[str, ...], nodefile: str) -> tuple[int, str]:
+    """This node's index in ``hosts`` and how it was found (module docstring)."""
+    by_name = find_host(hosts, facts.hostname)
+    var = get(env, *NODE_INDEX_VARS)
+    if var is not None:
+        index = parse_int(var[0], var[1], hint="this node's index in the job's node list")
+        if index >= len(hosts):
+            raise InputError(
+                f"{var[0]}={var[1]!r} is outside the {len(hosts)} hosts of PBS_NODEFILE={nodefile!r}; "
+                f"expected 0-{len(hosts) - 1}"
+            )
+        if by_name is not None and by_name != index:
+            raise InputError(
+                f"{var[0]}={index} names {hosts[index]!r} but this host {facts.hostname!r} is node "
+                f"{by_name} in PBS_NODEFILE; expected them to agree; was {var[0]} copied from the "
+                "job script's environment? start one launcher per node with pbsdsh -u or "
+                "`mpiexec --ppn 1`, which set it per node"
+            )
+        return index, var[0]
+    if by_name is None:
+        raise InputError(
+            f"this host {facts.hostname!r} is not in PBS_NODEFILE={nodefile!r} "
+            f"(hosts: {', '.join(hosts[:8])}); expected this node's short or full name; "
+            "start torchpod on the allocated nodes (pbsdsh -u / mpiexec --ppn 1) or set "
+            "TORCHPOD_HOSTNAME to this node's listed name"
+        )
+    return by_name, f"hostname {facts.hostname!r}"
+
+
+def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     job = get(env, "PBS_JOBID")
     nodefile = get(env, "PBS_NODEFILE")
     if nodefile is None:
@@ -58,18 +105,14 @@ def detect(env: Env, facts: Facts) -> Detection:
             f"PBS_NODEFILE={nodefile[1]!r} lists no hosts; expected one host name per line; "
             "check the job's select statement"
         )
-    index = find_host(hosts, facts.hostname)
-    if index is None:
+    index, how = node_index(env, facts, hosts, nodefile[1])
+    local = get(env, "PALS_LOCAL_RANKID")
+    if local is not None and parse_int(*local) > 0:
         raise InputError(
-            f"this host {facts.hostname!r} is not in PBS_NODEFILE={nodefile[1]!r} "
-            f"(hosts: {', '.join(hosts[:8])}); expected this node's short or full name; "
-            "start torchpod on the allocated nodes (pbsdsh -u / mpiexec --ppn 1) or set "
-            "TORCHPOD_HOSTNAME to this node's listed name"
+            f"PALS_LOCAL_RANKID={local[1]!r}: mpiexec started more than one launcher on this node; "
+            "expected 1 (torchrun starts one process per GPU itself); use `mpiexec --ppn 1`"
         )
-    notes = [
-        f"{len(hosts)} unique hosts in PBS_NODEFILE; this is {hosts[index]!r} "
-        f"(hostname {facts.hostname!r}), node {index}"
-    ]
+    notes = [f"{len(hosts)} unique hosts in PBS_NODEFILE; this is {hosts[index]!r}, node {index} (from {how})"]
     if len(hosts) > 1:
         notes.append(
             "every node must run torchpod (pbsdsh -u, or mpiexec with one rank per node); "
@@ -79,9 +122,9 @@ def detect(env: Env, facts: Facts) -> Detection:
     job_id = job[1] if job else ",".join(hosts)
     return Detection(
         scheduler=NAME,
-        nnodes=str(len(hosts)),
+        nnodes=NodeCount.exactly(len(hosts)),
         node_rank=index,
-        rdzv_endpoint=endpoint(hosts[0], port),
+        rdzv_endpoint=Endpoint(hosts[0], port),
         rdzv_id=stable_id("pbs", job_id),
         hosts=hosts,
         local_addr=hosts[index],

@@ -1,8 +1,8 @@
-"""Run:ai distributed PyTorch (`runai submit-dist pytorch`, seeds/000).
+"""Run:ai distributed PyTorch (`runai submit-dist pytorch`).
 
-Run:ai sets pod-level WORLD_SIZE (number of pods, the master counted as one),
-RANK (this pod's index, master 0), MASTER_ADDR (the master pod's IP) and MASTER_PORT, next
-to its own markers. Its documentation ("Environment Variables inside a Run:ai Workload",
+Run:ai (`runai submit-dist pytorch`) sets pod-level WORLD_SIZE (number of pods, the master
+counted as one), RANK (this pod's index, master 0), MASTER_ADDR (the master pod's IP) and
+MASTER_PORT, next to its own markers. Its documentation ("Environment Variables inside a Run:ai Workload",
 docs.run.ai) names RUNAI_NUM_OF_GPUS plus JOB_NAME / JOB_UUID in older releases; newer
 ones also set RUNAI_JOB_NAME / RUNAI_PROJECT. Any RUNAI_* marker claims the pod (JOB_NAME
 alone is too generic); the job id comes from the most specific one present. torchrun needs nodes, not processes, so these
@@ -13,7 +13,8 @@ that sets PET_NNODES, that wins (WORLD_SIZE then counts processes).
 from __future__ import annotations
 
 from ..errors import InputError
-from .common import Detection, Env, Facts, endpoint, get, parse_int, rdzv_port, stable_id
+from ..options import UserOptions
+from .common import Detection, Env, Facts, NodeCount, get, master_endpoint, parse_int, stable_id
 
 NAME = "runai"
 STRONG = True
@@ -23,22 +24,22 @@ MARKERS = ("RUNAI_JOB_NAME", "RUNAI_JOB_UUID", "RUNAI_PROJECT", "RUNAI_NUM_OF_GP
 JOB_IDS = ("RUNAI_JOB_UUID", "JOB_UUID", "RUNAI_JOB_NAME", "JOB_NAME")
 
 
-def claims(env: Env) -> bool:
+def claims(env: Env, user: UserOptions) -> bool:
     return get(env, *MARKERS) is not None and (
         get(env, "WORLD_SIZE", "MASTER_ADDR", "PET_NNODES") is not None
     )
 
 
-def detect(env: Env, facts: Facts) -> Detection:
+def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     notes: list[str] = []
     world = get(env, "WORLD_SIZE")
     pet = get(env, "PET_NNODES")
     if pet is not None:
-        nnodes = pet[1]
+        nnodes = NodeCount.parse(*pet)
         if world is not None and world[1] != pet[1]:
             notes.append(f"WORLD_SIZE={world[1]} counts processes; using PET_NNODES={pet[1]}")
     elif world is not None:
-        nnodes = str(parse_int("WORLD_SIZE", world[1], minimum=1, hint="Run:ai sets the pod count"))
+        nnodes = NodeCount.exactly(parse_int("WORLD_SIZE", world[1], minimum=1, hint="Run:ai sets the pod count"))
         notes.append(f"WORLD_SIZE={world[1]} counts pods (Run:ai, master included)")
     else:
         raise InputError(
@@ -52,21 +53,19 @@ def detect(env: Env, facts: Facts) -> Detection:
             "submit with `runai submit-dist pytorch`"
         )
     node = parse_int(rank[0], rank[1], hint="Run:ai sets the pod index")
-    master = get(env, "MASTER_ADDR", "PET_MASTER_ADDR")
+    master = master_endpoint(env, ("MASTER_ADDR", "PET_MASTER_ADDR"), ("MASTER_PORT", "PET_MASTER_PORT"))
     if master is None:
         raise InputError(
             "MASTER_ADDR is not set in this Run:ai pod; expected the master pod's address; "
             "submit with `runai submit-dist pytorch`"
         )
-    port, port_notes = rdzv_port(env)
-    mport = get(env, "MASTER_PORT", "PET_MASTER_PORT")
-    ep = endpoint(master[1], mport[1] if mport else port)
+    ep, ep_notes = master
     job = get(env, *JOB_IDS)
     return Detection(
         scheduler=NAME,
         nnodes=nnodes,
         node_rank=node,
         rdzv_endpoint=ep,
-        rdzv_id=stable_id("runai", job[1] if job else master[1]),
-        notes=tuple(notes) + (() if mport else port_notes),
+        rdzv_id=stable_id("runai", job[1] if job else ep.host),
+        notes=tuple(notes) + ep_notes,
     )

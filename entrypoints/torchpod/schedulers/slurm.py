@@ -14,11 +14,13 @@ import itertools
 import re
 
 from ..errors import InputError
+from ..options import UserOptions
 from .common import (
     Detection,
+    Endpoint,
     Env,
     Facts,
-    endpoint,
+    NodeCount,
     find_host,
     get,
     parse_int,
@@ -28,10 +30,19 @@ from .common import (
 
 NAME = "slurm"
 STRONG = True
+MARKERS = ("SLURM_JOB_ID", "SLURM_JOBID")
+# This step's hosts first: a step may run on part of the allocation.
+NODELIST_VARS = ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
 
 
-def claims(env: Env) -> bool:
-    return get(env, "SLURM_JOB_ID", "SLURM_JOBID") is not None
+def claims(env: Env, user: UserOptions) -> bool:
+    return get(env, *MARKERS) is not None
+
+
+def nodelist(env: Env) -> tuple[str, str] | None:
+    """(variable, compressed host list) this node's step runs on; main() expands it with
+    `scontrol show hostnames` when it can, detect() with expand_hostlist otherwise."""
+    return get(env, *NODELIST_VARS)
 
 
 def expand_hostlist(name: str, value: str) -> tuple[str, ...]:
@@ -125,10 +136,10 @@ def gpus_from_env(env: Env) -> tuple[str | None, str]:
     return None, ""
 
 
-def detect(env: Env, facts: Facts) -> Detection:
-    job = get(env, "SLURM_JOB_ID", "SLURM_JOBID")
+def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
+    job = get(env, *MARKERS)
     job_id = job[1] if job else ""
-    list_var = get(env, "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
+    list_var = nodelist(env)
     if list_var is None:
         raise InputError(
             "SLURM_JOB_ID is set but SLURM_JOB_NODELIST is empty or missing; expected the "
@@ -184,9 +195,9 @@ def detect(env: Env, facts: Facts) -> Detection:
         notes.append(f"nproc_per_node {nproc} from {nproc_var}")
     return Detection(
         scheduler=NAME,
-        nnodes=str(len(hosts)),
+        nnodes=NodeCount.exactly(len(hosts)),
         node_rank=index,
-        rdzv_endpoint=endpoint(hosts[0], port),
+        rdzv_endpoint=Endpoint(hosts[0], port),
         rdzv_id=stable_id("slurm", job_id, step[1] if step else ""),
         hosts=hosts,
         local_addr=hosts[index],

@@ -1,16 +1,19 @@
 """Standalone: one node, nothing else found. Says so, and refuses stray scheduler variables.
 
 A WORLD_SIZE or MASTER_ADDR that no detector claims means a half-configured job; running a
-world of one then hides the mistake until the other nodes time out, so it is an error.
+world of one then hides the mistake until the other nodes time out, so it is an error
+unless the user asked for standalone (TORCHPOD_SCHEDULER=standalone or --standalone).
 """
 
 from __future__ import annotations
 
 from ..errors import InputError
-from .common import Detection, Env, Facts, get, stable_id
+from ..options import UserOptions
+from .common import Detection, Env, Facts, NodeCount, get, stable_id
 
 NAME = "standalone"
 STRONG = False
+MARKERS: tuple[str, ...] = ()
 
 # Variables that only make sense in a multi-node job torchpod would have recognised,
 # with the one value that is harmless on a single node (None: never harmless).
@@ -24,11 +27,16 @@ _STRAY = {
 }
 
 
-def claims(env: Env) -> bool:
+def claims(env: Env, user: UserOptions) -> bool:
     return True
 
 
-def detect(env: Env, facts: Facts, *, asked: bool = False) -> Detection:
+def _asked(env: Env, user: UserOptions) -> bool:
+    return user.standalone is not None or (env.get("TORCHPOD_SCHEDULER") or "").strip().lower() == NAME
+
+
+def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
+    asked = _asked(env, user)
     if not asked:
         stray = [
             (name, env[name])
@@ -36,20 +44,24 @@ def detect(env: Env, facts: Facts, *, asked: bool = False) -> Detection:
             if get(env, name) is not None and env[name].strip() != harmless
         ]
         if stray:
+            from . import NAMES  # the package imports this module; read the list when called
+
+            known = ", ".join(n for n in NAMES if n not in ("explicit", NAME))
             shown = ", ".join(f"{n}={v!r}" for n, v in stray)
             raise InputError(
-                f"{shown} {'is' if len(stray) == 1 else 'are'} set but no scheduler recognised them; expected either a known "
-                "scheduler (runai, kubeflow, volcano, pbs, slurm, mpi) or an explicit "
-                "rendezvous; set TORCHPOD_SCHEDULER=<name>, pass --nnodes/--rdzv-endpoint, "
-                "or unset them to run on one node"
+                f"{shown} {'is' if len(stray) == 1 else 'are'} set but no scheduler recognised "
+                f"them; expected either a known scheduler ({known}) or an explicit rendezvous; "
+                "set TORCHPOD_SCHEDULER=<name>, pass --nnodes/--rdzv-endpoint, or unset them "
+                "to run on one node"
             )
     return Detection(
         scheduler=NAME,
-        nnodes="1",
+        nnodes=NodeCount.exactly(1),
         node_rank=0,
         rdzv_endpoint=None,  # the resolver's single-node default: loopback, a free port
         rdzv_id=stable_id("standalone", facts.hostname),
-        notes=("no scheduler detected: single node, rendezvous on a free local port",)
-        if not asked
-        else ("standalone requested: single node, rendezvous on a free local port",),
+        notes=("standalone requested: single node, rendezvous on a free local port",)
+        if asked
+        else ("no scheduler detected: single node, rendezvous on a free local port",),
+        single_node=True,
     )

@@ -10,9 +10,10 @@ MASTER_PORT (23456 unless configured), WORLD_SIZE (master + worker pods) and RAN
 (master 0, worker i -> i + 1).
 
 Node order: master task hosts first, then worker hosts, matching the pytorch plugin's
-RANK; a job with neither uses all its tasks in name order. Under hostNetwork
-(seeds/004) the pod carries the node's hostname, so this pod's task is found by matching
-its hostname or POD_NAME against the lists, else from RANK, else a single task.
+RANK; a job with neither uses all its tasks in name order. Under hostNetwork the pod
+carries the node's hostname (OCI OKE's RDMA recipe runs pods that way), so this pod's task
+is found by matching its hostname or POD_NAME against the lists, else from RANK, else a
+single task.
 """
 
 from __future__ import annotations
@@ -20,14 +21,17 @@ from __future__ import annotations
 import re
 
 from ..errors import InputError
+from ..options import UserOptions
 from .common import (
     Detection,
+    Endpoint,
     Env,
     Facts,
+    NodeCount,
     digest,
-    endpoint,
     get,
     parse_int,
+    parse_port,
     rdzv_port,
     short,
     stable_id,
@@ -35,14 +39,14 @@ from .common import (
 
 NAME = "volcano"
 STRONG = True
+# VC_<TASK>_HOSTS too, whatever the task is called (claims() matches the pattern).
+MARKERS = ("VC_TASK_INDEX", "VK_TASK_INDEX")
 
 _HOSTS_RE = re.compile(r"^VC_(.+)_HOSTS$")
 
 
-def claims(env: Env) -> bool:
-    return get(env, "VC_TASK_INDEX", "VK_TASK_INDEX") is not None or any(
-        _HOSTS_RE.match(k) for k in env
-    )
+def claims(env: Env, user: UserOptions) -> bool:
+    return get(env, *MARKERS) is not None or any(_HOSTS_RE.match(k) for k in env)
 
 
 def task_hosts(env: Env, facts: Facts) -> tuple[dict[str, tuple[str, ...]], str]:
@@ -75,7 +79,7 @@ def task_hosts(env: Env, facts: Facts) -> tuple[dict[str, tuple[str, ...]], str]
     return tasks, f"{folder}/*.host"
 
 
-def detect(env: Env, facts: Facts) -> Detection:
+def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     index_var = get(env, "VC_TASK_INDEX", "VK_TASK_INDEX")
     tasks, source = task_hosts(env, facts)
     notes: list[str] = []
@@ -132,8 +136,9 @@ def detect(env: Env, facts: Facts) -> Detection:
     master = get(env, "MASTER_ADDR")
     master_port = get(env, "MASTER_PORT")
     if master is not None and master_port is not None:
-        # The pytorch plugin opened MASTER_PORT on every container; reuse it.
-        port = int(parse_int("MASTER_PORT", master_port[1], minimum=1))
+        # The pytorch plugin opened MASTER_PORT on every container; reuse it, on the first
+        # listed host (the master task's pod 0: the plugin's MASTER_ADDR).
+        port = parse_port(*master_port)
         notes.append(f"port {port} from MASTER_PORT (Volcano pytorch plugin)")
         port_notes = ()
     world = get(env, "WORLD_SIZE")
@@ -144,9 +149,9 @@ def detect(env: Env, facts: Facts) -> Detection:
     job = hosts_t[0].split(".", 1)[1] if "." in hosts_t[0] else short(hosts_t[0])
     return Detection(
         scheduler=NAME,
-        nnodes=str(len(hosts_t)),
+        nnodes=NodeCount.exactly(len(hosts_t)),
         node_rank=node,
-        rdzv_endpoint=endpoint(hosts_t[0], port),
+        rdzv_endpoint=Endpoint(hosts_t[0], port),
         rdzv_id=stable_id("volcano", job, digest(",".join(hosts_t))),
         hosts=hosts_t,
         local_addr=hosts_t[node],

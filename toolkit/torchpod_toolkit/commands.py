@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..arch import Arch
-from ..errors import InputError
+from torchpod.arch import Arch
+from torchpod.errors import InputError
 from .definitions import ImageDef
 
 # glibc of each Debian release: manylinux wheels up to this version run on it.
@@ -21,6 +21,10 @@ DEBIAN_GLIBC = {"bullseye": (2, 31), "bookworm": (2, 36), "trixie": (2, 41)}
 LABEL_PREFIX = "io.torchpod"
 # Runtime packages every image needs besides the definition's rdma-core list.
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "libstdc++6")
+# Where the example workloads live in every image (the Dockerfile's EXAMPLES_DIR).
+EXAMPLES_DIR = "/opt/torchpod/examples"
+# Where a wheelhouse is mounted inside the payload stage (the Dockerfile's bind mount).
+WHEELHOUSE_MOUNT = "/wheels"
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,25 @@ def pip_platforms(defn: ImageDef, arch: Arch) -> list[str]:
 def requirements(defn: ImageDef) -> list[str]:
     # pip rides along so that `python -m pip install ...` works in the image's venv.
     return [*defn.torch.requirements, "pip"]
+
+
+def pip_target(defn: ImageDef, arch: Arch) -> list[str]:
+    """pip options that pick the target's wheels from any host: binary only, the image's
+    Python, every manylinux tag its base's glibc runs."""
+    argv = ["--only-binary=:all:", "--python-version", defn.python, "--implementation", "cp"]
+    for tag in pip_platforms(defn, arch):
+        argv += ["--platform", tag]
+    return argv
+
+
+def pip_source(defn: ImageDef, wheelhouse: str | None = None) -> list[str]:
+    """Where wheels come from: the definition's index (and extra index), or only a wheelhouse."""
+    if wheelhouse is not None:
+        return ["--no-index", "--find-links", wheelhouse]
+    argv = ["--index-url", defn.torch.index_url]
+    if defn.torch.extra_index_url:
+        argv += ["--extra-index-url", defn.torch.extra_index_url]
+    return argv
 
 
 def base_packages(defn: ImageDef) -> list[str]:
@@ -115,17 +138,18 @@ def build_command(
     TORCHPOD_REBUILD build arg while pip's cache mount stays as it was; ``--no-cache``
     would also hand that RUN an empty cache mount (BuildKit does), timing downloads too.
     """
+    mounted = f"{WHEELHOUSE_MOUNT}/{wheelhouse}" if wheelhouse else None
     args = {
         "BASE_IMAGE": base_image,
         "BUILD_BASE_IMAGE": build_base_image,
         "PYTHON_VERSION": defn.python,
-        "PIP_PLATFORMS": " ".join(pip_platforms(defn, arch)),
+        "PIP_TARGET": " ".join(pip_target(defn, arch)),
+        "PIP_SOURCE": " ".join(pip_source(defn, mounted)),
         "REQUIREMENTS": " ".join(requirements(defn)),
-        "INDEX_URL": defn.torch.index_url,
-        "EXTRA_INDEX_URL": defn.torch.extra_index_url or "",
-        "WHEELHOUSE": wheelhouse or "",
-        "RDMA_PACKAGES": " ".join(defn.rdma_core.packages),
-        "SDISTS": " ".join(defn.torch.sdist_packages),
+        # offline, `invoke wheels` already built them into the wheelhouse
+        "SDISTS": "" if wheelhouse else " ".join(defn.torch.sdist_packages),
+        "BASE_PACKAGES": " ".join(base_packages(defn)),
+        "EXAMPLES_DIR": EXAMPLES_DIR,
     }
     if rebuild:
         args["TORCHPOD_REBUILD"] = rebuild
@@ -200,25 +224,21 @@ def sdist_wheel_command(defn: ImageDef, dest: Path, python: str, ca_bundle: Path
     if not defn.torch.sdist_packages:
         return None
     argv = [python, "-m", "pip", "wheel", "--isolated", "--no-deps", "--wheel-dir", str(dest),
-            "--index-url", defn.torch.index_url]
+            *pip_source(defn)]
     if ca_bundle is not None:
         argv += ["--cert", str(ca_bundle)]
     return [*argv, *defn.torch.sdist_packages]
 
 
 def download_command(defn: ImageDef, arch: Arch, dest: Path, python: str, ca_bundle: Path | None) -> list[str]:
-    """`pip download` of an image's wheels for ``arch`` into a wheelhouse, on any host.
+    """`pip download` of an image's wheels for ``arch`` into a wheelhouse, on any host:
+    the same selection the Dockerfile's payload stage installs.
 
     Run after :func:`sdist_wheel_command` into the same ``dest``: pip then finds the
     source-only packages as the wheels built there (``--find-links``).
     """
-    argv = [python, "-m", "pip", "download", "--isolated", "--only-binary=:all:", "--dest", str(dest),
-            "--find-links", str(dest),
-            "--python-version", defn.python, "--implementation", "cp", "--index-url", defn.torch.index_url]
-    if defn.torch.extra_index_url:
-        argv += ["--extra-index-url", defn.torch.extra_index_url]
-    for tag in pip_platforms(defn, arch):
-        argv += ["--platform", tag]
+    argv = [python, "-m", "pip", "download", "--isolated", "--dest", str(dest), "--find-links", str(dest),
+            *pip_target(defn, arch), *pip_source(defn)]
     if ca_bundle is not None:
         argv += ["--cert", str(ca_bundle)]
     return [*argv, *requirements(defn)]

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from torchpod.build import engine
-from torchpod.build.definitions import load_definitions
-from torchpod.build.sources import aws_ofi_nccl_source
+from torchpod_toolkit import engine
+from torchpod_toolkit.definitions import load_definitions
+from torchpod_toolkit.sources import aws_ofi_nccl_source
 from torchpod.errors import InputError, RuntimeFailure
 
 PAYLOAD = b"aws-ofi-nccl-1.14.0/configure\n" * 1000

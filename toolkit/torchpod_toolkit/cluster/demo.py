@@ -13,7 +13,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from ..errors import InputError
+from torchpod.errors import InputError
 from . import runner, topology
 
 # Resident memory one node needs on a CPU host: torchpod + the torchrun agent (~0.4 GiB)

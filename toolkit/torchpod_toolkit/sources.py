@@ -15,7 +15,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from ..errors import InputError, RuntimeFailure
+from torchpod.errors import InputError, RuntimeFailure
 from .definitions import AwsOfiNccl, ImageDef
 
 CHUNK = 1 << 20

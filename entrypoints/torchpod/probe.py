@@ -1,13 +1,15 @@
 """Read the versions an image really holds; runs *inside* the image (stdlib only).
 
-``python -m torchpod.build.probe [--import-torch]`` prints one JSON object. The build
+``python -m torchpod.probe [--import-torch]`` prints one JSON object. The build
+(torchpod_toolkit.engine, on the build host)
 compares it with the definition and writes it into labels, so labels come from reality,
 not the YAML.
 
 NCCL's version comes from calling ``ncclGetVersion`` in the ``libnccl.so.2`` torch loads
 (what ``torch.cuda.nccl.version()`` does too), and torch's from ``torch/version.py``;
 ``--import-torch`` then imports torch and cross-checks both. The build always passes it;
-under QEMU it needs the sysfs stand-in of ``torchpod.build.engine.emulation_volumes``.
+under QEMU it needs the sysfs stand-in of ``torchpod_toolkit.engine.emulation_volumes``.
+It lives in the launcher package because it runs inside the image.
 """
 
 from __future__ import annotations

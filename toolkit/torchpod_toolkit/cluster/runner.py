@@ -6,8 +6,9 @@ environment and files the topology gives, started in node order (node 0 first, s
 scheduler that hands out the master's IP can be played). Every container, network and
 volume carries the caller's labels, so a sweep by label removes whatever a crash left.
 
-Edges only: the Docker SDK is imported lazily (the image itself has no `docker` module),
-and nothing here reads ``os.environ``; callers pass the image, command and opt-ins.
+Edges only: nothing here reads ``os.environ``; callers pass the image, command and opt-ins.
+Errors are caught narrowly: the engine's own (docker.errors) and the HTTP client's
+(requests), never a blanket ``except Exception`` that would relabel a bug as a cleanup hiccup.
 """
 
 from __future__ import annotations
@@ -23,12 +24,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from ..errors import RuntimeFailure
+import docker
+import requests
+
+from torchpod.errors import RuntimeFailure
+
+from ..commands import EXAMPLES_DIR as EXAMPLES
 from .topology import IP_OF_NODE0, Node, Topology
 
 RESULT_PREFIX = "TORCHPOD_RESULT "  # printed by examples/common.py; keep the two in step
-SITE_PACKAGES = "/opt/venv/lib/python3.11/site-packages/torchpod"
-EXAMPLES = "/opt/torchpod/examples"
+# What a container that went away (or an engine that timed out) raises through the SDK.
+ENGINE_ERRORS = (docker.errors.APIError, requests.exceptions.RequestException)
+# What `container.wait(timeout=...)` raises when the deadline passes: a ReadTimeout, which
+# some urllib3/requests pairs report as a ConnectionError("Read timed out").
+WAIT_TIMEOUT = (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError)
 
 
 def parse_results(text: str) -> list[dict]:
@@ -44,10 +53,12 @@ def parse_results(text: str) -> list[dict]:
     return out
 
 
-def dev_mounts(root: Path) -> dict[str, dict[str, str]]:
-    """Bind mounts of a working copy's launcher and examples over the image's copies."""
+def dev_mounts(root: Path, python: str) -> dict[str, dict[str, str]]:
+    """Bind mounts of a working copy's launcher and examples over the image's copies
+    (``python``: the image's MAJOR.MINOR, from its definition)."""
+    site = f"/opt/venv/lib/python{python}/site-packages/torchpod"
     return {
-        str(root / "entrypoints" / "torchpod"): {"bind": SITE_PACKAGES, "mode": "ro"},
+        str(root / "entrypoints" / "torchpod"): {"bind": site, "mode": "ro"},
         str(root / "examples"): {"bind": EXAMPLES, "mode": "ro"},
     }
 
@@ -71,7 +82,7 @@ def sweep(client, label: str, value: str | None = None) -> int:
 def _quietly(fn: Callable[[], object]) -> None:
     try:
         fn()
-    except Exception:  # noqa: BLE001 - cleanup must go on whatever one removal says
+    except ENGINE_ERRORS:  # already gone, or removed by a concurrent sweep: cleanup goes on
         pass
 
 
@@ -214,7 +225,7 @@ class Cluster:
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
                     self.on_line(run.node, line.decode(errors="replace"))
-        except Exception:  # noqa: BLE001 - the container went away: the stream just ends
+        except ENGINE_ERRORS:  # the container went away: the stream just ends
             pass
         if pending:
             self.on_line(run.node, pending.decode(errors="replace"))
@@ -245,12 +256,12 @@ class Cluster:
             left = max(0.1, deadline - time.time())
             try:
                 run.exit_code = int(run.container.wait(timeout=left)["StatusCode"])
-            except Exception:  # noqa: BLE001 - requests' ReadTimeout/ConnectionError
+            except WAIT_TIMEOUT:
                 run.timed_out = True
                 _quietly(lambda: run.container.kill())
                 try:
                     run.exit_code = int(run.container.wait(timeout=30)["StatusCode"])
-                except Exception:  # noqa: BLE001
+                except ENGINE_ERRORS:
                     run.exit_code = None
         for t in self._threads:
             t.join(timeout=2)
@@ -266,7 +277,7 @@ class Cluster:
         if run.container is not None:
             try:
                 run.log_text = run.container.logs(stdout=True, stderr=True).decode(errors="replace")
-            except Exception:  # noqa: BLE001 - removed already: keep what was read last
+            except ENGINE_ERRORS:  # removed already: keep what was read last
                 pass
         return run.log_text
 
@@ -296,8 +307,6 @@ def new_volume(client, labels: Mapping[str, str], name: str | None = None):
 
 def image_or_error(client, image: str, arch: str = "x86_64") -> object:
     """The local image, or a RuntimeFailure saying how to build it."""
-    import docker
-
     try:
         return client.images.get(image)
     except docker.errors.ImageNotFound:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..arch import Arch, normalise_arch
-from ..errors import InputError
+from torchpod.arch import Arch, normalise_arch
+from torchpod.errors import InputError
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # The image `invoke build` builds and the demo and cluster tests run, unless told otherwise.
@@ -315,3 +315,17 @@ def _aws_ofi_nccl(path: Path, a: Mapping[str, Any] | None) -> AwsOfiNccl | None:
         raise InputError(f"{path}: aws_ofi_nccl.sha256={sha256!r}; expected 64 lower-case hex digits")
     url = None if tarball else a.get("url", AWS_OFI_NCCL_URL.format(version=version))
     return AwsOfiNccl(version=version, sha256=sha256, url=url, tarball=tarball, libfabric=flavour)
+
+
+def host_torch_pin(images_dir: Path) -> str:
+    """The torch requirement of the default image, for the build host's own venv: the
+    launcher's contract tests judge argv with the torch that users' images carry."""
+    return f"torch=={load_definitions(images_dir)[DEFAULT_IMAGE].torch.version}"
+
+
+if __name__ == "__main__":  # `python -m torchpod_toolkit.definitions --host-torch` (setup.sh)
+    import sys
+
+    if sys.argv[1:] != ["--host-torch"]:
+        raise SystemExit("usage: python -m torchpod_toolkit.definitions --host-torch")
+    print(host_torch_pin(Path(__file__).resolve().parents[2] / "images"))

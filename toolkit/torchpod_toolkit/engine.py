@@ -22,8 +22,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..arch import Arch, normalise_arch
-from ..errors import InputError, RuntimeFailure
+from torchpod.arch import Arch, normalise_arch
+from torchpod.errors import InputError, RuntimeFailure
 from . import commands
 from .commands import Builder
 from .definitions import ImageDef
@@ -64,12 +64,15 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None, quiet: boo
 def docker_client():
     """A docker SDK client for a live engine, or an error saying how to start one."""
     import docker
+    import requests
 
     where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
     try:
         client = docker.from_env(timeout=600)
         client.ping()
-    except Exception as exc:  # the SDK raises several unrelated types for "no engine"
+    # from_env raises DockerException when it cannot ask the engine its API version;
+    # ping raises requests' ConnectionError when nothing listens on the socket.
+    except (docker.errors.DockerException, requests.exceptions.ConnectionError) as exc:
         raise RuntimeFailure(
             f"no Docker engine at {where} ({type(exc).__name__}); start one "
             "(`dockerd &` as root, or ./setup.sh) and retry"
@@ -189,14 +192,17 @@ def emulation_volumes(arch: Arch, host: Arch, cache: Path) -> dict[str, dict[str
 
 def probe_image(client, ref: str, arch: Arch, cache: Path, *, timeout: int = 300) -> dict[str, str]:
     """Run the probe in ``ref`` (it imports torch, emulated or not) and return what it read."""
-    container = client.containers.run(ref, ["-m", "torchpod.build.probe", "--import-torch"],
+    container = client.containers.run(ref, ["-m", "torchpod.probe", "--import-torch"],
                                       entrypoint="python", platform=arch.docker, detach=True,
                                       network_disabled=True,
                                       volumes=emulation_volumes(arch, host_arch(), cache))
+    import requests
+
     try:
         try:
             status = container.wait(timeout=timeout)["StatusCode"]
-        except Exception:  # requests' ReadTimeout: a hung emulated process
+        # a hung emulated process (some urllib3 versions say ConnectionError: Read timed out)
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
             raise RuntimeFailure(f"probe of {ref} did not finish in {timeout} s") from None
         output = container.logs().decode(errors="replace").strip()
         if status != 0:
@@ -301,6 +307,3 @@ def summary_table(results: Sequence[BuildResult]) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
-
-def fail(exc: Exception) -> None:
-    print(f"torchpod: {exc}", file=sys.stderr)

@@ -1,0 +1,119 @@
+"""Typed values of a launch: node counts, endpoints, ports, host names, and the parsers
+that produce them from a variable or option, naming it when the value is wrong.
+
+Pure and dependency-free: used by the options reader, the detectors and the resolver.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+from .errors import InputError
+
+Env = Mapping[str, str]
+
+
+def get(env: Env, *names: str) -> tuple[str, str] | None:
+    """The first of ``names`` set to a non-empty value, as (name, stripped value)."""
+    for name in names:
+        value = env.get(name)
+        if value is not None and value.strip() != "":
+            return name, value.strip()
+    return None
+
+
+def parse_int(name: str, value: str, *, minimum: int = 0, hint: str = "") -> int:
+    """``value`` of variable/option ``name`` as an int >= minimum, or an InputError."""
+    text = value.strip()
+    if not re.fullmatch(r"[+]?\d+", text) or int(text) < minimum:
+        raise InputError(
+            f"{name}={value!r} is not a valid number; expected an integer >= {minimum}"
+            + (f"; {hint}" if hint else "")
+        )
+    return int(text)
+
+
+def parse_port(name: str, value: str, *, hint: str = "", minimum: int = 1) -> int:
+    """A TCP port (``minimum``-65535) from variable/option ``name``."""
+    port = parse_int(name, value, minimum=minimum, hint=hint or "a TCP port, e.g. 29400")
+    if port > 65535:
+        raise InputError(f"{name}={value!r} is not a TCP port; expected {minimum}-65535")
+    return port
+
+
+_HOST_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
+
+
+def check_host(name: str, host: str) -> str:
+    """A host name or address as torch's endpoint parser accepts it."""
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not bare or not _HOST_RE.match(bare):
+        raise InputError(
+            f"{name} has host {host!r}; expected a host name, IPv4 or IPv6 address "
+            "(letters, digits, '.', '-', '_', ':')"
+        )
+    return bare
+
+
+def split_endpoint(value: str) -> tuple[str, str | None]:
+    """(host, port or None) of ``host[:port]``, ``[v6]:port`` or a bare IPv6 literal."""
+    text = value.strip()
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        return host, (rest[1:] if rest.startswith(":") and rest[1:] else None)
+    if text.count(":") > 1:  # bare IPv6 literal, no port
+        return text, None
+    host, sep, port = text.partition(":")
+    return host, (port if sep and port else None)
+
+
+@dataclass(frozen=True)
+class NodeCount:
+    """torchrun's --nnodes: exactly N, or elastic MIN:MAX."""
+
+    lo: int
+    hi: int
+
+    def __str__(self) -> str:
+        return str(self.lo) if self.lo == self.hi else f"{self.lo}:{self.hi}"
+
+    @classmethod
+    def exactly(cls, n: int) -> "NodeCount":
+        return cls(n, n)
+
+    @classmethod
+    def parse(cls, source: str, value: str) -> "NodeCount":
+        m = re.fullmatch(r"\s*(\d+)\s*(?::\s*(\d+)\s*)?", value)
+        if not m:
+            raise InputError(
+                f"{source}={value!r} is not a node count; expected N or MIN:MAX (e.g. 2 or 1:4)"
+            )
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if not 0 < lo <= hi:
+            raise InputError(
+                f"{source}={value!r} is not a node count; expected 0 < MIN <= MAX (e.g. 2 or 1:4)"
+            )
+        return cls(lo, hi)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A rendezvous endpoint: a bare host (IPv6 unbracketed) and an optional port."""
+
+    host: str
+    port: int | None = None
+
+    def __str__(self) -> str:
+        """``host:port`` with IPv6 literals bracketed, as torch's parse_rendezvous_endpoint wants."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port is None else f"{host}:{self.port}"
+
+    @classmethod
+    def parse(cls, source: str, value: str) -> "Endpoint":
+        host, port = split_endpoint(value)
+        check_host(source, host)
+        if port is None:
+            return cls(host)
+        return cls(host, parse_port(source, port, hint="expected HOST:PORT, e.g. node1:29400", minimum=0))

@@ -1,0 +1,59 @@
+"""The architecture as ARCHITECTURE.md states it: what each package may import, and that
+only the launcher package reaches an image."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LAUNCHER = ROOT / "entrypoints" / "torchpod"
+TOOLKIT = ROOT / "toolkit" / "torchpod_toolkit"
+
+# The launcher runs in the image on the standard library alone (torch is imported only by
+# torchpod.torchrun and torchpod.probe, inside the image, where it is installed).
+STDLIB = set(sys.stdlib_module_names)
+LAUNCHER_MAY_IMPORT = STDLIB | {"torchpod", "torch"}
+
+
+def imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(LAUNCHER.rglob("*.py")), ids=lambda p: str(p.relative_to(LAUNCHER)))
+def test_launcher_imports_only_the_standard_library_and_torch(path):
+    extra = imports(path) - LAUNCHER_MAY_IMPORT
+    assert not extra, f"{path.relative_to(ROOT)} imports {sorted(extra)}: host tooling belongs in torchpod_toolkit"
+
+
+def test_no_package_named_build():
+    # pytest's norecursedirs, black's exclude and many ignore files skip a `build` folder
+    assert not [p for p in ROOT.glob("*/*/build") if p.is_dir()]
+    assert not [p for p in ROOT.glob("*/*/*/build") if p.is_dir() and "__pycache__" not in str(p)]
+
+
+def test_only_the_launcher_and_examples_enter_the_build_context():
+    allowed = [line[1:].strip().rstrip("/") for line in (ROOT / ".dockerignore").read_text().splitlines()
+               if line.startswith("!")]
+    assert "entrypoints/torchpod" in allowed
+    assert not [a for a in allowed if a.startswith(("toolkit", "tests", "entrypoints/torchpod_"))], allowed
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    sources = re.findall(r"^(?:COPY|ADD)\s+(?!--from)(\S+)", dockerfile, flags=re.M)
+    assert sources and all(s.rstrip("/") in allowed for s in sources), sources
+
+
+def test_toolkit_is_a_separate_package_the_launcher_never_names():
+    assert (TOOLKIT / "__init__.py").exists()
+    for path in LAUNCHER.rglob("*.py"):
+        assert "torchpod_toolkit" not in imports(path), path

@@ -1,0 +1,391 @@
+"""The one model of what each scheduler sets on each node of an N-node job. Pure.
+
+``build(scenario, nodes, job_id)`` returns a Topology: per node the hostname the container
+gets, the DNS names other nodes reach it by (the names the scheduler writes into its host
+lists), the environment the scheduler sets, and the files it writes (PBS_NODEFILE). Two
+users read it: the containers-as-nodes harness (`invoke demo`, tests/cluster, bench/)
+runs it as containers, and the launcher's unit fixtures (tests/unit/fixtures/
+schedulers.yaml, ``model:`` entries) render single nodes from it with real-world names.
+Nothing here touches Docker, the environment or the clock.
+
+Scenarios (``SCENARIOS``), one builder each, written from the systems' own sources:
+
+- runai: `runai submit-dist pytorch` (Run:ai docs, "Environment Variables inside a Run:ai
+  Workload"): pods <job>-master-0, <job>-worker-i; pod-level WORLD_SIZE/RANK; MASTER_ADDR
+  is the master pod's IP, filled in at start.
+- kubeflow: training-operator >= 1.7 Master + Workers (kubeflow/training-operator
+  pkg/controller.v1/pytorch/envvar.go): WORLD_SIZE counts processes,
+  PET_NNODES/PET_NODE_RANK/PET_MASTER_ADDR the nodes.
+- kubeflow-elastic: worker-only elasticPolicy (same package, elastic.go): PET_RDZV_ENDPOINT
+  on worker-0, PET_NNODES MIN:MAX, PET_MAX_RESTARTS; REPLICA_INDEX (the
+  training.kubeflow.org/replica-index label) and POD_NAME exposed through the downward API.
+- trainer: Kubeflow Trainer v2 TrainJob on the torch-distributed runtime (kubeflow/trainer
+  pkg/runtime/framework/plugins/torch): PET_* only, pods <job>-node-0-i of an Indexed Job
+  (JOB_COMPLETION_INDEX), PET_MASTER_ADDR the first pod's headless-service name.
+- volcano: worker-only Job with the env and svc plugins (volcano-sh/volcano
+  pkg/controllers/job/plugins/env, svc): VC_TASK_INDEX, VC_WORKER_HOSTS of <job>-worker-i.<job>.
+- volcano-master: master + worker tasks with the pytorch plugin
+  (plugins/distributed-framework/pytorch: MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK) on top.
+- env: the pod-level env:// convention with no marker (Alibaba PAI-DLC, Baidu AIHC,
+  training-operator < 1.7): MASTER_ADDR <job>-master-0, WORLD_SIZE nodes, RANK node index,
+  NPROC_PER_NODE.
+- pbs: PBS_NODEFILE with one line per mpiprocs slot (duplicates) in FQDN form; hosts report
+  their short name; PBS_NODENUM per node as pbsdsh's tasks get it (openpbs
+  src/resmom/start_exec.c); PBS_JOBID names the job.
+- pbs-pals: the same job started by Cray PALS `mpiexec --ppn 1`: PALS_NODEID per node, and
+  PBS_NODENUM=0 as the job script's shell had it and mpiexec copied to every node.
+- slurm: `srun --ntasks-per-node=1` (Slurm srun(1), OUTPUT ENVIRONMENT VARIABLES):
+  compressed SLURM_JOB_NODELIST, SLURM_NODEID, step variables.
+- mpi: Open MPI `mpirun --map-by ppr:1:node -x MASTER_ADDR -x MASTER_PORT` (mpirun(1)):
+  OMPI_COMM_WORLD_* and PMIx variables, MASTER_ADDR the first node's IP, filled in at start.
+
+``host_network=True`` plays pods with hostNetwork / HPC nodes whose hostname is not the
+listed name: every container's hostname becomes a "physical" node name (``gpu-node-a``)
+that nobody can resolve, so only the listed names (via ``--local-addr``) connect.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+from torchpod.errors import InputError
+
+IP_OF_NODE0 = "{node0_ip}"  # replaced by the runner once node 0 has an address
+K8S = (("KUBERNETES_SERVICE_HOST", "10.96.0.1"), ("KUBERNETES_SERVICE_PORT", "443"))
+
+
+@dataclass(frozen=True)
+class Node:
+    index: int
+    hostname: str  # what `hostname` prints inside the container
+    names: tuple[str, ...]  # DNS names (network aliases) other nodes resolve to this one
+    env: tuple[tuple[str, str], ...]
+    files: tuple[tuple[str, str], ...] = ()  # absolute path -> text, written before start
+    domainname: str = ""
+
+    @property
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+
+@dataclass(frozen=True)
+class Topology:
+    scenario: str
+    scheduler: str  # what `torchpod plan` must detect
+    job_id: str
+    nodes: tuple[Node, ...]
+    nproc: tuple[int, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def world_size(self) -> int:
+        return sum(self.nproc)
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a builder needs: the job's name, size and, optionally, real-world names."""
+
+    name: str  # DNS-label-safe job name
+    nodes: int
+    nproc: tuple[int, ...]
+    port: int
+    hosts: tuple[str, ...] | None = None  # the listed node names, when the caller gives them
+    number: str | None = None  # an HPC scheduler's job id, when the caller gives it
+
+    def host(self, i: int, default: str) -> str:
+        return self.hosts[i] if self.hosts else default
+
+    @property
+    def job_number(self) -> str:
+        """A numeric job id (Slurm, PBS): given, or derived from the name (stable per job)."""
+        return self.number or str(zlib.crc32(self.name.encode()) % 100000)
+
+
+Raw = list[tuple[str, tuple[str, ...], tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]]
+
+
+def _dns(job_id: str) -> str:
+    """A DNS-label-safe job name (Kubernetes object names are RFC 1123 labels)."""
+    name = re.sub(r"[^a-z0-9-]+", "-", job_id.lower()).strip("-")
+    if not name:
+        raise InputError(f"job id {job_id!r} has no letters or digits; expected e.g. 'demo-1'")
+    return name[:40]
+
+
+def compress_hostlist(hosts: Sequence[str]) -> str:
+    """Slurm's compressed form of consecutive names sharing a prefix (``gpu[001-004],login1``):
+    what SLURM_JOB_NODELIST holds. Equal-width numbers only, as Slurm writes them."""
+    groups: list[tuple[str, str, list[int]]] = []  # (prefix, width-format, numbers)
+    for host in hosts:
+        m = re.fullmatch(r"(.*?)(\d+)", host)
+        if m is None:
+            groups.append((host, "", []))
+            continue
+        prefix, digits = m.groups()
+        fmt = f"0{len(digits)}d"
+        if groups and groups[-1][0] == prefix and groups[-1][1] == fmt:
+            groups[-1][2].append(int(digits))
+        else:
+            groups.append((prefix, fmt, [int(digits)]))
+    out = []
+    for prefix, fmt, numbers in groups:
+        if not numbers:
+            out.append(prefix)
+        elif len(numbers) == 1:
+            out.append(f"{prefix}{numbers[0]:{fmt}}")
+        else:
+            runs: list[list[int]] = []
+            for n in numbers:
+                if runs and n == runs[-1][1] + 1:
+                    runs[-1][1] = n
+                else:
+                    runs.append([n, n])
+            ranges = [f"{a:{fmt}}" if a == b else f"{a:{fmt}}-{b:{fmt}}" for a, b in runs]
+            out.append(f"{prefix}[{','.join(ranges)}]")
+    return ",".join(out)
+
+
+def _runai(job: Job) -> tuple[str, Raw]:
+    pods = [job.host(0, f"{job.name}-master-0")] + [
+        job.host(i + 1, f"{job.name}-worker-{i}") for i in range(job.nodes - 1)]
+    nodes = []
+    for i, pod in enumerate(pods):
+        env = K8S + (
+            ("RUNAI_JOB_NAME", job.name), ("RUNAI_JOB_UUID", f"{job.name}-0f6c2b8e-uuid"),
+            ("WORLD_SIZE", str(job.nodes)), ("RANK", str(i)),
+            ("MASTER_ADDR", IP_OF_NODE0), ("MASTER_PORT", str(job.port)),
+        )
+        nodes.append((pod, (pod,), env, ()))
+    return "runai", nodes
+
+
+def _kubeflow(job: Job) -> tuple[str, Raw]:
+    pods = [job.host(0, f"{job.name}-master-0")] + [
+        job.host(i + 1, f"{job.name}-worker-{i}") for i in range(job.nodes - 1)]
+    nodes = []
+    for i, pod in enumerate(pods):
+        env = K8S + (
+            ("PYTHONUNBUFFERED", "1"),
+            ("MASTER_ADDR", pods[0]), ("MASTER_PORT", str(job.port)),
+            ("WORLD_SIZE", str(sum(job.nproc))), ("RANK", str(i)),
+            ("PET_NNODES", str(job.nodes)), ("PET_NPROC_PER_NODE", str(job.nproc[i])),
+            ("PET_NODE_RANK", str(i)),
+            ("PET_MASTER_ADDR", pods[0]), ("PET_MASTER_PORT", str(job.port)),
+        )
+        nodes.append((pod, (pod,), env, ()))
+    return "kubeflow", nodes
+
+
+def _kubeflow_elastic(job: Job) -> tuple[str, Raw]:
+    pods = [job.host(i, f"{job.name}-worker-{i}") for i in range(job.nodes)]
+    nodes = []
+    for i, pod in enumerate(pods):
+        # minReplicas = maxReplicas - 1 keeps MIN:MAX elastic; last_call_timeout short so a
+        # full house of n nodes closes the round at once instead of after 30 s.
+        env = K8S + (
+            ("PET_RDZV_ENDPOINT", f"{pods[0]}:{job.port}"), ("PET_RDZV_BACKEND", "c10d"),
+            ("PET_NNODES", f"{job.nodes}:{job.nodes + 1}"), ("PET_MAX_RESTARTS", "3"),
+            ("PET_RDZV_CONF", "last_call_timeout=2"),
+            ("REPLICA_INDEX", str(i)), ("POD_NAME", pod),
+        )
+        nodes.append((pod, (pod,), env, ()))
+    return "kubeflow", nodes
+
+
+def _trainer(job: Job) -> tuple[str, Raw]:
+    pods = [job.host(i, f"{job.name}-node-0-{i}") for i in range(job.nodes)]
+    master = f"{pods[0]}.{job.name}"  # the JobSet's headless service
+    nodes = []
+    for i, pod in enumerate(pods):
+        env = K8S + (
+            ("JOB_COMPLETION_INDEX", str(i)),
+            ("PET_NNODES", str(job.nodes)), ("PET_NPROC_PER_NODE", str(job.nproc[i])),
+            ("PET_NODE_RANK", str(i)),
+            ("PET_MASTER_ADDR", master), ("PET_MASTER_PORT", str(job.port)),
+        )
+        nodes.append((pod, (f"{pod}.{job.name}", pod), env, ()))
+    return "kubeflow", nodes
+
+
+def _volcano_lists(job: Job, tasks: Sequence[tuple[str, int]]):
+    lists, offset = {}, 0
+    for t, count in tasks:
+        lists[t] = [job.host(offset + i, f"{job.name}-{t}-{i}.{job.name}") for i in range(count)]
+        offset += count
+    common = []
+    for t, hosts in lists.items():
+        key = t.upper().replace("-", "_")
+        common += [(f"VC_{key}_HOSTS", ",".join(hosts)), (f"VC_{key}_NUM", str(len(hosts)))]
+    return lists, tuple(common)
+
+
+def _volcano(job: Job) -> tuple[str, Raw]:
+    lists, common = _volcano_lists(job, [("worker", job.nodes)])
+    nodes = []
+    for i, listed in enumerate(lists["worker"]):
+        env = K8S + common + (("VC_TASK_INDEX", str(i)), ("VK_TASK_INDEX", str(i)))
+        nodes.append((listed.split(".")[0], (listed, listed.split(".")[0]), env, ()))
+    return "volcano", nodes
+
+
+def _volcano_master(job: Job) -> tuple[str, Raw]:
+    if job.nodes < 2:
+        raise InputError(f"volcano-master needs 2 or more nodes (a master and workers); got {job.nodes}")
+    lists, common = _volcano_lists(job, [("master", 1), ("worker", job.nodes - 1)])
+    listed = lists["master"] + lists["worker"]
+    nodes = []
+    for i, name in enumerate(listed):
+        task_index = 0 if i == 0 else i - 1
+        env = K8S + common + (
+            ("VC_TASK_INDEX", str(task_index)), ("VK_TASK_INDEX", str(task_index)),
+            ("MASTER_ADDR", listed[0]), ("MASTER_PORT", str(job.port)),
+            ("WORLD_SIZE", str(job.nodes)), ("RANK", str(i)),
+        )
+        nodes.append((name.split(".")[0], (name, name.split(".")[0]), env, ()))
+    return "volcano", nodes
+
+
+def _env(job: Job) -> tuple[str, Raw]:
+    pods = [job.host(0, f"{job.name}-master-0")] + [
+        job.host(i + 1, f"{job.name}-worker-{i}") for i in range(job.nodes - 1)]
+    nodes = []
+    for i, pod in enumerate(pods):
+        env = K8S + (
+            ("MASTER_ADDR", pods[0]), ("MASTER_PORT", str(job.port)),
+            ("WORLD_SIZE", str(job.nodes)), ("RANK", str(i)),
+            ("NPROC_PER_NODE", str(job.nproc[i])),
+        )
+        nodes.append((pod, (pod,), env, ()))
+    return "env", nodes
+
+
+def _pbs_nodes(job: Job, slots: int = 2):
+    fqdn = [job.host(i, f"{job.name}-n{i + 1:02d}.hpc.local") for i in range(job.nodes)]
+    short = [h.split(".")[0] for h in fqdn]
+    nodefile = "".join(f"{h}\n" * slots for h in fqdn)  # mpiprocs=2: every node listed twice
+    jobid = f"{job.job_number}.pbs01"
+    path = f"/var/spool/pbs/aux/{jobid}"
+    common = (
+        ("PBS_JOBID", jobid), ("PBS_JOBNAME", job.name), ("PBS_QUEUE", "workq"),
+        ("PBS_ENVIRONMENT", "PBS_BATCH"), ("PBS_O_WORKDIR", "/workspace"), ("PBS_NODEFILE", path),
+    )
+    return fqdn, short, common, ((path, nodefile),)
+
+
+def _pbs(job: Job) -> tuple[str, Raw]:
+    fqdn, short, common, files = _pbs_nodes(job)
+    nodes = []
+    for i in range(job.nodes):
+        env = common + (("PBS_NODENUM", str(i)), ("PBS_TASKNUM", f"{i + 1:08X}"))
+        nodes.append((short[i], (fqdn[i], short[i]), env, files))
+    return "pbs", nodes
+
+
+def _pbs_pals(job: Job) -> tuple[str, Raw]:
+    fqdn, short, common, files = _pbs_nodes(job)
+    nodes = []
+    for i in range(job.nodes):
+        env = common + (
+            ("PBS_NODENUM", "0"),  # the job script's own, copied by mpiexec to every rank
+            ("PALS_NODEID", str(i)), ("PALS_RANKID", str(i)), ("PALS_LOCAL_RANKID", "0"),
+            ("PALS_APID", f"{job.name}-apid"),
+        )
+        nodes.append((short[i], (fqdn[i], short[i]), env, files))
+    return "pbs", nodes
+
+
+def _slurm(job: Job) -> tuple[str, Raw]:
+    hosts = [job.host(i, f"{job.name}-c{i + 1:02d}") for i in range(job.nodes)]
+    compressed = compress_hostlist(hosts)
+    jobid, n = job.job_number, job.nodes
+    nodes = []
+    for i, host in enumerate(hosts):
+        env = (
+            ("SLURM_JOB_ID", jobid), ("SLURM_JOBID", jobid), ("SLURM_JOB_NAME", job.name),
+            ("SLURM_JOB_NODELIST", compressed), ("SLURM_NODELIST", compressed),
+            ("SLURM_JOB_NUM_NODES", str(n)), ("SLURM_NNODES", str(n)),
+            ("SLURM_STEP_ID", "0"), ("SLURM_STEPID", "0"),
+            ("SLURM_STEP_NODELIST", compressed), ("SLURM_STEP_NUM_NODES", str(n)),
+            ("SLURM_STEP_NUM_TASKS", str(n)), ("SLURM_STEP_TASKS_PER_NODE", f"1(x{n})"),
+            ("SLURM_TASKS_PER_NODE", f"1(x{n})"), ("SLURM_NODEID", str(i)),
+            ("SLURM_PROCID", str(i)), ("SLURM_LOCALID", "0"), ("SLURMD_NODENAME", host),
+        )
+        nodes.append((host, (host,), env, ()))
+    return "slurm", nodes
+
+
+def _mpi(job: Job) -> tuple[str, Raw]:
+    hosts = [job.host(i, f"{job.name}-node{i + 1}") for i in range(job.nodes)]
+    nodes = []
+    for i, host in enumerate(hosts):
+        env = (
+            ("OMPI_COMM_WORLD_SIZE", str(job.nodes)), ("OMPI_COMM_WORLD_RANK", str(i)),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "0"), ("OMPI_COMM_WORLD_LOCAL_SIZE", "1"),
+            ("OMPI_COMM_WORLD_NODE_RANK", "0"), ("PMIX_RANK", str(i)),
+            ("PMIX_NAMESPACE", f"prterun-{hosts[0]}-12345@1"),
+            ("MASTER_ADDR", IP_OF_NODE0), ("MASTER_PORT", str(job.port)),
+        )
+        nodes.append((host, (host,), env, ()))
+    return "mpi", nodes
+
+
+Builder = Callable[[Job], tuple[str, Raw]]
+
+SCENARIOS: dict[str, Builder] = {
+    "runai": _runai,
+    "kubeflow": _kubeflow,
+    "kubeflow-elastic": _kubeflow_elastic,
+    "trainer": _trainer,
+    "volcano": _volcano,
+    "volcano-master": _volcano_master,
+    "env": _env,
+    "pbs": _pbs,
+    "pbs-pals": _pbs_pals,
+    "slurm": _slurm,
+    "mpi": _mpi,
+}
+
+
+def build(
+    scenario: str,
+    nodes: int,
+    job_id: str,
+    *,
+    nproc: Sequence[int] | None = None,
+    port: int = 23456,
+    host_network: bool = False,
+    extra_env: Mapping[str, str] | None = None,
+    hosts: Sequence[str] | None = None,
+    job_number: str | None = None,
+) -> Topology:
+    """The N nodes of one job under ``scenario``, named after ``job_id`` (or ``hosts``)."""
+    if scenario not in SCENARIOS:
+        raise InputError(
+            f"scheduler {scenario!r} is unknown; expected one of {', '.join(SCENARIOS)}"
+        )
+    if nodes < 1:
+        raise InputError(f"nodes={nodes}; expected 1 or more")
+    counts = tuple(nproc) if nproc is not None else (1,) * nodes
+    if len(counts) != nodes or any(c < 1 for c in counts):
+        raise InputError(f"nproc={list(counts)} needs {nodes} counts >= 1, one per node")
+    if hosts is not None and len(hosts) != nodes:
+        raise InputError(f"hosts={list(hosts)} needs {nodes} names, one per node")
+    job = Job(_dns(job_id), nodes, counts, port, tuple(hosts) if hosts else None, job_number)
+    scheduler, raw = SCENARIOS[scenario](job)
+    extra = tuple((extra_env or {}).items())
+    out, notes = [], []
+    for i, (hostname, names, env, files) in enumerate(raw):
+        env = tuple(env) + extra
+        if counts[i] != 1 and not {"PET_NPROC_PER_NODE", "NPROC_PER_NODE"} & set(dict(env)):
+            env += (("PET_NPROC_PER_NODE", str(counts[i])),)  # torchrun's own variable
+        if host_network:
+            hostname = f"{job.name}-gpu-node-{chr(ord('a') + i % 26)}{i // 26 or ''}"
+        out.append(Node(index=i, hostname=hostname, names=names, env=env, files=files))
+    if host_network:
+        notes.append("host network: hostnames are node names nobody resolves; listed names connect")
+    return Topology(scenario=scenario, scheduler=scheduler, job_id=job.name, nodes=tuple(out),
+                    nproc=counts, notes=tuple(notes))
