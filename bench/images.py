@@ -25,6 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoints"))
+sys.path.insert(0, str(ROOT / "toolkit"))
 
 from torchpod_toolkit import definitions, engine  # noqa: E402
 

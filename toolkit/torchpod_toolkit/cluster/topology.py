@@ -149,9 +149,14 @@ def compress_hostlist(hosts: Sequence[str]) -> str:
     return ",".join(out)
 
 
-def _runai(job: Job) -> tuple[str, Raw]:
-    pods = [job.host(0, f"{job.name}-master-0")] + [
+def _master_and_workers(job: Job) -> list[str]:
+    """Pod names of a master/worker job: <job>-master-0, then <job>-worker-i."""
+    return [job.host(0, f"{job.name}-master-0")] + [
         job.host(i + 1, f"{job.name}-worker-{i}") for i in range(job.nodes - 1)]
+
+
+def _runai(job: Job) -> tuple[str, Raw]:
+    pods = _master_and_workers(job)
     nodes = []
     for i, pod in enumerate(pods):
         env = K8S + (
@@ -164,8 +169,7 @@ def _runai(job: Job) -> tuple[str, Raw]:
 
 
 def _kubeflow(job: Job) -> tuple[str, Raw]:
-    pods = [job.host(0, f"{job.name}-master-0")] + [
-        job.host(i + 1, f"{job.name}-worker-{i}") for i in range(job.nodes - 1)]
+    pods = _master_and_workers(job)
     nodes = []
     for i, pod in enumerate(pods):
         env = K8S + (
@@ -250,8 +254,7 @@ def _volcano_master(job: Job) -> tuple[str, Raw]:
 
 
 def _env(job: Job) -> tuple[str, Raw]:
-    pods = [job.host(0, f"{job.name}-master-0")] + [
-        job.host(i + 1, f"{job.name}-worker-{i}") for i in range(job.nodes - 1)]
+    pods = _master_and_workers(job)
     nodes = []
     for i, pod in enumerate(pods):
         env = K8S + (
