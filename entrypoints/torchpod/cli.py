@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from . import __version__
+from . import __version__, script
 from .errors import InputError, TorchpodError
 from .gpus import needs_probe
 from .plan import LaunchPlan, command, to_json, to_shell
@@ -184,11 +184,13 @@ def _dispatch(args: list[str], env: dict[str, str]) -> int:
             "no script given; expected `torchpod run [TORCHRUN OPTIONS] SCRIPT [ARGS...]`, "
             "e.g. `torchpod train.py --epochs 3`"
         )
-    return run(inv, env)
+    return run(inv, env, Path.cwd())
 
 
-def run(inv: Invocation, env: dict[str, str]) -> int:
+def run(inv: Invocation, env: dict[str, str], cwd: Path) -> int:
     plan = resolve(env, gather_facts(env), inv)
+    where = f"node {plan.node_rank} ({plan.hostname})" if plan.node_rank is not None else f"node {plan.hostname}"
+    script.check(plan.script, plan.passthrough, cwd=cwd, env=env, where=where)
     # torchpod.torchrun is torch.distributed.run with a one-line rendezvous-timeout message
     argv = command(plan, sys.executable, module="torchpod.torchrun")
     summary = (

@@ -5,7 +5,7 @@
 compares it with the definition and writes it into labels, so labels come from reality,
 not the YAML.
 
-NCCL's version comes from calling ``ncclGetVersion`` in the ``libnccl.so.2`` torch loads
+torchvision's comes from its ``version.py``. NCCL's version comes from calling ``ncclGetVersion`` in the ``libnccl.so.2`` torch loads
 (what ``torch.cuda.nccl.version()`` does too), and torch's from ``torch/version.py``;
 ``--import-torch`` then imports torch and cross-checks both. The build always passes it;
 under QEMU it needs the sysfs stand-in of ``torchpod_toolkit.engine.emulation_volumes``.
@@ -18,6 +18,7 @@ import ctypes
 import importlib.util
 import json
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,17 @@ def torch_version_file(site: Path) -> dict[str, str]:
     return {"torch": namespace["__version__"], "cuda": namespace.get("cuda") or ""}
 
 
+def torchvision_version_file(site: Path) -> str:
+    """torchvision's version from its version.py, whose first line assigns it (the file
+    goes on to import torchvision's extension, so it is read, not executed)."""
+    try:
+        text = (site / "torchvision" / "version.py").read_text()
+    except OSError:
+        return ""
+    m = re.search(r"^__version__ = ['\"]([^'\"]+)['\"]", text, flags=re.M)
+    return m.group(1) if m else ""
+
+
 def dpkg_version(package: str) -> str:
     try:
         out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package],
@@ -71,6 +83,7 @@ def probe(import_torch: bool) -> dict[str, str]:
         "machine": platform.machine(),
         "python": platform.python_version(),
         **torch_version_file(site),
+        "torchvision": torchvision_version_file(site),
         "nccl": nccl_version(lib),
         "libnccl": str(lib),
         "rdma-core": dpkg_version("libibverbs1"),
@@ -80,8 +93,11 @@ def probe(import_torch: bool) -> dict[str, str]:
     if import_torch:
         import torch
 
+        import torchvision  # loads its compiled ops against this torch
+
         seen = {"torch": torch.__version__, "cuda": torch.version.cuda or "",
-                "nccl": ".".join(str(p) for p in torch.cuda.nccl.version())}
+                "nccl": ".".join(str(p) for p in torch.cuda.nccl.version()),
+                "torchvision": torchvision.__version__}
         for key, value in seen.items():
             if value != found[key]:
                 raise SystemExit(f"probe: {key} is {value!r} after import torch but {found[key]!r} on disk")

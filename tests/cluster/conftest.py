@@ -10,6 +10,7 @@ adds a host folder of extra modules (mounted at /opt/dev-site) to the nodes' PYT
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from pathlib import Path
@@ -82,9 +83,13 @@ def make_cluster(docker_client, cluster_image, test_label, dev_volumes):
     dev_env = {"PYTHONPATH": "/opt/dev-site"} if "/opt/dev-site" in {v["bind"] for v in dev_volumes.values()} else {}
 
     def make(scenario, nodes, command, *, job=None, nproc=None, host_network=False, env=None,
-             volumes=None, network=None):
+             volumes=None, network=None, node_files=None):
         topo = topology.build(scenario, nodes, job or f"{scenario}-{test_label[LABEL][:6]}",
                               nproc=nproc, host_network=host_network)
+        if node_files:  # files only some nodes have (a volume mounted on one node only)
+            topo = dataclasses.replace(topo, nodes=tuple(
+                dataclasses.replace(n, files=n.files + tuple(node_files.get(n.index, {}).items()))
+                for n in topo.nodes))
         cl = runner.Cluster(
             docker_client, cluster_image, topo, command, test_label,
             network=network, volumes={**dev_volumes, **(volumes or {})},

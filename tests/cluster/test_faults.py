@@ -57,6 +57,25 @@ def test_node_that_never_arrives_fails_the_others_in_time_with_a_count(make_clus
     assert "expected 3 nodes, 2 arrived" in cl.logs(1), cl.logs(1)[-4000:]
 
 
+def test_script_missing_on_one_node_is_named_there_and_the_others_time_out(make_cluster):
+    """A volume mounted on node 0 only: node 1 says which script is missing where, before
+    any rendezvous; node 0 waits out the rendezvous timeout and counts the nodes."""
+    timeout = 15
+    train = f"import runpy\nrunpy.run_path('{EXAMPLES}/allreduce_check.py', run_name='__main__')\n"
+    cl = make_cluster("slurm", 2, ["/data/train.py"], env={"TORCHPOD_RDZV_TIMEOUT": str(timeout)},
+                      node_files={0: {"/data/train.py": train}})
+    codes = cl.start().wait(timeout + 90)
+    logs = cl.all_logs()
+    assert codes[1] == 2, logs[-4000:]
+    last = [ln for ln in cl.logs(1).splitlines() if ln.strip()][-1]
+    host = cl.nodes[1].node.hostname
+    assert last == (f"torchpod: error: script '/data/train.py' does not exist on node 1 ({host}), working "
+                    "directory /workspace; expected a Python file that every node can read; check the path "
+                    "and that its volume is mounted on every node"), cl.logs(1)[-2000:]
+    assert codes[0] not in (0, None) and not cl.nodes[0].timed_out, logs[-4000:]
+    assert f"timed out after {timeout} s: expected 2 nodes, 1 arrived" in cl.logs(0), cl.logs(0)[-3000:]
+
+
 def test_docker_stop_exits_cleanly_and_leaves_no_orphans(make_cluster):
     cmd = [f"{EXAMPLES}/allreduce_check.py", "--steps", "120", "--step-seconds", "1"]
     cl = make_cluster("volcano", 2, cmd).start()

@@ -33,9 +33,10 @@ def test_labels_carry_versions_read_from_the_image(built):
     for key in ("title", "version", "created", "revision", "base.name"):
         assert labels.get(f"org.opencontainers.image.{key}"), key
     assert labels["io.torchpod.arch"] == built.arch.name == found["machine"]
-    for key in ("torch", "cuda", "nccl", "rdma-core", "python"):
+    for key in ("torch", "torchvision", "cuda", "nccl", "rdma-core", "python"):
         assert labels[f"io.torchpod.{key}"] == found[key], key
     assert found["torch"].startswith(built.defn.torch.version)
+    assert found["torchvision"].startswith(built.defn.torch.torchvision)
     assert found["cuda"] == built.defn.expect.cuda and found["nccl"] == built.defn.expect.nccl
 
 
@@ -60,6 +61,26 @@ def test_torch_imports_and_agrees_with_the_labels(built):
     assert version == built.labels["io.torchpod.torch"]
     assert cuda == built.labels["io.torchpod.cuda"]
     assert ".".join(map(str, nccl)) == built.labels["io.torchpod.nccl"]
+
+
+# The model a Run:ai example trains (torchvision.models.resnet18) and a compiled torchvision
+# op: both fail when torchvision's native library does not load against this torch.
+TORCHVISION = """
+import json, torch, torchvision
+model = torchvision.models.resnet18(num_classes=10).eval()
+with torch.no_grad():
+    out = model(torch.randn(1, 3, 64, 64))
+boxes = torch.tensor([[0.0, 0.0, 10.0, 10.0], [1.0, 1.0, 11.0, 11.0], [50.0, 50.0, 60.0, 60.0]])
+keep = torchvision.ops.nms(boxes, torch.tensor([0.9, 0.8, 0.7]), iou_threshold=0.5)
+print(json.dumps({"shape": list(out.shape), "keep": keep.tolist(), "version": torchvision.__version__}))
+"""
+
+
+def test_torchvision_builds_resnet18_and_runs_a_compiled_op(built):
+    found = json.loads(_exec(built, ["python", "-c", TORCHVISION]).splitlines()[-1])
+    assert found["shape"] == [1, 10]
+    assert found["keep"] == [0, 2]  # the second box overlaps the first (IoU 0.68 > 0.5)
+    assert found["version"] == built.labels["io.torchpod.torchvision"]
 
 
 def test_torch_libraries_resolve(built):
@@ -163,6 +184,17 @@ def test_plan_is_accepted_by_the_images_own_torchrun(built):
     # the launcher read the image's torch right: the flag is used exactly when it exists
     assert (plan["signals_to_handle"] is not None) == found["has_signals_flag"]
     assert any(a.startswith("--signals-to-handle=") for a in plan["torchrun_args"]) == found["has_signals_flag"]
+
+
+def test_unreadable_script_is_one_line_before_anything_starts(built):
+    # as a user who cannot read it (root reads anything); the check runs before torchrun
+    _exec(built, ["sh", "-c", "printf 'print(1)\\n' > /tmp/secret.py && chmod 600 /tmp/secret.py"])
+    code, out = built.container.exec_run(["torchpod", "run", "/tmp/secret.py"], user="65534",
+                                         environment={"CUDA_VISIBLE_DEVICES": ""})
+    lines = [ln for ln in out.decode(errors="replace").splitlines() if ln.strip()]
+    assert code == 2, lines
+    assert lines[-1].startswith("torchpod: error: script '/tmp/secret.py' is not readable on node 0"), lines
+    assert "user id 65534" in lines[-1] and not any("torch.distributed" in ln for ln in lines)
 
 
 def test_run_forms_a_two_process_group(built):

@@ -25,7 +25,7 @@ BASE = """\
 arches: [x86_64]
 base: {debian: bookworm}
 python: "3.11"
-torch: {version: "2.13.0", index_url: https://pypi.org/simple}
+torch: {version: "2.13.0", torchvision: "0.28.0", index_url: https://pypi.org/simple}
 expect: {cuda: "13.0", nccl: "2.29.7"}
 rdma_core: {packages: [libibverbs1], providers: [mlx5]}
 """

@@ -92,7 +92,8 @@ def test_base_tag_changes_with_its_packages():
 
 
 def test_mismatches_name_what_differs():
-    good = {"machine": "aarch64", "python": "3.11.2", "torch": "2.13.0", "cuda": "13.0", "nccl": "2.29.7"}
+    good = {"machine": "aarch64", "python": "3.11.2", "torch": "2.13.0", "torchvision": "0.28.0+cu130",
+            "cuda": "13.0", "nccl": "2.29.7"}
     assert commands.mismatches(DEFN, ARM, good) == []
     wrong = commands.mismatches(DEFN, ARM, {**good, "machine": "x86_64", "nccl": "2.27.3"})
     assert len(wrong) == 2 and "machine: expected 'aarch64'" in wrong[0] and "nccl" in wrong[1]

@@ -17,7 +17,7 @@ GOOD = """\
 arches: [x86_64, arm64]
 base: {debian: bookworm}
 python: "3.11"
-torch: {version: "2.13.0", index_url: https://pypi.org/simple}
+torch: {version: "2.13.0", torchvision: "0.28.0", index_url: https://pypi.org/simple}
 expect: {cuda: "13.0", nccl: "2.29.7"}
 rdma_core: {packages: [libibverbs1], providers: [mlx5]}
 """
@@ -60,6 +60,10 @@ def test_tags_carry_the_arch_and_merge_without_it(tmp_path):
         (GOOD + "aws_ofi_nccl: {version: '1.14.0', tarball: x.tgz, libfabric: ucx}\n", "aws_ofi_nccl.libfabric='ucx'"),
         ("arches: [x86_64\n", "malformed YAML"),
         ("extends: nowhere\n", "'extends: nowhere' names no definition"),
+        (GOOD.replace('torchvision: "0.28.0"', 'torchvision: "0.29.1"'),
+         "torch.torchvision='0.29.1' does not match torch.version='2.13.0'; expected a torchvision 0.28.x release"),
+        (GOOD.replace(', torchvision: "0.28.0"', ""), "missing required key 'torch.torchvision'"),
+        (GOOD.replace('version: "2.13.0"', 'version: "1.13.1"'), "expected a torch 2.x release"),
     ],
 )
 def test_bad_definitions_name_file_and_key(tmp_path, text, needle):
@@ -70,6 +74,21 @@ def test_bad_definitions_name_file_and_key(tmp_path, text, needle):
     assert needle in message
     assert "bad.yaml" in message
     assert "\n" not in message
+
+
+@pytest.mark.parametrize("torch, series", [("2.0.1", "0.15"), ("2.9.1", "0.24"), ("2.13.0", "0.28"),
+                                           ("2.14.1", "0.29"), ("1.13.1", None)])
+def test_torchvision_series_follows_torchs_minor(torch, series):
+    from torchpod_toolkit.definitions import torchvision_series
+
+    assert torchvision_series(torch) == series
+
+
+def test_every_shipped_definition_pins_the_matching_torchvision():
+    for defn in load_definitions(ROOT / "images").values():
+        minor = int(defn.torch.version.split(".")[1])
+        assert defn.torch.torchvision.startswith(f"0.{minor + 15}."), defn.name
+        assert f"torchvision=={defn.torch.torchvision}" in defn.torch.requirements
 
 
 def test_extends_cycle_is_reported(tmp_path):

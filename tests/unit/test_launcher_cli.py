@@ -58,6 +58,7 @@ def test_plan_shell_with_script_quotes_arguments(capsys):
         (["plan"], {"TORCHPOD_SCHEDULER": "lsf"}, "TORCHPOD_SCHEDULER='lsf'"),
         (["run"], {}, "no script given"),
         (["run", "--bogus", "train.py"], {}, "--bogus"),
+        (["run", "no_such_script.py"], {"CUDA_VISIBLE_DEVICES": ""}, "script"),
         (["--nnodes", "2", "train.py"], {}, "rendezvous endpoint"),
         (["plan", "--max-restarts", "many"], {}, "--max-restarts"),
         (["plan"], {"PBS_JOBID": "1.pbs", "PBS_NODEFILE": "/nonexistent/nodes"}, "PBS_NODEFILE"),
@@ -80,7 +81,10 @@ def test_version_and_help(capsys):
 
 
 @pytest.fixture
-def launched(monkeypatch):
+def launched(monkeypatch, tmp_path):
+    """supervise() recorded instead of run, in a folder that holds train.py."""
+    (tmp_path / "train.py").write_text("print('train')\n")
+    monkeypatch.chdir(tmp_path)
     calls = []
     monkeypatch.setattr(cli, "supervise", lambda argv, env, handled=None: calls.append((argv, env)) or 0)
     return calls
@@ -113,7 +117,9 @@ def test_explicit_flags_win_over_detection(launched):
     assert "--local-addr=gpu002" in cmd  # still this node's listed name
 
 
-def test_runtime_failure_exits_1(monkeypatch, capsys):
+def test_runtime_failure_exits_1(monkeypatch, capsys, tmp_path):
+    (tmp_path / "train.py").write_text("print('train')\n")
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "executable", "/nonexistent/python")
     assert cli.main(["train.py"], {"CUDA_VISIBLE_DEVICES": ""}) == 1
     summary, error = capsys.readouterr().err.strip().splitlines()

@@ -15,9 +15,9 @@ LAUNCHER = ROOT / "entrypoints" / "torchpod"
 TOOLKIT = ROOT / "toolkit" / "torchpod_toolkit"
 
 # The launcher runs in the image on the standard library alone (torch is imported only by
-# torchpod.torchrun and torchpod.probe, inside the image, where it is installed).
+# torchpod.torchrun and torchpod.probe, torchvision by the probe, inside the image).
 STDLIB = set(sys.stdlib_module_names)
-LAUNCHER_MAY_IMPORT = STDLIB | {"torchpod", "torch"}
+LAUNCHER_MAY_IMPORT = STDLIB | {"torchpod", "torch", "torchvision"}
 
 
 def imports(path: Path) -> set[str]:

@@ -174,7 +174,7 @@ def labels(defn: ImageDef, arch: Arch, found: Mapping[str, str], *, created: str
         f"{LABEL_PREFIX}.definition": f"images/{defn.path.name}",
         f"{LABEL_PREFIX}.arch": arch.name,
     }
-    for key in ("torch", "cuda", "nccl", "python", "rdma-core", "aws-ofi-nccl"):
+    for key in ("torch", "torchvision", "cuda", "nccl", "python", "rdma-core", "aws-ofi-nccl"):
         if found.get(key):
             out[f"{LABEL_PREFIX}.{key}"] = found[key]
     return out
@@ -199,13 +199,15 @@ def mismatches(defn: ImageDef, arch: Arch, found: Mapping[str, str]) -> list[str
         "machine": arch.name,
         "python": defn.python,
         "torch": defn.torch.version,
+        "torchvision": defn.torch.torchvision,
         "cuda": defn.expect.cuda,
         "nccl": defn.expect.nccl,
     }
     out = []
     for key, value in wanted.items():
         seen = found.get(key) or ""
-        ok = seen == value or (key in ("torch", "python") and seen.startswith(value))
+        # torch and torchvision carry local versions (2.13.0+cu130); Python its patch level
+        ok = seen == value or (key in ("torch", "torchvision", "python") and seen.startswith(value))
         if not ok:
             out.append(f"{key}: expected {value!r} ({defn.path.name}), image has {seen!r}")
     if defn.aws_ofi_nccl is not None and found.get("aws-ofi-nccl") != defn.aws_ofi_nccl.version:
@@ -217,6 +219,19 @@ def mismatches(defn: ImageDef, arch: Arch, found: Mapping[str, str]) -> list[str
 
 def push_commands(docker: str, refs: Sequence[str]) -> list[list[str]]:
     return [[docker, "push", ref] for ref in refs]
+
+
+def wheel_check_command(defn: ImageDef, arch: Arch, requirements: Sequence[str], python: str,
+                        ca_bundle: Path | None, wheelhouse: Path | None, scratch: Path) -> list[str]:
+    """`pip install --dry-run --no-deps` of wheel pins for ``arch`` from any host: pip reads
+    the index (metadata only) and fails when a pin has no wheel for that arch and Python.
+    Same selection as the payload stage; ``scratch`` is a --target that is never written."""
+    argv = [python, "-m", "pip", "install", "--isolated", "--disable-pip-version-check", "--dry-run",
+            "--ignore-installed", "--no-deps", "--target", str(scratch), *pip_target(defn, arch),
+            *pip_source(defn, str(wheelhouse) if wheelhouse else None)]
+    if ca_bundle is not None:
+        argv += ["--cert", str(ca_bundle)]
+    return [*argv, *requirements]
 
 
 def sdist_wheel_command(defn: ImageDef, dest: Path, python: str, ca_bundle: Path | None) -> list[str] | None:

@@ -44,14 +44,41 @@ class Base:
 @dataclass(frozen=True)
 class TorchSpec:
     version: str
+    torchvision: str
     index_url: str
     extra_index_url: str | None
     extra_packages: tuple[str, ...]
     sdist_packages: tuple[str, ...] = ()  # pure-Python, source-only on PyPI: built into wheels first
 
     @property
+    def wheels(self) -> tuple[str, ...]:
+        """Requirements installed as wheels for the target (the sdists are built first)."""
+        return (f"torch=={self.version}", f"torchvision=={self.torchvision}", *self.extra_packages)
+
+    @property
     def requirements(self) -> tuple[str, ...]:
-        return (f"torch=={self.version}", *self.extra_packages, *self.sdist_packages)
+        return (*self.wheels, *self.sdist_packages)
+
+
+def torchvision_series(torch_version: str) -> str | None:
+    """The torchvision minor series built for a torch release: torchvision 0.(N+15) goes
+    with torch 2.N (pytorch/vision README, "Installation": 0.15 for 2.0 ... 0.24 for 2.9,
+    0.28 for 2.13, 0.29 for 2.14). None for a version this rule does not cover."""
+    m = re.match(r"^2\.(\d+)\.", torch_version + ".")
+    return f"0.{int(m.group(1)) + 15}" if m else None
+
+
+def check_torchvision(path: Path, torch_version: str, torchvision: str) -> str:
+    series = torchvision_series(torch_version)
+    if series is None:
+        raise InputError(f"{path}: torch.version={torch_version!r}; expected a torch 2.x release such as \"2.13.0\"")
+    if not re.match(rf"^{re.escape(series)}(\.\d+)?$", torchvision):
+        raise InputError(
+            f"{path}: torch.torchvision={torchvision!r} does not match torch.version={torch_version!r}; "
+            f"expected a torchvision {series}.x release (torchvision {series} is built for torch "
+            f"{torch_version.rsplit('.', 1)[0]})"
+        )
+    return torchvision
 
 
 @dataclass(frozen=True)
@@ -131,8 +158,8 @@ _SCHEMA: dict[str, Any] = {
     "ci": bool,
     "base": {"debian": str, "mirror": str, "image": str},
     "python": str,
-    "torch": {"version": str, "index_url": str, "extra_index_url": str, "extra_packages": list,
-              "sdist_packages": list},
+    "torch": {"version": str, "torchvision": str, "index_url": str, "extra_index_url": str,
+              "extra_packages": list, "sdist_packages": list},
     "expect": {"cuda": str, "nccl": str},
     "rdma_core": {"packages": list, "providers": list},
     "aws_ofi_nccl": {"version": str, "sha256": str, "url": str, "tarball": str, "libfabric": str},
@@ -262,8 +289,10 @@ def _build(name: str, path: Path, data: Mapping[str, Any]) -> ImageDef:
         raise InputError(f"{path}: 'python'={data['python']!r}; expected MAJOR.MINOR such as \"3.11\"")
 
     t = data["torch"]
+    version = _need(path, t, "version", "torch.version")
     torch = TorchSpec(
-        version=_need(path, t, "version", "torch.version"),
+        version=version,
+        torchvision=check_torchvision(path, version, _need(path, t, "torchvision", "torch.torchvision")),
         index_url=_need(path, t, "index_url", "torch.index_url"),
         extra_index_url=t.get("extra_index_url"),
         extra_packages=_strings(path, t.get("extra_packages", []), "torch.extra_packages"),

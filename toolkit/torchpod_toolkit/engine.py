@@ -228,6 +228,50 @@ def check_aws_ofi_nccl(defn: ImageDef, cache: Path, ca_bundle: Path | None) -> P
     )
 
 
+# pip's words for "no such version for this platform" (resolver and finder messages)
+_NO_WHEEL = ("No matching distribution found", "Could not find a version that satisfies", "ResolutionImpossible",
+             "conflicting dependencies")
+
+
+def check_wheels(defn: ImageDef, arch: Arch, cache: Path, ca_bundle: Path | None,
+                 wheelhouse: Path | None = None) -> None:
+    """Before Docker runs: every wheel pin of ``defn`` exists for ``arch`` on its index (or in
+    the wheelhouse), else one line naming the pin and the arch. A passing check is
+    remembered per selection (.cache/wheel-checks), so an unchanged definition costs nothing."""
+    import hashlib
+
+    scratch = cache / "wheel-checks" / "target"
+    key = hashlib.sha256(" ".join(commands.wheel_check_command(
+        defn, arch, defn.torch.wheels, "python", None, wheelhouse, scratch)).encode()).hexdigest()[:16]
+    marker = cache / "wheel-checks" / f"{defn.name}-{arch.name}-{key}"
+    if marker.exists():
+        return
+    where = f"the wheelhouse {wheelhouse}" if wheelhouse else defn.torch.index_url
+
+    def dry_run(requirements: Sequence[str]) -> subprocess.CompletedProcess:
+        argv = commands.wheel_check_command(defn, arch, requirements, sys.executable, ca_bundle, wheelhouse, scratch)
+        return subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PIP_CONFIG_FILE": os.devnull})
+
+    if dry_run(defn.torch.wheels).returncode != 0:
+        for requirement in defn.torch.wheels:  # which pin: one at a time, only on failure
+            proc = dry_run([requirement])
+            if proc.returncode != 0:
+                said = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.startswith("ERROR")]
+                if not any(word in (proc.stderr + proc.stdout) for word in _NO_WHEEL):
+                    raise RuntimeFailure(f"pip could not read {where} for {requirement} ({arch.name}): "
+                                         f"{(said or ['no error text'])[0][:200]}; check the network or the index")
+                raise InputError(
+                    f"{defn.path.name}: {requirement} has no wheel for {arch.name} (CPython {defn.python}, "
+                    f"manylinux glibc {'.'.join(map(str, commands.glibc(defn)))}) on {where}; expected a "
+                    f"version that {where} serves for {arch.name}; change the pin, or drop {arch.name} "
+                    "from 'arches'"
+                )
+        raise RuntimeFailure(f"pip could not resolve {' '.join(defn.torch.wheels)} for {arch.name} together "
+                             f"from {where}, though each resolves alone; check the pins")
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(" ".join(defn.torch.wheels) + "\n")
+
+
 def git_revision(root: Path) -> str:
     proc = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
     return proc.stdout.strip() or "unknown"
@@ -254,6 +298,7 @@ def build(defn: ImageDef, arch: Arch, *, root: Path, offline: bool = False,
                 f"--offline: no wheels in {wheels / wheelhouse}; run `invoke wheels --image {defn.name} "
                 f"--arch {arch.name}` on a host that reaches {defn.torch.index_url}, then copy .cache/wheels here"
             )
+    check_wheels(defn, arch, cache, ca_bundle, wheels / wheelhouse if wheelhouse else None)
     base = ensure_base(client, builder, defn, arch, cache)
     build_base = ensure_base(client, builder, defn, host, cache)
     final = defn.ref(arch)
