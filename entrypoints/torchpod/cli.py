@@ -10,7 +10,8 @@
 
 Environment: TORCHPOD_SCHEDULER (force a scheduler), TORCHPOD_RDZV_PORT (port for
 endpoints built from host lists, default 29400), TORCHPOD_RDZV_TIMEOUT (seconds to wait
-for all nodes), TORCHPOD_HOSTNAME (this node's listed name), and torchrun's own PET_*.
+for all nodes), TORCHPOD_HOSTNAME (this node's listed name), TORCHPOD_SYSFS_ROOT (where
+sysfs is read for RDMA devices, default /sys), and torchrun's own PET_*.
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ def gather_facts(env: Mapping[str, str]) -> Facts:
         else:
             notes.append(f"scontrol show hostnames {why or 'printed nothing'}: "
                          f"{nodelist[0]} expanded by torchpod's parser")
-    return Facts(hostname=hostname, gpu_count=gpu_count, slurm_hosts=slurm_hosts,
+    sysfs = (env.get("TORCHPOD_SYSFS_ROOT") or "").strip() or "/sys"
+    return Facts(hostname=hostname, gpu_count=gpu_count, slurm_hosts=slurm_hosts, sysfs_root=Path(sysfs),
                  torchrun_signals=torchrun_accepts("--signals-to-handle"), notes=tuple(notes))
 
 

@@ -217,7 +217,7 @@ def decide_signals(user: UserOptions, facts: Facts) -> Step[tuple[str, ...] | No
 def decide_env(env: Mapping[str, str], facts: Facts, backend: str, max_restarts: int
                ) -> Step[tuple[tuple[str, str], ...]]:
     """Variables added to torchrun's environment; a variable the user set is never changed."""
-    fabric = detect_fabric(env, facts.sysfs_root)
+    fabric = detect_fabric(env, facts.sysfs_root, facts.root / "proc")
     suggested = list(fabric.env)
     notes = list(fabric.notes)
     if max_restarts > 0 and backend == "c10d":

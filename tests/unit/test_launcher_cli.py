@@ -9,9 +9,7 @@ import sys
 import pytest
 
 import torchpod.cli as cli
-import torchpod.fabric as fabric
 from launcher_cases import plan_for
-from torchpod.fabric import FabricReport
 
 SLURM = {
     "SLURM_JOB_ID": "4242",
@@ -133,28 +131,6 @@ def test_plan_reads_nothing_from_os_environ_and_writes_nothing(monkeypatch, caps
     assert cli.main(["plan"], {}) == 0
     assert json.loads(capsys.readouterr().out)["scheduler"] == "standalone"
     assert dict(os.environ) == before
-
-
-def test_fabric_additions_never_override_user_variables(monkeypatch, launched):
-    def fake(env, sysfs_root):
-        return FabricReport(env=(("NCCL_IB_HCA", "mlx5"), ("NCCL_IB_GID_INDEX", "3")), notes=("fake fabric",))
-
-    monkeypatch.setattr(fabric, "FABRICS", (fake,))
-    env = {"NCCL_IB_HCA": "=mlx5_1", "CUDA_VISIBLE_DEVICES": ""}
-    plan = plan_for(env)
-    assert dict(plan.env) == {"NCCL_IB_GID_INDEX": "3"}
-    assert "fake fabric" in plan.notes
-    assert cli.main(["train.py"], env) == 0
-    (_, child), = launched
-    assert child["NCCL_IB_HCA"] == "=mlx5_1" and child["NCCL_IB_GID_INDEX"] == "3"
-
-
-def test_fabric_default_notes_missing_rdma(tmp_path):
-    from torchpod.fabric import detect_fabric
-
-    assert "no RDMA fabric detected" in detect_fabric({}, tmp_path).notes[0]
-    (tmp_path / "class" / "infiniband" / "mlx5_0").mkdir(parents=True)
-    assert "mlx5_0" in detect_fabric({}, tmp_path).notes[0]
 
 
 def test_double_dash_is_never_an_option_value():

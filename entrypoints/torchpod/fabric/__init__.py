@@ -1,51 +1,52 @@
-"""Network fabric detection: NCCL settings that depend on the node's RDMA devices.
+"""Network fabric detection: the NCCL settings that follow from the node's RDMA hardware.
 
-The seam for RDMA detection (RoCE GID index, NCCL_IB_HCA). Each
-detector in FABRICS takes ``(env, sysfs_root)`` and returns a FabricReport or None; the
-first report wins. Its ``env`` is merged into the plan's env by the resolver, which never
-overrides a variable the user set. Pure: reads only files under ``sysfs_root``.
+One module per fabric, tried in the order of FABRICS (most specific first): Slingshot
+(cxi NICs), EFA, InfiniBand, RoCE. Each ``detect(env, inventory, socket_if)`` returns a
+FabricReport or None; the first report wins. Its ``env`` is added to torchrun's
+environment by the resolver, which never changes a variable the user set: a user value
+that contradicts the hardware becomes a note instead. Nothing found: no NCCL variable,
+one note. Pure: reads only under the sysfs and proc roots it is given (sysfs.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Optional
+from typing import Mapping
+
+from . import efa, infiniband, roce, slingshot
+from .report import FabricReport
+from .sysfs import default_route_interface, read
+
+FABRICS = (slingshot, efa, infiniband, roce)
+
+# Interfaces that never carry the traffic between nodes: loopback, container bridges and
+# the host ends of veth pairs.
+_LOCAL_ONLY = ("lo", "docker", "veth", "br-", "virbr", "cni", "flannel", "cali")
 
 
-@dataclass(frozen=True)
-class FabricReport:
-    env: tuple[tuple[str, str], ...] = ()  # NCCL_* additions
-    notes: tuple[str, ...] = ()
+def socket_interface(proc_root: Path) -> tuple[str | None, str]:
+    """NCCL_SOCKET_IFNAME for bootstrap and out-of-band traffic: the interface of the
+    default route, unless it is local-only; and the note that says so."""
+    name = default_route_interface(proc_root)
+    if name is None:
+        return None, f"no IPv4 default route in {proc_root}/net/route: NCCL_SOCKET_IFNAME left to NCCL"
+    if name.startswith(_LOCAL_ONLY):
+        return None, f"the default route leaves through {name}, a local-only interface: NCCL_SOCKET_IFNAME left to NCCL"
+    return name, f"NCCL_SOCKET_IFNAME={name}: the interface of the default route"
 
 
-Detector = Callable[[Mapping[str, str], Path], Optional[FabricReport]]
-
-# Ordered, most specific first. Empty for now: no fabric is configured automatically yet.
-FABRICS: tuple[Detector, ...] = ()
-
-
-def rdma_devices(sysfs_root: Path) -> tuple[str, ...]:
-    folder = sysfs_root / "class" / "infiniband"
-    try:
-        return tuple(sorted(p.name for p in folder.iterdir()))
-    except OSError:
-        return ()
-
-
-def detect_fabric(env: Mapping[str, str], sysfs_root: Path) -> FabricReport:
-    for detector in FABRICS:
-        report = detector(env, sysfs_root)
+def detect_fabric(env: Mapping[str, str], sysfs_root: Path, proc_root: Path = Path("/proc")) -> FabricReport:
+    inventory = read(sysfs_root)
+    for module in FABRICS:
+        report = module.detect(env, inventory, lambda: socket_interface(proc_root))
         if report is not None:
             return report
-    devices = rdma_devices(sysfs_root)
-    if not devices:
-        return FabricReport(
-            notes=(f"no RDMA fabric detected under {sysfs_root}/class/infiniband",)
-        )
-    return FabricReport(
-        notes=(
-            f"RDMA devices {', '.join(devices)} under {sysfs_root}/class/infiniband; "
-            "NCCL picks its own defaults (no fabric detector configures them yet)",
-        )
-    )
+    found = ", ".join(inventory.devices)
+    return FabricReport(notes=(
+        f"RDMA devices {found} under {sysfs_root}/class/infiniband, none with an active port: no NCCL settings"
+        if found else f"no RDMA fabric detected under {sysfs_root}: no NCCL settings (NCCL uses sockets)",
+    ))
+
+
+__all__ = ["FABRICS", "FabricReport", "detect_fabric", "socket_interface"]
