@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from . import __version__, script
-from .errors import InputError, TorchpodError
-from .gpus import needs_probe
+from . import __version__, doctor, script
+from .errors import InputError, RuntimeFailure, TorchpodError
+from .gpus import needs_probe, visible_count
 from .plan import LaunchPlan, command, to_json, to_shell
 from .resolve import resolve
 from .schedulers import slurm
@@ -40,6 +40,7 @@ from .torchrun_flags import Invocation, split_command_line
 USAGE = """\
 usage: torchpod run [TORCHRUN OPTIONS] [--] SCRIPT [ARGS...]
        torchpod plan [--format json|shell] [TORCHRUN OPTIONS] [-- SCRIPT [ARGS...]]
+       torchpod doctor [--sysfs-root DIR] [--nccl-log FILE] [--format text|json]
        torchpod SCRIPT [ARGS...]        (means `torchpod run SCRIPT ARGS...`)
        torchpod --version
 
@@ -48,9 +49,12 @@ MASTER_ADDR/WORLD_SIZE/RANK, else one node) and runs `python -m torch.distribute
 with the matching rendezvous. Torchrun options
 given here and PET_* variables win over detection. TORCHPOD_SCHEDULER=<name> forces a
 scheduler; TORCHPOD_RDZV_PORT, TORCHPOD_RDZV_TIMEOUT and TORCHPOD_HOSTNAME tune it.
-`torchpod plan` shows the decision and why, without running anything."""
+`torchpod plan` shows the decision and why, without running anything; `torchpod doctor`
+says why NCCL is (not) using RDMA here. TORCHPOD_PRESET=<shape> applies a shape's fabric
+settings; TORCHPOD_DOCTOR=1 makes `run` refuse to start when the doctor's preflight fails."""
 
-SUBCOMMANDS = ("run", "plan")
+SUBCOMMANDS = ("run", "plan", "doctor")
+DOCTOR_OPTIONS = ("--sysfs-root", "--nccl-log", "--format")
 
 
 # No launch waits longer than this for a helper tool: `scontrol` without a readable
@@ -179,6 +183,8 @@ def _dispatch(args: list[str], env: dict[str, str]) -> int:
         plan = resolve(env, gather_facts(env), inv)
         print(to_json(plan, sys.executable) if fmt == "json" else to_shell(plan, sys.executable))
         return 0
+    if first == "doctor":
+        return run_doctor(args[1:], env)
     rest = args[1:] if first == "run" else args
     inv = split_command_line(rest)
     if inv.script is None:
@@ -189,8 +195,51 @@ def _dispatch(args: list[str], env: dict[str, str]) -> int:
     return run(inv, env, Path.cwd())
 
 
+def visible_gpus(env: Mapping[str, str], facts: Facts) -> int:
+    """GPUs this process may use: the CUDA/NVIDIA variables' list, else `nvidia-smi -L`."""
+    listed = env.get("CUDA_VISIBLE_DEVICES", env.get("NVIDIA_VISIBLE_DEVICES"))
+    if listed is not None and listed.strip().lower() != "all":
+        return visible_count(listed)
+    return facts.gpu_count or 0
+
+
+def _doctor_options(args: list[str]) -> dict[str, str]:
+    opts: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        name, eq, value = args[i].partition("=")
+        if name not in DOCTOR_OPTIONS:
+            raise InputError(f"unknown doctor option {args[i]!r}; expected {', '.join(DOCTOR_OPTIONS)}")
+        if not eq:
+            if i + 1 >= len(args):
+                raise InputError(f"doctor option {name} needs a value; e.g. {name}=VALUE")
+            value, i = args[i + 1], i + 1
+        opts[name] = value
+        i += 1
+    fmt = opts.get("--format", "text")
+    if fmt not in ("text", "json"):
+        raise InputError(f"--format {fmt!r} is not a doctor format; expected text or json")
+    return opts
+
+
+def run_doctor(args: list[str], env: dict[str, str]) -> int:
+    opts = _doctor_options(args)
+    verdict = doctor.read_log(opts["--nccl-log"]) if "--nccl-log" in opts else None
+    facts = gather_facts(env)
+    sysfs = Path(opts["--sysfs-root"]) if "--sysfs-root" in opts else facts.sysfs_root
+    fabric, checks = doctor.preflight(env, doctor.gather(env, sysfs, visible_gpus(env, facts)))
+    print(doctor.report(checks, verdict, opts.get("--format", "text")))
+    return doctor.exit_code(fabric, checks, verdict)
+
+
 def run(inv: Invocation, env: dict[str, str], cwd: Path) -> int:
-    plan = resolve(env, gather_facts(env), inv)
+    facts = gather_facts(env)
+    if env.get("TORCHPOD_DOCTOR", "").strip() == "1":
+        _, checks = doctor.preflight(env, doctor.gather(env, facts.sysfs_root, visible_gpus(env, facts)))
+        refused = doctor.refusal(checks)
+        if refused:
+            raise RuntimeFailure(refused)
+    plan = resolve(env, facts, inv)
     where = f"node {plan.node_rank} ({plan.hostname})" if plan.node_rank is not None else f"node {plan.hostname}"
     script.check(plan.script, plan.passthrough, cwd=cwd, env=env, where=where)
     # torchpod.torchrun is torch.distributed.run with a one-line rendezvous-timeout message

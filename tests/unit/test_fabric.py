@@ -3,50 +3,12 @@ fabrics.yaml): the NCCL settings each gets, the notes, and a user's variables ne
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import yaml
 
+from fabric_cases import FIXTURES, write_node
 from launcher_cases import plan_for
 from torchpod.fabric import detect_fabric
 from torchpod.schedulers.common import Facts
-
-FIXTURES = yaml.safe_load((Path(__file__).parent / "fixtures" / "fabrics.yaml").read_text())
-ROUTE_HEADER = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
-
-
-def write_node(root: Path, case: dict) -> tuple[Path, Path]:
-    """The case's sysfs under root/sys and its /proc/net/route under root/proc."""
-    sysfs = root / "sys"
-    for device, ports in (case.get("devices") or {}).items():
-        for port, spec in ports.items():
-            base = sysfs / "class" / "infiniband" / device / "ports" / str(port)
-            (base / "gids").mkdir(parents=True)
-            (base / "gid_attrs" / "types").mkdir(parents=True)
-            (base / "gid_attrs" / "ndevs").mkdir(parents=True)
-            (base / "state").write_text(spec["state"] + "\n")
-            (base / "link_layer").write_text(spec["link_layer"] + "\n")
-            for index, (gid, kind, ndev) in (spec.get("gids") or {}).items():
-                (base / "gids" / str(index)).write_text(gid + "\n")
-                if kind is not None:  # unreadable in a container: absent here
-                    (base / "gid_attrs" / "types" / str(index)).write_text(kind + "\n")
-                if ndev is not None:
-                    (base / "gid_attrs" / "ndevs" / str(index)).write_text(ndev + "\n")
-            for index in range(len(spec.get("gids") or {}), 8):  # the kernel lists empty slots too
-                if not (base / "gids" / str(index)).exists():
-                    (base / "gids" / str(index)).write_text("0000:0000:0000:0000:0000:0000:0000:0000\n")
-    for cxi in case.get("cxi") or []:
-        (sysfs / "class" / "cxi" / cxi / "device").mkdir(parents=True)
-    for dev in case.get("netdevs") or []:
-        (sysfs / "class" / "net" / dev).mkdir(parents=True)
-    proc = root / "proc"
-    (proc / "net").mkdir(parents=True)
-    route = ROUTE_HEADER
-    if case.get("route"):
-        route += f"{case['route']}\t00000000\t010011AC\t0003\t0\t0\t0\t00000000\t0\t0\t0\n"
-    (proc / "net" / "route").write_text(route)
-    return sysfs, proc
 
 
 @pytest.mark.parametrize("name", list(FIXTURES))
@@ -100,3 +62,60 @@ def test_plan_reads_sysfs_where_torchpod_sysfs_root_points(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert "NCCL_IB_GID_INDEX" not in out["env"]
     assert any("your NCCL_IB_GID_INDEX=4 is not a RoCE v2 IPv4 GID" in n for n in out["notes"])
+
+
+def test_preset_beats_detection_and_the_user_beats_the_preset(tmp_path):
+    sysfs, proc = write_node(tmp_path, FIXTURES["oci_bm_gpu_h100_8_sixteen_plus_two"])
+    env = {"TORCHPOD_PRESET": "oci-bm-gpu-h100.8", "NCCL_IB_TIMEOUT": "23"}
+    report = detect_fabric(env, sysfs, proc)
+    got = dict(report.env)
+    # the doc's 16 NICs, without the front-end mlx5_2 and mlx5_11 detection included
+    assert got["NCCL_IB_HCA"].split(",")[1:3] == ["mlx5_1", "mlx5_3"] and "mlx5_11," not in got["NCCL_IB_HCA"]
+    assert got["NCCL_IB_TC"] == "41" and got["NCCL_IB_SL"] == "0" and got["NCCL_IB_GID_INDEX"] == "3"
+    assert any("NCCL_IB_HCA==mlx5_0,mlx5_1,mlx5_3" in n and "over detection's" in n and "front-end" in n
+               for n in report.notes), report.notes
+    plan = plan_for({**env, "CUDA_VISIBLE_DEVICES": ""}, facts=Facts(hostname="n", root=tmp_path, sysfs_root=sysfs))
+    assert "NCCL_IB_TIMEOUT" not in dict(plan.env)  # the user's 23 stays, untouched
+    assert dict(plan.env)["NCCL_IB_TC"] == "41"
+
+
+def test_preset_for_another_shape_is_noted(tmp_path):
+    sysfs, proc = write_node(tmp_path, FIXTURES["roce_bonded_mlx5_ipv4_and_ipv6_both_versions"])
+    report = detect_fabric({"TORCHPOD_PRESET": "oci-bm-gpu-h200.8"}, sysfs, proc)
+    assert any("names mlx5_0, mlx5_3" in n and "which this node does not have" in n for n in report.notes)
+    report = detect_fabric({"TORCHPOD_PRESET": "hpe-slingshot-gh200"}, sysfs, proc)
+    assert any("is for slingshot but this node shows roce" in n for n in report.notes)
+
+
+def test_unknown_preset_is_one_line_listing_the_known_ones(tmp_path):
+    from torchpod.errors import InputError
+
+    with pytest.raises(InputError) as info:
+        detect_fabric({"TORCHPOD_PRESET": "oci-bm-gpu-h100"}, tmp_path, tmp_path)
+    assert str(info.value) == ("TORCHPOD_PRESET='oci-bm-gpu-h100' is not a known preset; expected one of "
+                               "oci-bm-gpu-b4.8, oci-bm-gpu-h100.8, oci-bm-gpu-h200.8, aws-p5, hpe-slingshot-gh200")
+
+
+@pytest.mark.parametrize("text, needle", [
+    ('{"x": {"fabric": "roce", "gpus_per_node": 8, "source": "s", "env": {}, "colour": 1}}', "x: unknown key 'colour'"),
+    ('{"x": {"fabric": "ib", "gpus_per_node": 8, "source": "s"}}', "x.fabric='ib'"),
+    ('{"x": {"fabric": "roce", "gpus_per_node": 8, "source": ""}}', "x.source is missing"),
+    ('{"x": {"fabric": "roce", "gpus_per_node": 8, "source": "s", "env": {"NCCL_IB_TC": {"value": 41}}}}',
+     "x.env.NCCL_IB_TC="),
+    ("{not json", "cannot be read as JSON"),
+])
+def test_bad_presets_file_names_the_preset_and_key(tmp_path, text, needle):
+    from torchpod.errors import InputError
+    from torchpod.fabric import presets
+
+    path = tmp_path / "presets.json"
+    path.write_text(text)
+    with pytest.raises(InputError, match=needle.replace("(", r"\(").replace("[", r"\[")):
+        presets.load(path)
+
+
+def test_every_shipped_preset_value_is_sourced():
+    from torchpod.fabric import presets
+
+    for preset in presets.shipped().values():
+        assert preset.source and all(source for _, _, source in preset.env), preset.name

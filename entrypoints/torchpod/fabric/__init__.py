@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from . import efa, infiniband, roce, slingshot
+from . import efa, hca, infiniband, presets, roce, slingshot
 from .report import FabricReport
-from .sysfs import default_route_interface, read
+from .sysfs import Inventory, default_route_interface, read
 
 FABRICS = (slingshot, efa, infiniband, roce)
 
@@ -37,16 +37,45 @@ def socket_interface(proc_root: Path) -> tuple[str | None, str]:
 
 
 def detect_fabric(env: Mapping[str, str], sysfs_root: Path, proc_root: Path = Path("/proc")) -> FabricReport:
+    """Detection, then the TORCHPOD_PRESET overlay; the resolver drops what the user set."""
     inventory = read(sysfs_root)
+    return with_preset(env, detected(env, inventory, proc_root), inventory)
+
+
+def detected(env: Mapping[str, str], inventory: Inventory, proc_root: Path) -> FabricReport:
     for module in FABRICS:
         report = module.detect(env, inventory, lambda: socket_interface(proc_root))
         if report is not None:
             return report
     found = ", ".join(inventory.devices)
     return FabricReport(notes=(
-        f"RDMA devices {found} under {sysfs_root}/class/infiniband, none with an active port: no NCCL settings"
-        if found else f"no RDMA fabric detected under {sysfs_root}: no NCCL settings (NCCL uses sockets)",
+        f"RDMA devices {found} under {inventory.root}/class/infiniband, none with an active port: no NCCL settings"
+        if found else f"no RDMA fabric detected under {inventory.root}: no NCCL settings (NCCL uses sockets)",
     ))
+
+
+def with_preset(env: Mapping[str, str], report: FabricReport, inventory: Inventory) -> FabricReport:
+    """The preset's values over detection's (never over the user's), each with its source."""
+    preset = presets.chosen(env)
+    if preset is None:
+        return report
+    merged = dict(report.env)
+    notes = list(report.notes)
+    notes.append(f"TORCHPOD_PRESET={preset.name}: {preset.source}")
+    if report.fabric not in (None, preset.fabric):
+        notes.append(f"preset {preset.name} is for {preset.fabric} but this node shows {report.fabric}")
+    for var, value, source in preset.env:
+        if merged.get(var) not in (None, value):
+            notes.append(f"{var}={value} from preset {preset.name} over detection's {merged[var]} ({source})")
+        elif source != preset.source:
+            notes.append(f"{var}={value} from preset {preset.name} ({source})")
+        merged[var] = value
+        if var == "NCCL_IB_HCA" and inventory.ports:
+            missing = [n for n in value.lstrip("^=").split(",")
+                       if not any(hca.selects("=" + n, p.device, p.port) for p in inventory.ports)]
+            if missing:
+                notes.append(f"preset {preset.name} names {', '.join(missing)}, which this node does not have")
+    return FabricReport(report.fabric or preset.fabric, tuple(merged.items()), tuple(notes))
 
 
 __all__ = ["FABRICS", "FabricReport", "detect_fabric", "socket_interface"]

@@ -1,0 +1,197 @@
+"""`torchpod doctor`: why NCCL is (not) using RDMA on this node, one line per check.
+
+    torchpod doctor [--sysfs-root DIR] [--nccl-log FILE] [--format text|json]
+
+Preflight checks (``preflight``, pure: it takes the env and a ``Machine`` snapshot that
+``gather`` reads from the process and the filesystem): RDMA devices and their uverbs
+nodes, the locked-memory limit, /dev/shm, the verbs providers, the GID choice, user
+variables that contradict the hardware, the NCCL net plugin a fabric needs, GPUs. With
+``--nccl-log`` it also says which transport NCCL really used (torchpod.nccl_log), quoting
+the lines that prove it.
+
+Exit 0 when nothing failed; 1 when a check failed or the log shows sockets on a node with
+RDMA hardware; 2 for bad input. `torchpod run` with TORCHPOD_DOCTOR=1 runs the preflight
+first and refuses to start on a failure.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import json
+import os
+import resource
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from . import nccl_log
+from .errors import InputError
+from .fabric import FabricReport, detect_fabric
+
+GiB = 1 << 30
+# NCCL pins its IB buffers; container runtimes default to 64 KiB or 8 MiB of locked memory.
+MEMLOCK_NEEDED = GiB
+SHM_WANTED = GiB  # NCCL's intra-node buffers live in /dev/shm; Docker's default is 64 MiB
+PROVIDER_OF = {"roce": "mlx5", "infiniband": "mlx5", "efa": "efa"}
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok, warn, fail
+    detail: str
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What gather() read; tests build one by hand."""
+
+    sysfs_root: Path = Path("/sys")
+    proc_root: Path = Path("/proc")
+    uverbs: tuple[str, ...] = ()  # /dev/infiniband/uverbs*
+    memlock: int | None = None  # bytes; None: unlimited
+    shm_bytes: int | None = None  # None: no /dev/shm
+    verbs_error: str | None = None  # why libibverbs.so.1 did not load; None: it loaded
+    providers: tuple[str, ...] = ()  # /etc/libibverbs.d/<name>.driver
+    net_plugins: tuple[str, ...] = ()  # libnccl-net*.so NCCL would find
+    gpu_count: int | None = None
+
+
+def gather(env: Mapping[str, str], sysfs_root: Path, gpu_count: int | None) -> Machine:
+    """Read the machine (the only impure part of the doctor)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    try:
+        stat = os.statvfs("/dev/shm")
+        shm = stat.f_blocks * stat.f_frsize
+    except OSError:
+        shm = None
+    try:
+        ctypes.CDLL("libibverbs.so.1")
+        verbs_error = None
+    except OSError as exc:
+        verbs_error = str(exc)
+    dirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
+    plugins = [p for d in dirs for p in sorted(glob.glob(os.path.join(d, "libnccl-net*.so")))]
+    found = ctypes.util.find_library("nccl-net")
+    if found and found not in plugins:
+        plugins.append(found)
+    return Machine(
+        sysfs_root=sysfs_root, uverbs=tuple(sorted(glob.glob("/dev/infiniband/uverbs*"))),
+        memlock=None if soft == resource.RLIM_INFINITY else soft, shm_bytes=shm, verbs_error=verbs_error,
+        providers=tuple(sorted(Path(p).stem for p in glob.glob("/etc/libibverbs.d/*.driver"))),
+        net_plugins=tuple(plugins), gpu_count=gpu_count,
+    )
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "unlimited"
+    return f"{n / GiB:.1f} GiB" if n >= GiB else f"{n // 1024} KiB" if n < 1 << 20 else f"{n >> 20} MiB"
+
+
+def _rdma_checks(fabric: FabricReport, m: Machine) -> list[Check]:
+    out = []
+    if fabric.fabric in ("roce", "infiniband", "efa"):
+        if m.uverbs:
+            out.append(Check("uverbs", "ok", f"{len(m.uverbs)} device nodes under /dev/infiniband"))
+        else:
+            out.append(Check("uverbs", "fail", "no /dev/infiniband/uverbs* in this container: NCCL cannot open "
+                             "the RDMA devices sysfs shows", "mount /dev/infiniband (hostPath) or request the RDMA "
+                             "device plugin's resource (e.g. rdma/rdma_shared_device_a)"))
+        if m.memlock is not None and m.memlock < MEMLOCK_NEEDED:
+            out.append(Check("memlock", "fail", f"locked-memory limit {_size(m.memlock)}: NCCL cannot register "
+                             "its IB buffers", "docker run --ulimit memlock=-1, or raise the pod's RLIMIT_MEMLOCK "
+                             "(capability IPC_LOCK alone does not raise the runtime's default)"))
+        else:
+            out.append(Check("memlock", "ok", f"locked-memory limit {_size(m.memlock)}"))
+        provider = PROVIDER_OF.get(fabric.fabric)
+        if m.verbs_error is not None:
+            out.append(Check("verbs", "fail", f"libibverbs.so.1 does not load: {m.verbs_error}",
+                             "use a torchpod image (rdma-core is in it) or install libibverbs1"))
+        elif provider not in m.providers:
+            out.append(Check("verbs", "fail", f"no {provider} verbs provider (/etc/libibverbs.d has "
+                             f"{', '.join(m.providers) or 'nothing'})", "install ibverbs-providers"))
+        else:
+            out.append(Check("verbs", "ok", f"libibverbs loads; {provider} provider present"))
+    if fabric.fabric in ("efa", "slingshot"):
+        if m.net_plugins:
+            out.append(Check("net-plugin", "ok", f"NCCL net plugin {m.net_plugins[0]}"))
+        else:
+            out.append(Check("net-plugin", "fail", f"{fabric.fabric} needs the aws-ofi-nccl NCCL net plugin and "
+                             "none is on LD_LIBRARY_PATH or in the loader cache: NCCL will use sockets",
+                             "bind-mount the site's plugin and libfabric (or use an image variant that carries it)"))
+    return out
+
+
+def preflight(env: Mapping[str, str], m: Machine) -> tuple[FabricReport, list[Check]]:
+    fabric = detect_fabric(env, m.sysfs_root, m.proc_root)
+    checks = [Check("fabric", "ok", f"{fabric.fabric or 'none'}: {fabric.notes[0]}" if fabric.notes else
+                    f"{fabric.fabric or 'none'}")]
+    checks += _rdma_checks(fabric, m)
+    for note in fabric.notes[1:]:
+        if note.startswith("your "):
+            checks.append(Check("user-setting", "warn", note, "unset it to let torchpod choose, or correct it"))
+        elif "GID" in note:
+            checks.append(Check("gid", "warn" if "differs" in note or "unreadable" in note else "ok", note))
+    if m.shm_bytes is not None and m.shm_bytes < SHM_WANTED:
+        checks.append(Check("shm", "warn", f"/dev/shm is {_size(m.shm_bytes)}: NCCL's intra-node buffers may not fit",
+                            "docker run --shm-size=8g, or an emptyDir with medium: Memory at /dev/shm"))
+    elif m.shm_bytes is not None:
+        checks.append(Check("shm", "ok", f"/dev/shm is {_size(m.shm_bytes)}"))
+    if not m.gpu_count:
+        checks.append(Check("gpus", "warn", "no GPU visible: NCCL cannot run here (gloo will)",
+                            "run with the GPUs exposed (--gpus all, nvidia.com/gpu resources)"))
+    else:
+        checks.append(Check("gpus", "ok", f"{m.gpu_count} GPUs visible"))
+    return fabric, checks
+
+
+def report(checks: Sequence[Check], verdict: nccl_log.Verdict | None, fmt: str) -> str:
+    if fmt == "json":
+        data: dict = {"checks": [asdict(c) for c in checks]}
+        if verdict is not None:
+            data.update(transport=verdict.transport, gdrdma=verdict.gdrdma, evidence=list(verdict.evidence),
+                        nccl_version=verdict.nccl_version, log_notes=list(verdict.notes))
+        return json.dumps(data, indent=2)
+    width = max(len(c.name) for c in checks)
+    lines = [f"{c.status:4}  {c.name:{width}}  {c.detail}" + (f" | fix: {c.fix}" if c.fix and c.status != "ok" else "")
+             for c in checks]
+    if verdict is not None:
+        lines.append(f"transport: {verdict.transport}" + (" (GPUDirect RDMA)" if verdict.gdrdma else "")
+                     + (f", NCCL {verdict.nccl_version}" if verdict.nccl_version else ""))
+        lines += [f"  > {line.strip()}" for line in verdict.evidence] + [f"  note: {n}" for n in verdict.notes]
+    return "\n".join(lines)
+
+
+def read_log(path: str) -> nccl_log.Verdict:
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError as exc:
+        raise InputError(f"--nccl-log={path!r} cannot be read ({exc.strerror or exc}); expected a file "
+                         "written with NCCL_DEBUG=INFO") from None
+    verdict = nccl_log.analyze(text)
+    if verdict is None:
+        raise InputError(f"--nccl-log={path!r} holds no NCCL lines; expected a log written with NCCL_DEBUG=INFO "
+                         "(lines with 'NCCL INFO')")
+    return verdict
+
+
+def exit_code(fabric: FabricReport, checks: Sequence[Check], verdict: nccl_log.Verdict | None) -> int:
+    if any(c.status == "fail" for c in checks):
+        return 1
+    if verdict is not None and verdict.transport == "socket" and fabric.fabric is not None:
+        return 1
+    return 0
+
+
+def refusal(checks: Sequence[Check]) -> str | None:
+    """For `torchpod run` under TORCHPOD_DOCTOR=1: one line when a check failed."""
+    failed = [c for c in checks if c.status == "fail"]
+    if not failed:
+        return None
+    return ("TORCHPOD_DOCTOR=1 and the preflight failed: " + "; ".join(f"{c.name}: {c.detail} (fix: {c.fix})"
+                                                                        for c in failed)
+            + "; run `torchpod doctor` for every check")

@@ -1,0 +1,128 @@
+"""`torchpod doctor`: preflight checks on sysfs trees modelled on real nodes, the NCCL log
+verdict, output formats and exit codes (torchpod.doctor, torchpod.cli)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import torchpod.cli as cli
+from fabric_cases import FIXTURES, write_node
+from torchpod.doctor import Machine, exit_code, preflight, refusal
+
+SEED_SOCKET = ("node-0:1:1 [0] NCCL INFO NET/Socket : Using [0]net1:172.18.128.3<0> [1]eth0:172.16.46.52<0>\n"
+               "node-0:1:1 [0] NCCL INFO Using network Socket\n")
+SEED_RDMA = ("node-0:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_bond_0:1/RoCE [RO]; OOB net1:172.18.128.3<0>\n"
+             "node-0:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 2[0] [send] via NET/IB/0(1)/GDRDMA\n")
+
+
+def healthy(sysfs: Path, proc: Path, **changes) -> Machine:
+    base = dict(sysfs_root=sysfs, proc_root=proc, uverbs=("/dev/infiniband/uverbs0",), memlock=None,
+                shm_bytes=8 << 30, verbs_error=None, providers=("efa", "mlx5"), net_plugins=(), gpu_count=8)
+    return Machine(**{**base, **changes})
+
+
+def statuses(checks) -> dict[str, str]:
+    return {c.name: c.status for c in checks}
+
+
+def test_a_healthy_roce_node_passes(tmp_path):
+    sysfs, proc = write_node(tmp_path, FIXTURES["roce_bonded_mlx5_ipv4_and_ipv6_both_versions"])
+    fabric, checks = preflight({}, healthy(sysfs, proc))
+    assert fabric.fabric == "roce"
+    assert statuses(checks) == {"fabric": "ok", "uverbs": "ok", "memlock": "ok", "verbs": "ok", "gid": "ok",
+                                "shm": "ok", "gpus": "ok"}
+    assert exit_code(fabric, checks, None) == 0 and refusal(checks) is None
+
+
+@pytest.mark.parametrize("changes, name, needle", [
+    ({"uverbs": ()}, "uverbs", "no /dev/infiniband/uverbs*"),
+    ({"memlock": 64 << 10}, "memlock", "locked-memory limit 64 KiB"),
+    ({"providers": ("efa",)}, "verbs", "no mlx5 verbs provider"),
+    ({"verbs_error": "libibverbs.so.1: cannot open shared object file"}, "verbs", "does not load"),
+])
+def test_each_failure_names_the_check_and_the_fix(tmp_path, changes, name, needle):
+    sysfs, proc = write_node(tmp_path, FIXTURES["roce_bonded_mlx5_ipv4_and_ipv6_both_versions"])
+    fabric, checks = preflight({}, healthy(sysfs, proc, **changes))
+    failed = [c for c in checks if c.status == "fail"]
+    assert [c.name for c in failed] == [name] and needle in failed[0].detail and failed[0].fix
+    assert exit_code(fabric, checks, None) == 1
+    assert refusal(checks).startswith(f"TORCHPOD_DOCTOR=1 and the preflight failed: {name}: ")
+
+
+def test_slingshot_without_the_plugin_fails_and_a_wrong_provider_warns(tmp_path):
+    sysfs, proc = write_node(tmp_path, FIXTURES["gh200_slingshot_node"])
+    fabric, checks = preflight({"FI_PROVIDER": "efa"}, healthy(sysfs, proc, gpu_count=4))
+    got = statuses(checks)
+    assert got["net-plugin"] == "fail" and got["user-setting"] == "warn"
+    fabric, checks = preflight({}, healthy(sysfs, proc, net_plugins=("/opt/site/lib/libnccl-net.so",)))
+    assert statuses(checks)["net-plugin"] == "ok" and exit_code(fabric, checks, None) == 0
+
+
+def test_doctor_command_json_with_a_log(tmp_path, capsys):
+    sysfs, _ = write_node(tmp_path, FIXTURES["roce_bonded_mlx5_ipv4_and_ipv6_both_versions"])
+    log = tmp_path / "nccl.log"
+    log.write_text(SEED_RDMA)
+    code = cli.main(["doctor", "--sysfs-root", str(sysfs), f"--nccl-log={log}", "--format", "json"],
+                    {"CUDA_VISIBLE_DEVICES": "0"})
+    data = json.loads(capsys.readouterr().out)
+    assert data["transport"] == "ib-gdrdma" and data["gdrdma"] is True
+    assert "via NET/IB/0(1)/GDRDMA" in data["evidence"][0]
+    assert {"name", "status", "detail", "fix"} <= set(data["checks"][0])
+    assert code == 1  # this test machine has no /dev/infiniband/uverbs*: the uverbs check fails
+    assert any(c["name"] == "uverbs" and c["status"] == "fail" for c in data["checks"])
+
+
+def test_sockets_on_a_node_with_rdma_hardware_exit_1(tmp_path):
+    sysfs, proc = write_node(tmp_path, FIXTURES["roce_bonded_mlx5_ipv4_and_ipv6_both_versions"])
+    log = tmp_path / "nccl.log"
+    log.write_text(SEED_SOCKET)
+    from torchpod.doctor import read_log
+
+    fabric, checks = preflight({}, healthy(sysfs, proc))
+    assert exit_code(fabric, checks, read_log(str(log))) == 1
+    assert exit_code(fabric, checks, None) == 0
+
+
+def test_text_report_quotes_the_evidence(tmp_path, capsys):
+    log = tmp_path / "nccl.log"
+    log.write_text(SEED_SOCKET)
+    assert cli.main(["doctor", "--sysfs-root", str(tmp_path), "--nccl-log", str(log)], {"CUDA_VISIBLE_DEVICES": ""}) == 0
+    out = capsys.readouterr().out
+    assert "transport: socket" in out and "  > node-0:1:1 [0] NCCL INFO Using network Socket" in out
+    assert "warn  gpus" in out
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["doctor", "--nccl-log", "/nonexistent/nccl.log"], "--nccl-log='/nonexistent/nccl.log' cannot be read"),
+    (["doctor", "--format", "yaml"], "--format 'yaml' is not a doctor format"),
+    (["doctor", "--verbose"], "unknown doctor option '--verbose'"),
+])
+def test_doctor_bad_input_is_one_line_exit_2(argv, needle, capsys):
+    assert cli.main(argv, {}) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0]
+
+
+def test_a_log_without_nccl_lines_is_bad_input(tmp_path, capsys):
+    log = tmp_path / "train.log"
+    log.write_text("epoch 1 loss 0.3\n")
+    assert cli.main(["doctor", "--nccl-log", str(log)], {}) == 2
+    assert "holds no NCCL lines" in capsys.readouterr().err
+
+
+def test_run_with_torchpod_doctor_refuses_on_a_failed_preflight(tmp_path, monkeypatch, capsys):
+    sysfs, _ = write_node(tmp_path, FIXTURES["roce_bonded_mlx5_ipv4_and_ipv6_both_versions"])
+    (tmp_path / "train.py").write_text("print(1)\n")
+    monkeypatch.chdir(tmp_path)
+    started = []
+    monkeypatch.setattr(cli, "supervise", lambda *a, **k: started.append(a) or 0)
+    env = {"TORCHPOD_DOCTOR": "1", "TORCHPOD_SYSFS_ROOT": str(sysfs), "CUDA_VISIBLE_DEVICES": ""}
+    assert cli.main(["train.py"], env) == 1  # no uverbs device nodes on this machine
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("torchpod: error: TORCHPOD_DOCTOR=1 and the preflight failed: uverbs:")
+    assert not started
+    assert cli.main(["train.py"], {"TORCHPOD_SYSFS_ROOT": str(sysfs), "CUDA_VISIBLE_DEVICES": ""}) == 0  # without it
+    assert started
