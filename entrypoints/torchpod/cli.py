@@ -41,6 +41,7 @@ USAGE = """\
 usage: torchpod run [TORCHRUN OPTIONS] [--] SCRIPT [ARGS...]
        torchpod plan [--format json|shell] [TORCHRUN OPTIONS] [-- SCRIPT [ARGS...]]
        torchpod doctor [--sysfs-root DIR] [--nccl-log FILE] [--format text|json]
+       torchpod bench allreduce [--min-bytes 1K] [--max-bytes 64M] [--iters 10] [--json FILE]
        torchpod SCRIPT [ARGS...]        (means `torchpod run SCRIPT ARGS...`)
        torchpod --version
 
@@ -53,7 +54,8 @@ scheduler; TORCHPOD_RDZV_PORT, TORCHPOD_RDZV_TIMEOUT and TORCHPOD_HOSTNAME tune 
 says why NCCL is (not) using RDMA here. TORCHPOD_PRESET=<shape> applies a shape's fabric
 settings; TORCHPOD_DOCTOR=1 makes `run` refuse to start when the doctor's preflight fails."""
 
-SUBCOMMANDS = ("run", "plan", "doctor")
+SUBCOMMANDS = ("run", "plan", "doctor", "bench")
+BENCHES = {"allreduce": "torchpod.bench_allreduce"}  # workloads: run through torchrun on every node
 DOCTOR_OPTIONS = ("--sysfs-root", "--nccl-log", "--format")
 
 
@@ -185,6 +187,11 @@ def _dispatch(args: list[str], env: dict[str, str]) -> int:
         return 0
     if first == "doctor":
         return run_doctor(args[1:], env)
+    if first == "bench":
+        if len(args) < 2 or args[1] not in BENCHES:
+            raise InputError(f"bench {args[1] if len(args) > 1 else ''!r} is not a benchmark; expected one of "
+                             f"{', '.join(BENCHES)}, e.g. `torchpod bench allreduce`")
+        return run(split_command_line(["--module", BENCHES[args[1]], *args[2:]]), env, Path.cwd())
     rest = args[1:] if first == "run" else args
     inv = split_command_line(rest)
     if inv.script is None:

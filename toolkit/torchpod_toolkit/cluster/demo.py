@@ -20,11 +20,14 @@ from . import runner, topology
 # and one worker with the CUDA build of torch imported (~0.6 GiB), with headroom.
 NODE_MEMORY_BYTES = int(1.5 * 2**30)
 
+# What each node's `torchpod` is given (the image's ENTRYPOINT): an example script, or a
+# launcher subcommand for workloads that ship in the launcher itself.
 WORKLOADS = {
-    "ddp_resnet": ["ddp_resnet.py", "--steps", "20"],
-    "allreduce_check": ["allreduce_check.py"],
-    "snapshot_trainer": ["snapshot_trainer.py", "5", "1", "--snapshot-path", "/tmp/snapshot.pt"],
-    "message_passing": ["message_passing.py"],
+    "ddp_resnet": [f"{runner.EXAMPLES}/ddp_resnet.py", "--steps", "20"],
+    "allreduce_check": [f"{runner.EXAMPLES}/allreduce_check.py"],
+    "snapshot_trainer": [f"{runner.EXAMPLES}/snapshot_trainer.py", "5", "1", "--snapshot-path", "/tmp/snapshot.pt"],
+    "message_passing": [f"{runner.EXAMPLES}/message_passing.py"],
+    "allreduce-bench": ["bench", "allreduce", "--max-bytes", "64M"],
 }
 
 
@@ -56,8 +59,7 @@ def check(req: DemoRequest, mem_total: int) -> None:
 
 
 def command(workload: str) -> list[str]:
-    script, *args = WORKLOADS[workload]
-    return [f"{runner.EXAMPLES}/{script}", *args]
+    return list(WORKLOADS[workload])
 
 
 def summarize(cl: runner.Cluster, t0: float) -> str:
@@ -77,6 +79,7 @@ def summarize(cl: runner.Cluster, t0: float) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    bench = [r for r in results if r.get("workload") == "allreduce_bench" and r.get("rank") == 0]
     world = {r["world_size"] for r in results}
     firsts = [r["t_first_allreduce"] for r in results if "t_first_allreduce" in r]
     lines.append("")
@@ -84,6 +87,9 @@ def summarize(cl: runner.Cluster, t0: float) -> str:
                  f"scheduler {cl.topology.scenario} (detected as {cl.topology.scheduler}), "
                  f"first all-reduce after {max(firsts) - t0:.1f} s" if firsts else
                  f"nodes {len(cl.nodes)}: no rank reported a result")
+    if bench:
+        lines.append(f"all-reduce peak busbw {bench[0]['peak_busbw_gbps']:.3f} GB/s ({bench[0]['backend']}, "
+                     f"{bench[0]['world_size']} ranks); the table is in node 0's output")
     return "\n".join(lines)
 
 
