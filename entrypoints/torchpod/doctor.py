@@ -55,7 +55,7 @@ class Machine:
     memlock: int | None = None  # bytes; None: unlimited
     shm_bytes: int | None = None  # None: no /dev/shm
     verbs_error: str | None = None  # why libibverbs.so.1 did not load; None: it loaded
-    providers: tuple[str, ...] = ()  # /etc/libibverbs.d/<name>.driver
+    providers: tuple[str, ...] = ()  # verbs providers whose library dlopens (/etc/libibverbs.d/<name>.driver)
     net_plugins: tuple[str, ...] = ()  # libnccl-net*.so NCCL would find
     gpu_count: int | None = None
 
@@ -68,9 +68,19 @@ def gather(env: Mapping[str, str], sysfs_root: Path, gpu_count: int | None) -> M
         shm = stat.f_blocks * stat.f_frsize
     except OSError:
         shm = None
+    providers: list[str] = []
     try:
-        ctypes.CDLL("libibverbs.so.1")
+        ctypes.CDLL("libibverbs.so.1", mode=ctypes.RTLD_GLOBAL)  # providers resolve against it
         verbs_error = None
+        for driver in sorted(glob.glob("/etc/libibverbs.d/*.driver")):
+            name = Path(driver).stem
+            for lib in glob.glob(f"/usr/lib/*/libibverbs/lib{name}-rdmav*.so"):
+                try:
+                    ctypes.CDLL(lib)
+                    providers.append(name)
+                    break
+                except OSError:
+                    continue
     except OSError as exc:
         verbs_error = str(exc)
     dirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
@@ -81,7 +91,7 @@ def gather(env: Mapping[str, str], sysfs_root: Path, gpu_count: int | None) -> M
     return Machine(
         sysfs_root=sysfs_root, uverbs=tuple(sorted(glob.glob("/dev/infiniband/uverbs*"))),
         memlock=None if soft == resource.RLIM_INFINITY else soft, shm_bytes=shm, verbs_error=verbs_error,
-        providers=tuple(sorted(Path(p).stem for p in glob.glob("/etc/libibverbs.d/*.driver"))),
+        providers=tuple(providers),
         net_plugins=tuple(plugins), gpu_count=gpu_count,
     )
 
@@ -112,8 +122,8 @@ def _rdma_checks(fabric: FabricReport, m: Machine) -> list[Check]:
             out.append(Check("verbs", "fail", f"libibverbs.so.1 does not load: {m.verbs_error}",
                              "use a torchpod image (rdma-core is in it) or install libibverbs1"))
         elif provider not in m.providers:
-            out.append(Check("verbs", "fail", f"no {provider} verbs provider (/etc/libibverbs.d has "
-                             f"{', '.join(m.providers) or 'nothing'})", "install ibverbs-providers"))
+            out.append(Check("verbs", "fail", f"no loadable {provider} verbs provider (loadable: "
+                             f"{', '.join(m.providers) or 'none'})", "install ibverbs-providers"))
         else:
             out.append(Check("verbs", "ok", f"libibverbs loads; {provider} provider present"))
     if fabric.fabric in ("efa", "slingshot"):

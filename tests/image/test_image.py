@@ -197,6 +197,30 @@ def test_unreadable_script_is_one_line_before_anything_starts(built):
     assert "user id 65534" in lines[-1] and not any("torch.distributed" in ln for ln in lines)
 
 
+# A RoCE port as sysfs shows it (linux drivers/infiniband/core/sysfs.c), for the doctor to read.
+ROCE_TREE = """
+import os
+port = "/tmp/sys/class/infiniband/mlx5_0/ports/1"
+for sub in ("gids", "gid_attrs/types", "gid_attrs/ndevs"):
+    os.makedirs(f"{port}/{sub}", exist_ok=True)
+open(f"{port}/state", "w").write("4: ACTIVE\\n")
+open(f"{port}/link_layer", "w").write("Ethernet\\n")
+open(f"{port}/gids/3", "w").write("0000:0000:0000:0000:0000:ffff:0a00:0001\\n")
+open(f"{port}/gid_attrs/types/3", "w").write("RoCE v2\\n")
+"""
+
+
+def test_doctor_loads_the_images_verbs_providers(built):
+    _exec(built, ["python", "-c", ROCE_TREE])
+    code, out = built.container.exec_run(["torchpod", "doctor", "--sysfs-root", "/tmp/sys", "--format", "json"],
+                                         environment={"CUDA_VISIBLE_DEVICES": ""})
+    data = json.loads(out.decode())
+    checks = {c["name"]: c for c in data["checks"]}
+    assert checks["verbs"]["status"] == "ok", checks["verbs"]  # libibverbs and mlx5 dlopen in the image
+    assert checks["uverbs"]["status"] == "fail"  # no RDMA device node in a test container
+    assert code == 1
+
+
 def test_run_forms_a_two_process_group(built):
     # `torchpod run` end to end in the image as shipped: torchrun, c10d, two gloo ranks.
     out = _exec(built, ["torchpod", "run", "--nproc-per-node=2",

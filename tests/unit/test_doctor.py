@@ -40,7 +40,7 @@ def test_a_healthy_roce_node_passes(tmp_path):
 @pytest.mark.parametrize("changes, name, needle", [
     ({"uverbs": ()}, "uverbs", "no /dev/infiniband/uverbs*"),
     ({"memlock": 64 << 10}, "memlock", "locked-memory limit 64 KiB"),
-    ({"providers": ("efa",)}, "verbs", "no mlx5 verbs provider"),
+    ({"providers": ("efa",)}, "verbs", "no loadable mlx5 verbs provider"),
     ({"verbs_error": "libibverbs.so.1: cannot open shared object file"}, "verbs", "does not load"),
 ])
 def test_each_failure_names_the_check_and_the_fix(tmp_path, changes, name, needle):
