@@ -8,12 +8,10 @@ with ``env`` then adding variables or removing them (a null value)."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-import pytest
 import yaml
 
 from torchpod.resolve import resolve

@@ -9,7 +9,6 @@ import sys
 import pytest
 
 import torchpod.cli as cli
-from launcher_cases import plan_for
 
 SLURM = {
     "SLURM_JOB_ID": "4242",

@@ -10,7 +10,6 @@ one note. Pure: reads only under the sysfs and proc roots it is given (sysfs.py)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 

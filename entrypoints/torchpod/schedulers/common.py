@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import InputError
 from ..values import (  # noqa: F401 - re-exported for the detectors
     Endpoint,
     Env,
@@ -21,7 +20,6 @@ from ..values import (  # noqa: F401 - re-exported for the detectors
     get,
     parse_int,
     parse_port,
-    split_endpoint,
 )
 
 # torchrun's own c10d default (torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py,
