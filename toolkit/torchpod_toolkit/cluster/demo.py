@@ -79,18 +79,25 @@ def summarize(cl: runner.Cluster, t0: float) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    bench = [r for r in results if r.get("workload") == "allreduce_bench" and r.get("rank") == 0]
-    world = {r["world_size"] for r in results}
-    firsts = [r["t_first_allreduce"] for r in results if "t_first_allreduce" in r]
-    lines.append("")
-    lines.append(f"nodes {len(cl.nodes)}, world size {','.join(map(str, sorted(world))) or '-'}, "
-                 f"scheduler {cl.topology.scenario} (detected as {cl.topology.scheduler}), "
-                 f"first all-reduce after {max(firsts) - t0:.1f} s" if firsts else
-                 f"nodes {len(cl.nodes)}: no rank reported a result")
-    if bench:
-        lines.append(f"all-reduce peak busbw {bench[0]['peak_busbw_gbps']:.3f} GB/s ({bench[0]['backend']}, "
-                     f"{bench[0]['world_size']} ranks); the table is in node 0's output")
+    lines += ["", *summary_lines(results, len(cl.nodes), cl.topology, t0)]
     return "\n".join(lines)
+
+
+def summary_lines(results: list[dict], nodes: int, topo: topology.Topology, t0: float) -> list[str]:
+    """The closing lines: group size and scheduler, the first all-reduce, a bench's peak."""
+    if not results:
+        return [f"nodes {nodes}: no rank reported a result"]
+    world = ",".join(map(str, sorted({r["world_size"] for r in results})))
+    line = f"nodes {nodes}, world size {world}, scheduler {topo.scenario} (detected as {topo.scheduler})"
+    firsts = [r["t_first_allreduce"] for r in results if "t_first_allreduce" in r]
+    if firsts:
+        line += f", first all-reduce after {max(firsts) - t0:.1f} s"
+    out = [line]
+    bench = [r for r in results if r.get("workload") == "allreduce_bench" and r.get("rank") == 0]
+    if bench:
+        out.append(f"all-reduce peak busbw {bench[0]['peak_busbw_gbps']:.3f} GB/s ({bench[0]['backend']}, "
+                   f"{bench[0]['world_size']} ranks); the table is in node 0's output")
+    return out
 
 
 def run(client, req: DemoRequest, out=sys.stdout) -> int:
