@@ -141,8 +141,10 @@ def _cluster_image(arch: str = "x86_64") -> str:
     "workload": ", ".join(WORKLOADS),
     "timeout": "seconds before the job is stopped",
     "gpus": "give the nodes the host's GPUs (NCCL); default CPU and gloo",
+    "manifest": "a Kubernetes manifest `invoke manifests` wrote: run the pods its operator would create "
+                "(their args; the image under test stands in for the manifest's)",
 })
-def demo(c, scheduler="volcano", nodes=2, workload="ddp_resnet", timeout=600, gpus=False):
+def demo(c, scheduler="volcano", nodes=2, workload="ddp_resnet", timeout=600, gpus=False, manifest=""):
     """Run one job on N containers as a scheduler would start it; stream output; summarize."""
     import signal
 
@@ -155,7 +157,8 @@ def demo(c, scheduler="volcano", nodes=2, workload="ddp_resnet", timeout=600, gp
     signal.signal(signal.SIGTERM, interrupt)
     try:
         req = demo_mod.DemoRequest(scheduler=scheduler, nodes=int(nodes), workload=workload,
-                                   image=_cluster_image(), timeout=float(timeout), gpus=gpus)
+                                   image=_cluster_image(), timeout=float(timeout), gpus=gpus,
+                                   manifest=manifest)
         code = demo_mod.run(docker_client(), req)
     except TorchpodError as exc:
         raise _abort(exc) from None
@@ -163,6 +166,69 @@ def demo(c, scheduler="volcano", nodes=2, workload="ddp_resnet", timeout=600, gp
         raise Exit("torchpod: demo interrupted; its containers and network were removed", code=130)
     if code:
         raise Exit("torchpod: demo job failed; see the node output and the summary above", code=code)
+
+
+@task(help={
+    "scheduler": "volcano, volcano-master, kubeflow, kubeflow-elastic, trainer, runai, slurm, pbs or pbs-pals",
+    "nodes": "nodes (pods) in the job",
+    "gpus_per_node": "GPUs per node (0: a CPU job)",
+    "image": "the image, pinned: REGISTRY/torchpod/pytorch:TAG or @sha256:DIGEST",
+    "name": "job name (a DNS label)",
+    "namespace": "Kubernetes namespace",
+    "rdma": "none, hostnetwork (OKE style) or device-plugin",
+    "rdma_resource": "the RDMA device plugin's resource, e.g. rdma/rdma_shared_device_a",
+    "privileged": "privileged containers (the file's header says what that opens)",
+    "preset": "a shape preset (torchpod/fabric/presets.json): the launcher applies its NCCL settings",
+    "rdzv": "c10d (default) or etcd",
+    "etcd_endpoint": "HOST:PORT of an etcd serving the v2 API (with --rdzv etcd)",
+    "etcd_server": "render an etcd Pod and Service next to the job (with --rdzv etcd)",
+    "runtime": "HPC container runtime: apptainer (default), enroot, podman, docker or none",
+    "queue": "Volcano queue, Slurm partition or PBS queue",
+    "walltime": "HPC wall time, HH:MM:SS",
+    "project": "Run:ai project",
+    "out": "directory to write the files into (default: print them)",
+    "refresh": "re-render every worked example in manifests/ from its own Regenerate line",
+})
+def manifests(c, scheduler="", nodes=2, gpus_per_node=8, image="", name="train", namespace="default",
+              rdma="none", rdma_resource="", privileged=False, preset="", rdzv="c10d", etcd_endpoint="",
+              etcd_server=False, runtime="", queue="", walltime="01:00:00", project="team-a", out="",
+              refresh=False):
+    """Write a ready-to-submit job for a scheduler: `invoke manifests --scheduler S ... -- train.py ARGS`."""
+    import shlex
+
+    from torchpod_toolkit.manifests import render as render_mod
+    from torchpod_toolkit.manifests.spec import JobSpec
+
+    try:
+        if refresh:
+            examples = sorted(p for p in (ROOT / "manifests").rglob("*") if p.is_file() and p.name != "README.md")
+            fresh = []
+            for path in examples:
+                spec = render_mod.parse_invoke_line(render_mod.regenerate_line(path.read_text()))
+                fresh += [(path.parent / o.name, o.text) for o in render_mod.render(spec)]
+            for path, text in fresh:
+                path.write_text(text)
+                print(f"wrote {path.relative_to(ROOT)}")
+            return
+        # after `--`: sys.argv keeps the user's quoting; invoke's remainder is re-joined text
+        command = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else shlex.split(c.remainder)
+        spec = JobSpec(scheduler=scheduler, nodes=int(nodes), image=image, command=tuple(command),
+                       name=name, gpus_per_node=int(gpus_per_node), rdma=rdma, rdma_resource=rdma_resource,
+                       privileged=privileged, preset=preset, rdzv=rdzv, etcd_endpoint=etcd_endpoint,
+                       etcd_server=etcd_server, runtime=runtime, namespace=namespace, queue=queue,
+                       walltime=walltime, project=project)
+        outputs = render_mod.render(spec)  # raises on bad input before anything is written
+    except TorchpodError as exc:
+        raise _abort(exc) from None
+    if not out:
+        for o in outputs:
+            print(f"### {o.name}\n{o.text}")
+        return
+    dest = Path(out)
+    dest.mkdir(parents=True, exist_ok=True)
+    for o in outputs:
+        (dest / o.name).write_text(o.text)
+        print(f"wrote {dest / o.name}")
 
 
 @task(help={

@@ -21,7 +21,7 @@ from torchpod_toolkit.cluster import topology
 
 FIXTURES = Path(__file__).parent / "fixtures" / "schedulers.yaml"
 _KEYS = {"source", "hostname", "env", "files", "argv", "expect", "error", "notes_contain", "model"}
-_MODEL_KEYS = {"scenario", "nodes", "node", "job", "hosts", "number", "nproc", "port", "node0_ip"}
+_MODEL_KEYS = {"scenario", "nodes", "node", "job", "hosts", "number", "nproc", "port", "node0_ip", "host_network"}
 _EXPECT_KEYS = {
     "scheduler", "nnodes", "node_rank", "nproc_per_node", "rdzv_backend", "rdzv_endpoint",
     "rdzv_id", "rdzv_conf", "local_addr", "max_restarts", "is_host", "hosts",
@@ -49,7 +49,7 @@ def _render(name: str, model: dict) -> tuple[str, dict[str, str], dict[str, str]
                          f"(and may have {sorted(_MODEL_KEYS)}); got {sorted(model)}")
     topo = topology.build(model["scenario"], model["nodes"], model["job"], nproc=model.get("nproc"),
                           port=model.get("port", 23456), hosts=model.get("hosts"),
-                          job_number=model.get("number"))
+                          job_number=model.get("number"), host_network=model.get("host_network", False))
     node = topo.nodes[model["node"]]
     ip = model.get("node0_ip", "10.0.0.10")
     env = {k: v.replace(topology.IP_OF_NODE0, ip) for k, v in node.env}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from torchpod_toolkit.cluster import topology
+from torchpod.errors import InputError
 from torchpod.resolve import resolve
 from torchpod.schedulers.common import Facts
 from torchpod.torchrun_flags import split_command_line
@@ -24,10 +25,16 @@ def _plan(node, argv=("x.py",), tmp_path=None):
 
 
 # Host-network style applies where the scheduler gives each node its listed name or its
-# index (PBS_NODENUM, PALS_NODEID); Run:ai, the env:// convention and Kubeflow
-# master+worker address nodes by pod IP or pod name and tell a node neither.
+# index (PBS_NODENUM, PALS_NODEID, or the manifest's downward-API POD_NAME/REPLICA_INDEX);
+# the env:// convention addresses nodes by pod name and tells a node neither, and a
+# TrainJob cannot ask for hostNetwork at all (below).
 HOST_NETWORK_CASES = [(s, False) for s in topology.SCENARIOS] + [
-    (s, True) for s in topology.SCENARIOS if s not in ("runai", "kubeflow", "env")]
+    (s, True) for s in topology.SCENARIOS if s not in ("env", "trainer")]
+
+
+def test_a_trainjob_cannot_be_played_with_host_network():
+    with pytest.raises(InputError, match="runtimePatches cannot set hostNetwork"):
+        topology.build("trainer", 2, "job-1", host_network=True)
 
 
 @pytest.mark.parametrize("scenario, host_network", HOST_NETWORK_CASES)

@@ -10,6 +10,7 @@ Precedence for a variable: the user's environment > TORCHPOD_PRESET > detection.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -19,7 +20,7 @@ from ..errors import InputError
 
 PRESETS_FILE = Path(__file__).with_name("presets.json")
 FABRICS = ("roce", "infiniband", "efa", "slingshot")
-_PRESET_KEYS = {"fabric", "gpus_per_node", "source", "env"}
+_PRESET_KEYS = {"fabric", "gpus_per_node", "source", "env", "shm"}
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class Preset:
     gpus_per_node: int
     source: str
     env: tuple[tuple[str, str, str], ...]  # (variable, value, source)
+    shm: str = ""  # the memory-backed /dev/shm size the shape's pods get (manifests), e.g. 32Gi
 
 
 def _preset(path: Path, name: str, raw: object) -> Preset:
@@ -44,12 +46,15 @@ def _preset(path: Path, name: str, raw: object) -> Preset:
         raise InputError(f"{where}.gpus_per_node={raw.get('gpus_per_node')!r}; expected a count >= 1")
     if not isinstance(raw.get("source"), str) or not raw["source"].strip():
         raise InputError(f"{where}.source is missing; expected the upstream document the values come from")
+    shm = raw.get("shm", "")
+    if shm and not (isinstance(shm, str) and re.fullmatch(r"[1-9][0-9]*[MG]i", shm)):
+        raise InputError(f"{where}.shm={shm!r}; expected a Kubernetes size such as '32Gi'")
     env = []
     for var, spec in (raw.get("env") or {}).items():
         if not isinstance(spec, dict) or set(spec) - {"value", "source"} or not isinstance(spec.get("value"), str):
             raise InputError(f"{where}.env.{var}={spec!r}; expected {{\"value\": \"...\"[, \"source\": \"...\"]}}")
         env.append((var, spec["value"], spec.get("source") or raw["source"]))
-    return Preset(name, raw["fabric"], raw["gpus_per_node"], raw["source"], tuple(env))
+    return Preset(name, raw["fabric"], raw["gpus_per_node"], raw["source"], tuple(env), shm)
 
 
 def load(path: Path = PRESETS_FILE) -> dict[str, Preset]:

@@ -11,7 +11,10 @@ from __future__ import annotations
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import yaml
 
 from torchpod.errors import InputError
 from . import runner, topology
@@ -39,14 +42,26 @@ class DemoRequest:
     image: str
     timeout: float = 600.0
     gpus: bool = False
+    manifest: str = ""  # a rendered Kubernetes manifest: run the pods its operator would create
+
+
+def load_manifest(path: str) -> topology.Topology:
+    """The pods of a rendered manifest, as the operator model says they are created."""
+    try:
+        docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
+    except (OSError, yaml.YAMLError) as exc:
+        raise InputError(f"--manifest={path!r} cannot be read as YAML ({exc}); expected a file `invoke manifests` wrote") from None
+    return topology.from_manifest(docs)
 
 
 def check(req: DemoRequest, mem_total: int) -> None:
     """Bad input as one InputError: unknown scheduler/workload, too many nodes for memory."""
-    if req.scheduler not in topology.SCENARIOS:
+    if req.manifest:
+        pass
+    elif req.scheduler not in topology.SCENARIOS:
         raise InputError(f"--scheduler={req.scheduler!r} is unknown; expected one of "
                          f"{', '.join(topology.SCENARIOS)}")
-    if req.workload not in WORKLOADS:
+    if not req.manifest and req.workload not in WORKLOADS:
         raise InputError(f"--workload={req.workload!r} is unknown; expected one of {', '.join(WORKLOADS)}")
     if req.nodes < 1 or (req.scheduler == "volcano-master" and req.nodes < 2):
         raise InputError(f"--nodes={req.nodes}; expected 1 or more (volcano-master: 2 or more)")
@@ -103,10 +118,13 @@ def summary_lines(results: list[dict], nodes: int, topo: topology.Topology, t0: 
 def run(client, req: DemoRequest, out=sys.stdout) -> int:
     """Run the demo job; returns 0 when every node exited 0."""
     mem_total = int(client.info().get("MemTotal", 0))
+    manifest_topo = load_manifest(req.manifest) if req.manifest else None
+    if manifest_topo is not None:
+        req = replace(req, nodes=len(manifest_topo.nodes))
     check(req, mem_total)
     runner.image_or_error(client, req.image)
     job = f"demo-{uuid.uuid4().hex[:4]}"
-    topo = topology.build(req.scheduler, req.nodes, job)
+    topo = manifest_topo or topology.build(req.scheduler, req.nodes, job)
     width = max(len(n.hostname) for n in topo.nodes)
 
     def line(node, text):
@@ -117,7 +135,8 @@ def run(client, req: DemoRequest, out=sys.stdout) -> int:
     env = {"PYTHONUNBUFFERED": "1", "TORCHPOD_RDZV_TIMEOUT": "120"}
     if not req.gpus:
         env["OMP_NUM_THREADS"] = "1"
-    cl = runner.Cluster(client, req.image, topo, command(req.workload), labels, env=env,
+    workload = [] if req.manifest else command(req.workload)  # a manifest's pods carry their own args
+    cl = runner.Cluster(client, req.image, topo, workload, labels, env=env,
                         on_line=line, gpus=req.gpus)
     t0 = time.time()
     try:

@@ -190,7 +190,7 @@ class Cluster:
         endpoint = EndpointConfig(self.client.api._version, aliases=list(run.node.names),
                                   ipv4_address=address)
         kwargs = dict(
-            command=list(self.command), name=f"{self.name}-{run.node.index}",
+            command=list(run.node.command or self.command), name=f"{self.name}-{run.node.index}",
             hostname=run.node.hostname, environment=env, labels=dict(self.labels),
             network=self.network, networking_config={self.network: endpoint},
             volumes={k: dict(v) for k, v in self.volumes.items()}, detach=True,

@@ -8,24 +8,13 @@ runs it as containers, and the launcher's unit fixtures (tests/unit/fixtures/
 schedulers.yaml, ``model:`` entries) render single nodes from it with real-world names.
 Nothing here touches Docker, the environment or the clock.
 
-Scenarios (``SCENARIOS``), one builder each, written from the systems' own sources:
+Scenarios (``SCENARIOS``). The Kubernetes ones (runai, kubeflow, kubeflow-elastic,
+trainer, volcano, volcano-master) are not written here: ``_from_manifest`` renders the job
+with `invoke manifests`' renderer and takes each pod from the operator model
+(torchpod_toolkit.manifests.operators, written from the Volcano, training-operator and
+Trainer sources), so the harness runs what a generated manifest makes the operator create.
+The others, one builder each, written from the systems' own sources:
 
-- runai: `runai submit-dist pytorch` (Run:ai docs, "Environment Variables inside a Run:ai
-  Workload"): pods <job>-master-0, <job>-worker-i; pod-level WORLD_SIZE/RANK; MASTER_ADDR
-  is the master pod's IP, filled in at start.
-- kubeflow: training-operator >= 1.7 Master + Workers (kubeflow/training-operator
-  pkg/controller.v1/pytorch/envvar.go): WORLD_SIZE counts processes,
-  PET_NNODES/PET_NODE_RANK/PET_MASTER_ADDR the nodes.
-- kubeflow-elastic: worker-only elasticPolicy (same package, elastic.go): PET_RDZV_ENDPOINT
-  on worker-0, PET_NNODES MIN:MAX, PET_MAX_RESTARTS; REPLICA_INDEX (the
-  training.kubeflow.org/replica-index label) and POD_NAME exposed through the downward API.
-- trainer: Kubeflow Trainer v2 TrainJob on the torch-distributed runtime (kubeflow/trainer
-  pkg/runtime/framework/plugins/torch): PET_* only, pods <job>-node-0-i of an Indexed Job
-  (JOB_COMPLETION_INDEX), PET_MASTER_ADDR the first pod's headless-service name.
-- volcano: worker-only Job with the env and svc plugins (volcano-sh/volcano
-  pkg/controllers/job/plugins/env, svc): VC_TASK_INDEX, VC_WORKER_HOSTS of <job>-worker-i.<job>.
-- volcano-master: master + worker tasks with the pytorch plugin
-  (plugins/distributed-framework/pytorch: MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK) on top.
 - env: the pod-level env:// convention with no marker (Alibaba PAI-DLC, Baidu AIHC,
   training-operator < 1.7): MASTER_ADDR <job>-master-0, WORLD_SIZE nodes, RANK node index,
   NPROC_PER_NODE.
@@ -65,6 +54,7 @@ class Node:
     env: tuple[tuple[str, str], ...]
     files: tuple[tuple[str, str], ...] = ()  # absolute path -> text, written before start
     domainname: str = ""
+    command: tuple[str, ...] = ()  # this node's own args (a manifest's pod); () = the job's
 
     @property
     def env_dict(self) -> dict[str, str]:
@@ -95,6 +85,7 @@ class Job:
     port: int
     hosts: tuple[str, ...] | None = None  # the listed node names, when the caller gives them
     number: str | None = None  # an HPC scheduler's job id, when the caller gives it
+    host_network: bool = False  # Kubernetes pods with hostNetwork (the manifest's --rdma hostnetwork)
 
     def host(self, i: int, default: str) -> str:
         return self.hosts[i] if self.hosts else default
@@ -155,102 +146,29 @@ def _master_and_workers(job: Job) -> list[str]:
         job.host(i + 1, f"{job.name}-worker-{i}") for i in range(job.nodes - 1)]
 
 
-def _runai(job: Job) -> tuple[str, Raw]:
-    pods = _master_and_workers(job)
-    nodes = []
-    for i, pod in enumerate(pods):
-        env = K8S + (
-            ("RUNAI_JOB_NAME", job.name), ("RUNAI_JOB_UUID", f"{job.name}-0f6c2b8e-uuid"),
-            ("WORLD_SIZE", str(job.nodes)), ("RANK", str(i)),
-            ("MASTER_ADDR", IP_OF_NODE0), ("MASTER_PORT", str(job.port)),
-        )
-        nodes.append((pod, (pod,), env, ()))
-    return "runai", nodes
+# The image and command the harness renders into a manifest: the runner replaces both with
+# the image under test and the workload's own command.
+HARNESS_IMAGE = "torchpod/harness:model"
+HARNESS_COMMAND = ("workload.py",)
 
 
-def _kubeflow(job: Job) -> tuple[str, Raw]:
-    pods = _master_and_workers(job)
-    nodes = []
-    for i, pod in enumerate(pods):
-        env = K8S + (
-            ("PYTHONUNBUFFERED", "1"),
-            ("MASTER_ADDR", pods[0]), ("MASTER_PORT", str(job.port)),
-            ("WORLD_SIZE", str(sum(job.nproc))), ("RANK", str(i)),
-            ("PET_NNODES", str(job.nodes)), ("PET_NPROC_PER_NODE", str(job.nproc[i])),
-            ("PET_NODE_RANK", str(i)),
-            ("PET_MASTER_ADDR", pods[0]), ("PET_MASTER_PORT", str(job.port)),
-        )
-        nodes.append((pod, (pod,), env, ()))
-    return "kubeflow", nodes
+def _from_manifest(scenario: str) -> "Builder":
+    """A Kubernetes scenario: render the job's manifest with `invoke manifests`' renderer
+    and take each pod from the operator model (manifests/operators.py), so the harness
+    runs exactly what a generated manifest makes the operator create."""
 
+    def builder(job: Job) -> tuple[str, Raw]:
+        from ..manifests import kube, operators, spec as mspec
 
-def _kubeflow_elastic(job: Job) -> tuple[str, Raw]:
-    pods = [job.host(i, f"{job.name}-worker-{i}") for i in range(job.nodes)]
-    nodes = []
-    for i, pod in enumerate(pods):
-        # minReplicas = maxReplicas - 1 keeps MIN:MAX elastic; last_call_timeout short so a
-        # full house of n nodes closes the round at once instead of after 30 s.
-        env = K8S + (
-            ("PET_RDZV_ENDPOINT", f"{pods[0]}:{job.port}"), ("PET_RDZV_BACKEND", "c10d"),
-            ("PET_NNODES", f"{job.nodes}:{job.nodes + 1}"), ("PET_MAX_RESTARTS", "3"),
-            ("PET_RDZV_CONF", "last_call_timeout=2"),
-            ("REPLICA_INDEX", str(i)), ("POD_NAME", pod),
-        )
-        nodes.append((pod, (pod,), env, ()))
-    return "kubeflow", nodes
+        same = len(set(job.nproc)) == 1 and job.nproc[0] > 1
+        request = mspec.check(mspec.JobSpec(
+            scenario, job.nodes, HARNESS_IMAGE, HARNESS_COMMAND, name=job.name,
+            gpus_per_node=job.nproc[0] if same else 0,
+            rdma="hostnetwork" if job.host_network else "none"))
+        nodes = [(p.hostname, p.dns_names, p.env, p.files) for p in operators.pods(kube.objects(request))]
+        return ("kubeflow" if scenario in ("kubeflow", "kubeflow-elastic", "trainer") else scenario.split("-")[0]), nodes
 
-
-def _trainer(job: Job) -> tuple[str, Raw]:
-    pods = [job.host(i, f"{job.name}-node-0-{i}") for i in range(job.nodes)]
-    master = f"{pods[0]}.{job.name}"  # the JobSet's headless service
-    nodes = []
-    for i, pod in enumerate(pods):
-        env = K8S + (
-            ("JOB_COMPLETION_INDEX", str(i)),
-            ("PET_NNODES", str(job.nodes)), ("PET_NPROC_PER_NODE", str(job.nproc[i])),
-            ("PET_NODE_RANK", str(i)),
-            ("PET_MASTER_ADDR", master), ("PET_MASTER_PORT", str(job.port)),
-        )
-        nodes.append((pod, (f"{pod}.{job.name}", pod), env, ()))
-    return "kubeflow", nodes
-
-
-def _volcano_lists(job: Job, tasks: Sequence[tuple[str, int]]):
-    lists, offset = {}, 0
-    for t, count in tasks:
-        lists[t] = [job.host(offset + i, f"{job.name}-{t}-{i}.{job.name}") for i in range(count)]
-        offset += count
-    common = []
-    for t, hosts in lists.items():
-        key = t.upper().replace("-", "_")
-        common += [(f"VC_{key}_HOSTS", ",".join(hosts)), (f"VC_{key}_NUM", str(len(hosts)))]
-    return lists, tuple(common)
-
-
-def _volcano(job: Job) -> tuple[str, Raw]:
-    lists, common = _volcano_lists(job, [("worker", job.nodes)])
-    nodes = []
-    for i, listed in enumerate(lists["worker"]):
-        env = K8S + common + (("VC_TASK_INDEX", str(i)), ("VK_TASK_INDEX", str(i)))
-        nodes.append((listed.split(".")[0], (listed, listed.split(".")[0]), env, ()))
-    return "volcano", nodes
-
-
-def _volcano_master(job: Job) -> tuple[str, Raw]:
-    if job.nodes < 2:
-        raise InputError(f"volcano-master needs 2 or more nodes (a master and workers); got {job.nodes}")
-    lists, common = _volcano_lists(job, [("master", 1), ("worker", job.nodes - 1)])
-    listed = lists["master"] + lists["worker"]
-    nodes = []
-    for i, name in enumerate(listed):
-        task_index = 0 if i == 0 else i - 1
-        env = K8S + common + (
-            ("VC_TASK_INDEX", str(task_index)), ("VK_TASK_INDEX", str(task_index)),
-            ("MASTER_ADDR", listed[0]), ("MASTER_PORT", str(job.port)),
-            ("WORLD_SIZE", str(job.nodes)), ("RANK", str(i)),
-        )
-        nodes.append((name.split(".")[0], (name, name.split(".")[0]), env, ()))
-    return "volcano", nodes
+    return builder
 
 
 def _env(job: Job) -> tuple[str, Raw]:
@@ -339,12 +257,12 @@ def _mpi(job: Job) -> tuple[str, Raw]:
 Builder = Callable[[Job], tuple[str, Raw]]
 
 SCENARIOS: dict[str, Builder] = {
-    "runai": _runai,
-    "kubeflow": _kubeflow,
-    "kubeflow-elastic": _kubeflow_elastic,
-    "trainer": _trainer,
-    "volcano": _volcano,
-    "volcano-master": _volcano_master,
+    "runai": _from_manifest("runai"),
+    "kubeflow": _from_manifest("kubeflow"),
+    "kubeflow-elastic": _from_manifest("kubeflow-elastic"),
+    "trainer": _from_manifest("trainer"),
+    "volcano": _from_manifest("volcano"),
+    "volcano-master": _from_manifest("volcano-master"),
     "env": _env,
     "pbs": _pbs,
     "pbs-pals": _pbs_pals,
@@ -377,14 +295,16 @@ def build(
         raise InputError(f"nproc={list(counts)} needs {nodes} counts >= 1, one per node")
     if hosts is not None and len(hosts) != nodes:
         raise InputError(f"hosts={list(hosts)} needs {nodes} names, one per node")
-    job = Job(_dns(job_id), nodes, counts, port, tuple(hosts) if hosts else None, job_number)
+    job = Job(_dns(job_id), nodes, counts, port, tuple(hosts) if hosts else None, job_number, host_network)
     scheduler, raw = SCENARIOS[scenario](job)
     extra = tuple((extra_env or {}).items())
     out, notes = [], []
     for i, (hostname, names, env, files) in enumerate(raw):
         env = tuple(env) + extra
-        if counts[i] != 1 and not {"PET_NPROC_PER_NODE", "NPROC_PER_NODE"} & set(dict(env)):
-            env += (("PET_NPROC_PER_NODE", str(counts[i])),)  # torchrun's own variable
+        given = dict(env).get("PET_NPROC_PER_NODE", dict(env).get("NPROC_PER_NODE", "1"))
+        if counts[i] != 1 and given != str(counts[i]):
+            # per-node counts no manifest can say: the user's own torchrun variable
+            env = tuple((k, v) for k, v in env if k != "PET_NPROC_PER_NODE") + (("PET_NPROC_PER_NODE", str(counts[i])),)
         if host_network:
             hostname = f"{job.name}-gpu-node-{chr(ord('a') + i % 26)}{i // 26 or ''}"
         out.append(Node(index=i, hostname=hostname, names=names, env=env, files=files))
@@ -392,3 +312,26 @@ def build(
         notes.append("host network: hostnames are node names nobody resolves; listed names connect")
     return Topology(scenario=scenario, scheduler=scheduler, job_id=job.name, nodes=tuple(out),
                     nproc=counts, notes=tuple(notes))
+
+
+def from_manifest(docs: Sequence[Mapping], host_network_names: bool = True) -> Topology:
+    """The nodes a rendered Kubernetes manifest's operator creates (operator model), each
+    with the pod's own args, for the harness to run (`invoke demo --manifest FILE`)."""
+    from ..manifests import operators
+
+    job = operators.job_object(docs)
+    pods = operators.pods(docs)
+    kind = job["kind"]
+    if kind == "Job":
+        scheduler = "volcano"
+    elif kind == "PyTorchJob" and any(k == "RUNAI_JOB_NAME" for k, _ in pods[0].env):
+        scheduler = "runai"
+    else:
+        scheduler = "kubeflow"
+    nodes = tuple(Node(index=i, hostname=p.hostname, names=p.dns_names, env=p.env, files=p.files,
+                       command=p.args) for i, p in enumerate(pods))
+    notes = ("host network: hostnames are node names nobody resolves; listed names connect",) \
+        if any(p.host_network for p in pods) and host_network_names else ()
+    return Topology(scenario=f"manifest {kind} {job['metadata']['name']}", scheduler=scheduler,
+                    job_id=job["metadata"]["name"], nodes=nodes, nproc=(1,) * len(nodes), notes=notes)
+

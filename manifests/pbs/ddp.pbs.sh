@@ -1,0 +1,18 @@
+#!/bin/bash
+#PBS -N ddp
+#PBS -l select=2:ncpus=1:mpiprocs=1:ngpus=4
+#PBS -l place=scatter:excl
+#PBS -l walltime=01:00:00
+#PBS -j oe
+# torchpod pbs job 'ddp': 2 nodes x 4 GPUs, image registry.example.com/torchpod/pytorch:2.13.0-cuda13.0
+# Submit: qsub ddp.pbs.sh   (container runtime: apptainer; pbsdsh)
+# Rendezvous: c10d on node 0, port 23456; torchpod derives it from the scheduler
+# Regenerate: invoke manifests --scheduler pbs --nodes 2 --gpus-per-node 4 --image registry.example.com/torchpod/pytorch:2.13.0-cuda13.0 --name ddp --runtime apptainer -- /opt/torchpod/examples/ddp_resnet.py --steps 200
+set -euo pipefail
+cd "$PBS_O_WORKDIR"
+
+# the image, fetched or converted once for the whole job
+SIF="${TORCHPOD_SIF:-$PWD/ddp.sif}"  # on a filesystem every node sees
+[ -f "$SIF" ] || apptainer pull "$SIF" docker://registry.example.com/torchpod/pytorch:2.13.0-cuda13.0
+# mpiprocs=1: one PBS_NODEFILE line per node, so pbsdsh starts one launcher per node
+pbsdsh -- /bin/bash -c "cd \"$PBS_O_WORKDIR\" && exec apptainer exec --nv --bind \"$PWD:/workspace\" --bind \"$PBS_NODEFILE:$PBS_NODEFILE:ro\" --pwd /workspace \"$SIF\" torchpod run -- /opt/torchpod/examples/ddp_resnet.py --steps 200"

@@ -1,0 +1,37 @@
+"""A rendered Kubernetes manifest runs as containers: the pods its operator would create
+(operator model), each with the manifest's own args and no shell, form one gloo group.
+One manifest per operator: Volcano, training-operator, Trainer v2. This is the path
+`invoke demo --manifest FILE` takes."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchpod_toolkit.cluster import demo, runner
+from torchpod_toolkit.manifests.render import render
+from torchpod_toolkit.manifests.spec import JobSpec
+
+from cluster_helpers import EXAMPLES, assert_group
+from conftest import LABEL, NODE_ENV
+
+CHECK = (f"{EXAMPLES}/allreduce_check.py", "--expect-world", "2", "--expect-nodes", "2")
+
+
+@pytest.mark.parametrize("scheduler, rdma", [
+    ("volcano", "hostnetwork"),  # OKE style: hostnames are the nodes', listed names connect
+    ("kubeflow-elastic", "hostnetwork"),  # REPLICA_INDEX/POD_NAME from the downward API
+    ("trainer", "none"),
+])
+def test_rendered_manifest_runs_as_containers(scheduler, rdma, tmp_path, docker_client, cluster_image,
+                                              test_label):
+    name = f"m-{test_label[LABEL][:6]}"
+    (out,) = [o for o in render(JobSpec(scheduler, 2, "registry.example.com/torchpod/pytorch:2.13.0",
+                                        CHECK, name=name, gpus_per_node=0, rdma=rdma)) if o.name.endswith(".yaml")]
+    path = tmp_path / out.name
+    path.write_text(out.text)
+    topo = demo.load_manifest(str(path))
+    assert all(n.command[:2] == ("run", "--") for n in topo.nodes)  # the entrypoint does the rest
+    with runner.Cluster(docker_client, cluster_image, topo, [], test_label, env=dict(NODE_ENV)) as cl:
+        cl.start()
+        assert_group(cl, cl.wait(180), world=2, nodes=2)
+    runner.sweep(docker_client, LABEL, test_label[LABEL])

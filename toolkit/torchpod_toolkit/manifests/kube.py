@@ -1,0 +1,255 @@
+"""Kubernetes objects for one JobSpec: Volcano Job, training-operator PyTorchJob, Trainer
+v2 TrainJob, and the Run:ai command line with the PyTorchJob it corresponds to. Pure:
+returns dicts; render.py turns them into files.
+
+What the objects carry, and what they leave out on purpose:
+
+- The container runs the image's ENTRYPOINT (``torchpod``) with ``args: [run, --, SCRIPT,
+  ARGS...]``: no shell, no torchrun flags. The launcher reads what the operator injects.
+- Downward-API variables only where the launcher reads them: POD_NAME (Volcano
+  master+worker and Kubeflow under hostNetwork, where the pod's hostname is the node's) and
+  REPLICA_INDEX (Kubeflow elastic under hostNetwork: the operator gives such a pod no index).
+- RDMA with least privilege: capability IPC_LOCK only; ``privileged`` only when asked.
+  hostNetwork mode mounts /dev/infiniband from the host (OKE's recipe, oracle-quickstart/
+  oci-hpc-oke); device-plugin mode asks for the plugin's resource instead (no hostPath).
+- A shape preset is named (TORCHPOD_PRESET), not pasted: the launcher applies its NCCL
+  settings, so they are written once, in presets.json.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .spec import ETCD_PORT, JobSpec
+
+Obj = dict[str, Any]
+
+CONTAINER = "pytorch"  # training-operator reads the port from the container named pytorch
+PORT_NAME = "pytorchjob-port"  # kubeflowv1.PyTorchJobDefaultPortName; Volcano's pytorch plugin uses it too
+# etcd 3.5 is the last line with the v2 API torch's etcd-v2 rendezvous needs (--enable-v2;
+# 3.6 removed it). Pinned by tag, as the policy asks of every image.
+ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.21"
+RUNAI_SCHEDULER = "runai-scheduler"
+
+
+def launcher_args(spec: JobSpec, *, rdzv_from_operator: bool = False) -> list[str]:
+    """The container's args for the image's `torchpod` entrypoint."""
+    args = ["run"]
+    if spec.rdzv == "etcd" and not rdzv_from_operator:
+        args += ["--rdzv-backend", "etcd-v2", "--rdzv-endpoint", spec.etcd_endpoint]
+    return args + ["--", *spec.command]
+
+
+def _downward(name: str, path: str) -> Obj:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def container(spec: JobSpec, *, name: str = CONTAINER, args: list[str] | None = None,
+              downward: tuple[tuple[str, str], ...] = (), port_name: str | None = PORT_NAME) -> Obj:
+    env: list[Obj] = []
+    if spec.preset:
+        env.append({"name": "TORCHPOD_PRESET", "value": spec.preset})
+    env += [_downward(n, p) for n, p in downward]
+    resources: dict[str, str] = {}
+    if spec.gpus_per_node:
+        resources["nvidia.com/gpu"] = str(spec.gpus_per_node)
+    if spec.rdma == "device-plugin":
+        resources[spec.rdma_resource] = "1"
+    c: Obj = {"name": name, "image": spec.image, "imagePullPolicy": "IfNotPresent",
+              "args": args if args is not None else launcher_args(spec)}
+    if env:
+        c["env"] = env
+    if port_name and spec.rdzv == "c10d":
+        c["ports"] = [{"name": port_name, "containerPort": spec.port, "protocol": "TCP"}]
+    if resources:
+        c["resources"] = {"requests": dict(resources), "limits": dict(resources)}
+    security: Obj = {}
+    if spec.privileged:
+        security["privileged"] = True
+    if spec.rdma != "none":
+        security["capabilities"] = {"add": ["IPC_LOCK"]}  # pinning memory for RDMA, nothing else
+    if security:
+        c["securityContext"] = security
+    mounts = [{"name": "shm", "mountPath": "/dev/shm"}]
+    if spec.rdma == "hostnetwork":
+        mounts.append({"name": "devinf", "mountPath": "/dev/infiniband"})
+    c["volumeMounts"] = mounts
+    return c
+
+
+def volumes(spec: JobSpec) -> list[Obj]:
+    out: list[Obj] = [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}}]
+    if spec.rdma == "hostnetwork":
+        out.append({"name": "devinf", "hostPath": {"path": "/dev/infiniband", "type": "Directory"}})
+    return out
+
+
+def pod_spec(spec: JobSpec, **container_kw) -> Obj:
+    pod: Obj = {}
+    if spec.rdma == "hostnetwork":
+        pod["hostNetwork"] = True
+        pod["dnsPolicy"] = "ClusterFirstWithHostNet"  # keep cluster DNS: peers are found by service names
+    pod["terminationGracePeriodSeconds"] = 30  # torchpod forwards SIGTERM to the workers
+    pod["containers"] = [container(spec, **container_kw)]
+    pod["volumes"] = volumes(spec)
+    return pod
+
+
+def _meta(spec: JobSpec, name: str | None = None, **extra) -> Obj:
+    return {"name": name or spec.name, "namespace": spec.namespace, **extra}
+
+
+def volcano_job(spec: JobSpec) -> Obj:
+    """batch.volcano.sh/v1alpha1 Job: gang-scheduled (minAvailable = nodes), env + svc
+    plugins; master + worker tasks with the pytorch plugin for volcano-master."""
+    with_master = spec.scheduler == "volcano-master"
+    hostnet = spec.rdma == "hostnetwork"
+    # Under hostNetwork the hostname is the node's; master+worker pods then find their task
+    # by POD_NAME. Worker-only pods need nothing: VC_TASK_INDEX indexes VC_WORKER_HOSTS.
+    downward = (("POD_NAME", "metadata.name"),) if with_master and hostnet else ()
+    plugins: Obj = {"env": [], "svc": ["--publish-not-ready-addresses=true"]}
+    tasks = []
+    if with_master:
+        plugins["pytorch"] = ["--master=master", "--worker=worker", f"--port={spec.port}"]
+        counts = (("master", 1), ("worker", spec.nodes - 1))
+    else:
+        counts = (("worker", spec.nodes),)
+    for task, replicas in counts:
+        tasks.append({"name": task, "replicas": replicas,
+                      "template": {"spec": {**pod_spec(spec, downward=downward), "restartPolicy": "OnFailure"}}})
+    job_spec: Obj = {"schedulerName": "volcano", "minAvailable": spec.nodes, "maxRetry": 3}
+    if spec.queue:
+        job_spec["queue"] = spec.queue
+    job_spec.update({
+        "plugins": plugins,
+        # a lost pod ends the rendezvous for everyone: restart the whole gang
+        "policies": [{"event": "PodEvicted", "action": "RestartJob"},
+                     {"event": "PodFailed", "action": "RestartJob"}],
+        "tasks": tasks,
+    })
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": _meta(spec), "spec": job_spec}
+
+
+def pytorch_job(spec: JobSpec, *, elastic: bool, labels: Obj | None = None,
+                scheduler_name: str | None = None) -> Obj:
+    """kubeflow.org/v1 PyTorchJob: Master + Workers, or worker-only with an elasticPolicy."""
+    hostnet = spec.rdma == "hostnetwork"
+    downward: tuple[tuple[str, str], ...] = ()
+    if hostnet and scheduler_name != RUNAI_SCHEDULER:  # torchpod's Run:ai detector reads no POD_NAME
+        downward = (("POD_NAME", "metadata.name"),)
+        if elastic:
+            downward = (("REPLICA_INDEX", "metadata.labels['training.kubeflow.org/replica-index']"),) + downward
+    etcd_by_operator = elastic and spec.rdzv == "etcd"
+    template_spec = pod_spec(spec, downward=downward,
+                             args=launcher_args(spec, rdzv_from_operator=etcd_by_operator))
+    if scheduler_name:
+        template_spec = {"schedulerName": scheduler_name, **template_spec}
+    template: Obj = {"spec": template_spec}
+    if labels:
+        template = {"metadata": {"labels": dict(labels)}, **template}
+
+    def replica(n: int) -> Obj:
+        return {"replicas": n, "restartPolicy": "OnFailure", "template": template}
+
+    job_spec: Obj = {"nprocPerNode": str(spec.nproc)}
+    if elastic:
+        policy: Obj = {"minReplicas": spec.nodes, "maxReplicas": spec.nodes, "maxRestarts": 3}
+        if spec.rdzv == "etcd":
+            host, port = spec.etcd_endpoint.rsplit(":", 1)
+            policy.update({"rdzvBackend": "etcd-v2", "rdzvHost": host, "rdzvPort": int(port)})
+        else:
+            policy["rdzvBackend"] = "c10d"
+        job_spec["elasticPolicy"] = policy
+        job_spec["pytorchReplicaSpecs"] = {"Worker": replica(spec.nodes)}
+    else:
+        replicas = {"Master": replica(1)}
+        if spec.nodes > 1:
+            replicas["Worker"] = replica(spec.nodes - 1)
+        job_spec["pytorchReplicaSpecs"] = replicas
+    meta = _meta(spec, labels=dict(labels)) if labels else _meta(spec)
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta, "spec": job_spec}
+
+
+def train_job(spec: JobSpec) -> Obj:
+    """trainer.kubeflow.org/v1alpha1 TrainJob on the torch-distributed ClusterTrainingRuntime.
+    What a TrainJob cannot say directly (securityContext, /dev/shm) goes in runtimePatches,
+    whose pod fields are the ones the v2.3 CRD allows (no hostNetwork)."""
+    trainer: Obj = {"image": spec.image, "args": launcher_args(spec), "numNodes": spec.nodes,
+                    # explicit: the torch plugin's default "auto" would be the CPU count on a CPU job
+                    "numProcPerNode": spec.nproc}
+    if spec.preset:
+        trainer["env"] = [{"name": "TORCHPOD_PRESET", "value": spec.preset}]
+    resources = container(spec).get("resources")
+    if resources:
+        trainer["resourcesPerNode"] = resources
+    node_container: Obj = {"name": "node", "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}]}
+    security = container(spec).get("securityContext")
+    if security:
+        node_container["securityContext"] = security
+    patch = {"manager": "torchpod", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{
+        "name": "node", "template": {"spec": {"template": {"spec": {
+            "containers": [node_container], "volumes": volumes(spec)}}}}}]}}}}
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": _meta(spec),
+        "spec": {"runtimeRef": {"name": "torch-distributed", "apiGroup": "trainer.kubeflow.org",
+                                "kind": "ClusterTrainingRuntime"},
+                 "trainer": trainer, "runtimePatches": [patch]},
+    }
+
+
+def runai_job(spec: JobSpec) -> Obj:
+    """The PyTorchJob `runai training pytorch submit` creates (Run:ai schedules it with its
+    own scheduler and labels it with the project)."""
+    return pytorch_job(spec, elastic=False, labels={"project": spec.project}, scheduler_name=RUNAI_SCHEDULER)
+
+
+def runai_command(spec: JobSpec) -> list[str]:
+    """The Run:ai CLI (v2.18+ `runai training pytorch submit`) line for the same job."""
+    argv = ["runai", "training", "pytorch", "submit", spec.name, "-p", spec.project, "-i", spec.image,
+            "--workers", str(spec.nodes - 1)]
+    if spec.gpus_per_node:
+        argv += ["-g", str(spec.gpus_per_node)]
+    argv += ["--large-shm"]
+    if spec.rdma == "hostnetwork":
+        argv += ["--host-network"]
+    if spec.rdma != "none":
+        argv += ["--capability", "IPC_LOCK"]
+    if spec.rdma == "device-plugin":
+        argv += ["--extended-resource", f"{spec.rdma_resource}=1"]
+    if spec.preset:
+        argv += ["-e", f"TORCHPOD_PRESET={spec.preset}"]
+    return argv + ["--", *launcher_args(spec)]
+
+
+def etcd_objects(spec: JobSpec) -> list[Obj]:
+    """One etcd serving the v2 API and a Service in front of it (``<job>-etcd:2379``)."""
+    labels = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/instance": spec.etcd_service}
+    pod = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": _meta(spec, spec.etcd_service, labels=labels),
+        "spec": {"containers": [{
+            "name": "etcd", "image": ETCD_IMAGE,
+            "command": ["etcd", "--enable-v2", "--data-dir", "/var/lib/etcd",
+                        "--listen-client-urls", f"http://0.0.0.0:{ETCD_PORT}",
+                        "--advertise-client-urls", f"http://{spec.etcd_service}:{ETCD_PORT}"],
+            "ports": [{"name": "client", "containerPort": ETCD_PORT, "protocol": "TCP"}],
+            "volumeMounts": [{"name": "data", "mountPath": "/var/lib/etcd"}],
+        }], "volumes": [{"name": "data", "emptyDir": {}}], "restartPolicy": "Always"},
+    }
+    service = {
+        "apiVersion": "v1", "kind": "Service", "metadata": _meta(spec, spec.etcd_service, labels=labels),
+        "spec": {"selector": labels,
+                 "ports": [{"name": "client", "port": ETCD_PORT, "targetPort": ETCD_PORT, "protocol": "TCP"}]},
+    }
+    return [service, pod]
+
+
+def objects(spec: JobSpec) -> list[Obj]:
+    """Every object to apply, in apply order (etcd before the job that needs it)."""
+    out = etcd_objects(spec) if spec.etcd_server else []
+    build = {
+        "volcano": volcano_job, "volcano-master": volcano_job,
+        "kubeflow": lambda s: pytorch_job(s, elastic=False),
+        "kubeflow-elastic": lambda s: pytorch_job(s, elastic=True),
+        "trainer": train_job, "runai": runai_job,
+    }[spec.scheduler]
+    return out + [build(spec)]

@@ -1,0 +1,308 @@
+"""What each operator makes of a rendered manifest: the pods, their names and environment.
+Pure: takes the manifest's objects (dicts), returns ``Pod`` values.
+
+One model, used twice: the tests feed every generated manifest through it and hand each
+pod's environment to `torchpod plan`; the containers-as-nodes harness (cluster/topology.py)
+runs the same pods as containers. Written from the operators' sources:
+
+- Volcano (volcano-sh/volcano, pkg/controllers/job/plugins/): pods ``<job>-<task>-<i>``
+  (helpers.MakePodName); ``env`` appends VK_TASK_INDEX and VC_TASK_INDEX (env/env.go);
+  ``svc`` sets hostname = pod name and subdomain = job name, one headless Service named
+  after the job, and for every task VC_<TASK>_HOSTS (``<pod>.<job>``, comma-separated) and
+  VC_<TASK>_NUM, task names upper-cased with '-' -> '_', plus /etc/volcano/<task>.host
+  (svc/svc.go GenerateHosts); ``pytorch`` (distributed-framework/pytorch/pytorch.go) adds
+  MASTER_ADDR ``<job>-<master>-0.<job>``, MASTER_PORT (--port, 23456), WORLD_SIZE (master +
+  worker replicas) and RANK (master 0, worker i -> i + 1).
+- training-operator v1.9 (kubeflow/training-operator, pkg/controller.v1/pytorch/envvar.go,
+  master.go, elastic.go): pods and per-pod Services ``<job>-<type>-<i>``; to every container
+  PYTHONUNBUFFERED=1; with a Master: MASTER_PORT/PET_MASTER_PORT (the ``pytorchjob-port``
+  of the ``pytorch`` container), MASTER_ADDR/PET_MASTER_ADDR ``<job>-master-0``, WORLD_SIZE
+  = replicas x nprocPerNode, RANK and PET_NODE_RANK; PET_NPROC_PER_NODE from nprocPerNode;
+  with an elasticPolicy PET_RDZV_ENDPOINT (rdzvHost or ``<job>-worker-0``, rdzvPort or the
+  worker's port), PET_RDZV_BACKEND, PET_NNODES ``MIN:MAX``, PET_MAX_RESTARTS, PET_RDZV_CONF,
+  else PET_NNODES = replicas. Label training.kubeflow.org/replica-index (pkg/common).
+- Run:ai: a PyTorchJob with schedulerName runai-scheduler, and the job's RUNAI_JOB_NAME,
+  RUNAI_JOB_UUID and RUNAI_PROJECT (Run:ai docs, "Environment Variables inside a Run:ai
+  Workload").
+- Trainer v2 (kubeflow/trainer, pkg/runtime/framework/plugins/torch/torch.go, jobset
+  plugin): the runtime's replicated job ``node`` -> pods ``<job>-node-0-<i>`` of an Indexed
+  Job (JOB_COMPLETION_INDEX, annotation batch.kubernetes.io/job-completion-index), subdomain
+  = job; trainer.env, then PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK (the completion
+  index), PET_MASTER_ADDR ``<job>-node-0-0.<job>``, PET_MASTER_PORT 29500.
+
+Kubernetes itself: KUBERNETES_SERVICE_HOST/PORT in every container; for a duplicated
+variable the last definition wins; under hostNetwork the pod's hostname is its node's.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from torchpod.errors import InputError
+
+K8S_ENV = (("KUBERNETES_SERVICE_HOST", "10.96.0.1"), ("KUBERNETES_SERVICE_PORT", "443"))
+Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Pod:
+    name: str
+    hostname: str  # what `hostname` prints in the container
+    dns_names: tuple[str, ...]  # names other pods resolve to this one
+    env: tuple[tuple[str, str], ...]
+    args: tuple[str, ...]
+    image: str
+    files: tuple[tuple[str, str], ...] = ()
+    labels: tuple[tuple[str, str], ...] = field(default=())
+    host_network: bool = False
+
+    @property
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+
+def _uid(name: str) -> str:
+    return f"{zlib.crc32(name.encode()):08x}-0000-4000-8000-{zlib.crc32(name[::-1].encode()):012x}"
+
+
+def _node_name(i: int) -> str:
+    return f"gpu-node-{chr(ord('a') + i % 26)}{i // 26 or ''}"
+
+
+_FIELD = re.compile(r"^metadata\.(labels|annotations)\['([^']+)'\]$")
+
+
+def _resolve(env: Sequence[Obj], pod: str, namespace: str, labels: Mapping[str, str],
+             annotations: Mapping[str, str], node: str) -> list[tuple[str, str]]:
+    """The manifest's own env entries with downward-API fields resolved as the kubelet would."""
+    out = []
+    for item in env or ():
+        if "value" in item or "valueFrom" not in item:
+            out.append((item["name"], str(item.get("value", ""))))
+            continue
+        ref = (item["valueFrom"] or {}).get("fieldRef")
+        if not ref:
+            raise InputError(f"env {item['name']}: only value and fieldRef are modelled; got {dict(item['valueFrom'])}")
+        path = ref["fieldPath"]
+        m = _FIELD.match(path)
+        if path == "metadata.name":
+            value = pod
+        elif path == "metadata.namespace":
+            value = namespace
+        elif path == "spec.nodeName":
+            value = node
+        elif m:
+            value = (labels if m.group(1) == "labels" else annotations).get(m.group(2), "")
+        else:
+            raise InputError(f"env {item['name']}: fieldRef {path!r} is not modelled; expected metadata.name, "
+                             "metadata.namespace, spec.nodeName or a label/annotation")
+        out.append((item["name"], value))
+    return out
+
+
+def _last_wins(pairs: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    merged: dict[str, str] = {}
+    for k, v in pairs:
+        merged.pop(k, None)
+        merged[k] = v
+    return tuple(merged.items())
+
+
+def _main_container(spec: Obj, name: str | None = None) -> Obj:
+    containers = spec.get("containers") or []
+    if not containers:
+        raise InputError("pod template has no containers")
+    if name:
+        for c in containers:
+            if c.get("name") == name:
+                return c
+    return containers[0]
+
+
+def _port(container: Obj, port_name: str, default: int) -> int:
+    for p in container.get("ports") or ():
+        if p.get("name") == port_name:
+            return int(p["containerPort"])
+    return default
+
+
+def _flags(args: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for a in args or ():
+        if a.startswith("--") and "=" in a:
+            k, v = a[2:].split("=", 1)
+            out[k] = v
+    return out
+
+
+def volcano(job: Obj, node_names: Sequence[str] = ()) -> list[Pod]:
+    name, ns = job["metadata"]["name"], job["metadata"].get("namespace", "default")
+    spec = job["spec"]
+    plugins = spec.get("plugins") or {}
+    tasks = spec["tasks"]
+    hosts: dict[str, list[str]] = {}
+    for t in tasks:
+        tmpl = t["template"].get("spec", {})
+        sub = tmpl.get("subdomain") or name
+        task = t["name"]
+        hosts[task] = [f"{tmpl.get('hostname') or f'{name}-{task}-{i}'}.{sub}" for i in range(t["replicas"])]
+    svc_env, files = [], []
+    if "svc" in plugins:
+        for t in tasks:
+            key = t["name"].replace("-", "_")
+            svc_env += [(f"VC_{key.upper()}_HOSTS", ",".join(hosts[t["name"]])),
+                        (f"VC_{key.upper()}_NUM", str(len(hosts[t["name"]])))]
+            files.append((f"/etc/volcano/{key}.host", "\n".join(hosts[t["name"]])))
+    torch_flags = _flags(plugins.get("pytorch", ())) if "pytorch" in plugins else None
+    master_task = (torch_flags or {}).get("master", "master")
+    worker_task = (torch_flags or {}).get("worker", "worker")
+    pods, k = [], 0
+    group = f"{name}-{_uid(name)}"  # the PodGroup's name: job name + job UID
+    for t in tasks:
+        tmpl = t["template"].get("spec", {})
+        for i in range(t["replicas"]):
+            pod = f"{name}-{t['name']}-{i}"
+            labels = {"volcano.sh/job-name": name, "volcano.sh/task-spec": t["name"]}
+            annotations = {"scheduling.k8s.io/group-name": group, "volcano.sh/task-index": str(i)}
+            hostnet = bool(tmpl.get("hostNetwork"))
+            node = node_names[k] if k < len(node_names) else _node_name(k)
+            c = _main_container(tmpl)
+            env = list(K8S_ENV) + _resolve(c.get("env"), pod, ns, labels, annotations, node)
+            if "env" in plugins:
+                env += [("VK_TASK_INDEX", str(i)), ("VC_TASK_INDEX", str(i))]
+            env += svc_env
+            if torch_flags is not None and t["name"] in (master_task, worker_task):
+                total = sum(x["replicas"] for x in tasks if x["name"] in (master_task, worker_task))
+                env += [("MASTER_ADDR", hosts[master_task][0]),
+                        ("MASTER_PORT", torch_flags.get("port", "23456")),
+                        ("WORLD_SIZE", str(total)),
+                        ("RANK", str(i + 1 if t["name"] == worker_task else 0))]
+            listed = hosts[t["name"]][i]
+            pods.append(Pod(name=pod, hostname=node if hostnet else (tmpl.get("hostname") or pod),
+                            dns_names=(listed,), env=_last_wins(env), args=tuple(c.get("args") or ()),
+                            image=c["image"], files=tuple(files), labels=tuple(labels.items()),
+                            host_network=hostnet))
+            k += 1
+    return pods
+
+
+RUNAI_SCHEDULER = "runai-scheduler"
+
+
+def pytorchjob(job: Obj, node_names: Sequence[str] = ()) -> list[Pod]:
+    name, ns = job["metadata"]["name"], job["metadata"].get("namespace", "default")
+    spec = job["spec"]
+    replicas = spec["pytorchReplicaSpecs"]
+    order = [t for t in ("Master", "Worker") if t in replicas]
+    total = sum(int(replicas[t].get("replicas", 1)) for t in order)
+    nproc = spec.get("nprocPerNode")
+    nproc_int = int(nproc) if nproc is not None and str(nproc).isdigit() else 1
+    elastic = spec.get("elasticPolicy")
+
+    def port_of(rtype: str) -> int:
+        # the operator's defaulter adds pytorchjob-port 23456 when the container has none
+        return _port(_main_container(replicas[rtype]["template"]["spec"], "pytorch"), "pytorchjob-port", 23456)
+
+    pods, k = [], 0
+    for rtype in order:
+        tmpl_all = replicas[rtype]["template"]
+        tmpl = tmpl_all.get("spec", {})
+        for i in range(int(replicas[rtype].get("replicas", 1))):
+            pod = f"{name}-{rtype.lower()}-{i}"
+            labels = {**(tmpl_all.get("metadata", {}).get("labels") or {}),
+                      "training.kubeflow.org/job-name": name,
+                      "training.kubeflow.org/replica-type": rtype.lower(),
+                      "training.kubeflow.org/replica-index": str(i),
+                      "training.kubeflow.org/operator-name": "pytorchjob-controller"}
+            if rtype == "Master":
+                labels["training.kubeflow.org/job-role"] = "master"
+            hostnet = bool(tmpl.get("hostNetwork"))
+            node = node_names[k] if k < len(node_names) else _node_name(k)
+            c = _main_container(tmpl, "pytorch")
+            env = list(K8S_ENV) + _resolve(c.get("env"), pod, ns, labels, {}, node)
+            env.append(("PYTHONUNBUFFERED", "1"))
+            if "Master" in replicas:
+                port = str(port_of("Master"))
+                master = f"{name}-master-0"
+                rank = i + 1 if rtype == "Worker" else i
+                env += [("MASTER_PORT", port), ("PET_MASTER_PORT", port),
+                        ("MASTER_ADDR", master), ("PET_MASTER_ADDR", master),
+                        ("WORLD_SIZE", str(total * nproc_int)), ("RANK", str(rank)), ("PET_NODE_RANK", str(rank))]
+            if nproc is not None:
+                env.append(("PET_NPROC_PER_NODE", str(nproc)))
+            if elastic:
+                host = elastic.get("rdzvHost") or f"{name}-worker-0"
+                rport = elastic.get("rdzvPort") or port_of("Worker")
+                env += [("PET_RDZV_ENDPOINT", f"{host}:{rport}"),
+                        ("PET_RDZV_BACKEND", elastic.get("rdzvBackend") or "c10d")]
+                if elastic.get("minReplicas") is None and elastic.get("maxReplicas") is None:
+                    env.append(("PET_NNODES", str(replicas["Worker"]["replicas"])))
+                else:
+                    env.append(("PET_NNODES", f"{elastic.get('minReplicas')}:{elastic.get('maxReplicas')}"))
+                if elastic.get("maxRestarts") is not None:
+                    env.append(("PET_MAX_RESTARTS", str(elastic["maxRestarts"])))
+                if elastic.get("rdzvConf"):
+                    env.append(("PET_RDZV_CONF", ",".join(f"{c_['key']}={c_['value']}" for c_ in elastic["rdzvConf"])))
+            else:
+                env.append(("PET_NNODES", str(total)))
+            if tmpl.get("schedulerName") == RUNAI_SCHEDULER:
+                env += [("RUNAI_JOB_NAME", name), ("RUNAI_JOB_UUID", _uid(name)),
+                        ("RUNAI_PROJECT", labels.get("project", ""))]
+            pods.append(Pod(name=pod, hostname=node if hostnet else pod, dns_names=(pod,),
+                            env=_last_wins(env), args=tuple(c.get("args") or ()), image=c["image"],
+                            labels=tuple(labels.items()), host_network=hostnet))
+            k += 1
+    return pods
+
+
+TRAINER_PORT = 29500
+
+
+def trainjob(job: Obj, node_names: Sequence[str] = ()) -> list[Pod]:
+    name, ns = job["metadata"]["name"], job["metadata"].get("namespace", "default")
+    ref = job["spec"].get("runtimeRef", {})
+    if ref.get("name") != "torch-distributed":
+        raise InputError(f"TrainJob {name}: runtimeRef {ref.get('name')!r} is not modelled; expected torch-distributed")
+    trainer = job["spec"].get("trainer") or {}
+    n = int(trainer.get("numNodes", 1))
+    nproc = trainer.get("numProcPerNode", "auto")
+    master = f"{name}-node-0-0.{name}"
+    pods = []
+    for i in range(n):
+        pod = f"{name}-node-0-{i}"
+        annotations = {"batch.kubernetes.io/job-completion-index": str(i)}
+        labels = {"jobset.sigs.k8s.io/jobset-name": name, "trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+        node = node_names[i] if i < len(node_names) else _node_name(i)
+        env = list(K8S_ENV) + [("JOB_COMPLETION_INDEX", str(i))]
+        env += _resolve(trainer.get("env"), pod, ns, labels, annotations, node)
+        env += [("PET_NNODES", str(n)), ("PET_NPROC_PER_NODE", str(nproc)), ("PET_NODE_RANK", str(i)),
+                ("PET_MASTER_ADDR", master), ("PET_MASTER_PORT", str(TRAINER_PORT))]
+        pods.append(Pod(name=pod, hostname=pod, dns_names=(f"{pod}.{name}",), env=_last_wins(env),
+                        args=tuple(trainer.get("args") or ()), image=trainer["image"],
+                        labels=tuple(labels.items())))
+    return pods
+
+
+MODELS = {
+    ("batch.volcano.sh/v1alpha1", "Job"): volcano,
+    ("kubeflow.org/v1", "PyTorchJob"): pytorchjob,
+    ("trainer.kubeflow.org/v1alpha1", "TrainJob"): trainjob,
+}
+
+
+def job_object(docs: Sequence[Obj]) -> Obj:
+    """The one training job among a manifest's objects (Services and an etcd Pod may sit beside it)."""
+    jobs = [d for d in docs if d and (d.get("apiVersion"), d.get("kind")) in MODELS]
+    if len(jobs) != 1:
+        kinds = ", ".join(f"{d.get('kind')}" for d in docs if d)
+        raise InputError(f"expected exactly one Volcano Job, PyTorchJob or TrainJob in the manifest; found {kinds or 'nothing'}")
+    return jobs[0]
+
+
+def pods(docs: Sequence[Obj], node_names: Sequence[str] = ()) -> list[Pod]:
+    """The pods the operator creates for the manifest's job, in node order."""
+    job = job_object(docs)
+    return MODELS[(job["apiVersion"], job["kind"])](job, node_names)
