@@ -86,6 +86,7 @@ class Job:
     hosts: tuple[str, ...] | None = None  # the listed node names, when the caller gives them
     number: str | None = None  # an HPC scheduler's job id, when the caller gives it
     host_network: bool = False  # Kubernetes pods with hostNetwork (the manifest's --rdma hostnetwork)
+    slots: int = 2  # PBS mpiprocs per chunk: PBS_NODEFILE lines per node
 
     def host(self, i: int, default: str) -> str:
         return self.hosts[i] if self.hosts else default
@@ -184,10 +185,11 @@ def _env(job: Job) -> tuple[str, Raw]:
     return "env", nodes
 
 
-def _pbs_nodes(job: Job, slots: int = 2):
+def _pbs_nodes(job: Job):
+    slots = job.slots
     fqdn = [job.host(i, f"{job.name}-n{i + 1:02d}.hpc.local") for i in range(job.nodes)]
     short = [h.split(".")[0] for h in fqdn]
-    nodefile = "".join(f"{h}\n" * slots for h in fqdn)  # mpiprocs=2: every node listed twice
+    nodefile = "".join(f"{h}\n" * slots for h in fqdn)  # mpiprocs=N: every node listed N times
     jobid = f"{job.job_number}.pbs01"
     path = f"/var/spool/pbs/aux/{jobid}"
     common = (
@@ -282,6 +284,7 @@ def build(
     extra_env: Mapping[str, str] | None = None,
     hosts: Sequence[str] | None = None,
     job_number: str | None = None,
+    pbs_slots: int = 2,
 ) -> Topology:
     """The N nodes of one job under ``scenario``, named after ``job_id`` (or ``hosts``)."""
     if scenario not in SCENARIOS:
@@ -295,7 +298,8 @@ def build(
         raise InputError(f"nproc={list(counts)} needs {nodes} counts >= 1, one per node")
     if hosts is not None and len(hosts) != nodes:
         raise InputError(f"hosts={list(hosts)} needs {nodes} names, one per node")
-    job = Job(_dns(job_id), nodes, counts, port, tuple(hosts) if hosts else None, job_number, host_network)
+    job = Job(_dns(job_id), nodes, counts, port, tuple(hosts) if hosts else None, job_number, host_network,
+              pbs_slots)
     scheduler, raw = SCENARIOS[scenario](job)
     extra = tuple((extra_env or {}).items())
     out, notes = [], []
