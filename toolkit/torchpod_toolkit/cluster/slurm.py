@@ -1,0 +1,181 @@
+"""A real Slurm cluster in containers: slurmctld and N slurmd nodes (Debian's slurm-wlm
+22.05 and munge) on an image built on the torchpod image under test, on a Docker network
+of their own. Jobs are submitted with the real `sbatch`, run by the real `srun`.
+
+``slurm_conf`` is pure; ``SlurmCluster`` is the edge (Docker). Every container, network
+and volume carries the caller's labels, and ``close()`` removes them; the image is kept
+(a tag derived from the base image's id, so a rebuilt base gets a new node image).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+import docker
+
+from torchpod.errors import RuntimeFailure
+
+from . import runner
+
+DOCKER_DIR = Path(__file__).resolve().parents[3] / "docker" / "slurm"
+CONTROLLER = "slurmctld"
+SHARED = "/shared"  # a volume on every node: job scripts and their output
+
+
+def node_names(n: int) -> list[str]:
+    return [f"c{i + 1}" for i in range(n)]
+
+
+def slurm_conf(nodes: list[str], cpus: int = 1) -> str:
+    """A minimal slurm.conf (22.05): munge auth, no cgroups (containers), no accounting."""
+    return "\n".join([
+        "ClusterName=torchpod",
+        f"SlurmctldHost={CONTROLLER}",
+        "AuthType=auth/munge",
+        "CredType=cred/munge",
+        "SlurmUser=root",
+        "SlurmdUser=root",
+        "MpiDefault=none",
+        "ProctrackType=proctrack/linuxproc",  # cgroup plugins need a writable cgroup tree
+        "TaskPlugin=task/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "AccountingStorageType=accounting_storage/none",
+        "SchedulerType=sched/backfill",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core",
+        "ReturnToService=2",
+        "StateSaveLocation=/var/spool/slurmctld",
+        "SlurmdSpoolDir=/var/spool/slurmd",
+        "SlurmctldPidFile=/run/slurmctld.pid",
+        "SlurmdPidFile=/run/slurmd.pid",
+        "SlurmctldTimeout=30",
+        "SlurmdTimeout=30",
+        f"NodeName={','.join(nodes)} CPUs={cpus} State=UNKNOWN",
+        "PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
+        "",
+    ])
+
+
+def node_image(client, base: str) -> str:
+    """The Slurm node image on ``base`` (built once per base image id)."""
+    base_id = client.images.get(base).id.split(":")[-1][:12]
+    tag = f"torchpod/slurm-node:{base_id}"
+    try:
+        client.images.get(tag)
+        return tag
+    except docker.errors.ImageNotFound:
+        pass
+    try:
+        client.images.build(path=str(DOCKER_DIR), tag=tag, buildargs={"BASE": base}, rm=True, pull=False)
+    except docker.errors.BuildError as exc:
+        tail = "".join(str(chunk.get("stream", "")) for chunk in exc.build_log)[-2000:]
+        raise RuntimeFailure(f"building the Slurm node image on {base} failed: {exc.msg}\n{tail}") from None
+    return tag
+
+
+def _tar(files: Mapping[str, tuple[bytes, int]]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for path, (data, mode) in files.items():
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+@dataclass
+class SlurmCluster:
+    """Use as a context manager: ``start()``, ``submit(script)``, ``wait(jobid)``, ``close()``."""
+
+    client: object
+    image: str  # the Slurm node image (node_image)
+    nodes: int
+    labels: Mapping[str, str]
+    env: Mapping[str, str] = field(default_factory=dict)  # set in every container (jobs inherit sbatch's)
+    name: str = ""
+    containers: dict = field(default_factory=dict)
+    _network: object = None
+    _volume: object = None
+
+    def __enter__(self) -> "SlurmCluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self, timeout: float = 90) -> "SlurmCluster":
+        self.name = self.name or f"tp-slurm-{os.urandom(3).hex()}"
+        self._network = self.client.networks.create(self.name, driver="bridge", labels=dict(self.labels))
+        self._volume = runner.new_volume(self.client, self.labels, f"{self.name}-shared")
+        names = node_names(self.nodes)
+        files = {"/etc/slurm/slurm.conf": (slurm_conf(names).encode(), 0o644),
+                 "/etc/munge/munge.key": (os.urandom(1024), 0o400)}
+        for host, role in [(CONTROLLER, "ctld"), *((n, "d") for n in names)]:
+            c = self.client.containers.create(
+                self.image, [role], name=f"{self.name}-{host}", hostname=host, labels=dict(self.labels),
+                network=self.name, environment=dict(self.env), shm_size="256m",
+                volumes={self._volume.name: {"bind": SHARED, "mode": "rw"}}, detach=True)
+            c.put_archive("/", _tar(files))
+            self.containers[host] = c
+        for c in self.containers.values():
+            c.start()
+        self._wait_idle(names, timeout)
+        return self
+
+    def _exec(self, host: str, cmd: list[str]) -> tuple[int, str]:
+        code, out = self.containers[host].exec_run(cmd)
+        return code, out.decode(errors="replace")
+
+    def _wait_idle(self, names: list[str], timeout: float) -> None:
+        deadline, last = time.time() + timeout, ""
+        while time.time() < deadline:
+            code, last = self._exec(CONTROLLER, ["sinfo", "-h", "-N", "-o", "%N %t"])
+            states = dict(line.split() for line in last.splitlines() if len(line.split()) == 2)
+            if code == 0 and all(states.get(n) == "idle" for n in names):
+                return
+            time.sleep(1)
+        raise RuntimeFailure(f"Slurm nodes {names} not idle within {timeout:.0f} s; sinfo said: {last.strip()!r}\n"
+                             + self.logs()[-3000:])
+
+    def submit(self, script: str, filename: str = "job.sbatch") -> str:
+        """sbatch ``script`` from the controller, in the shared directory; returns the job id."""
+        self.containers[CONTROLLER].put_archive(SHARED, _tar({filename: (script.encode(), 0o755)}))
+        code, out = self._exec(CONTROLLER, ["sbatch", "--parsable", f"--chdir={SHARED}", f"{SHARED}/{filename}"])
+        if code != 0:
+            raise RuntimeFailure(f"sbatch failed ({code}): {out.strip()}")
+        return out.strip().split(";")[0]
+
+    def wait(self, jobid: str, timeout: float) -> str:
+        """Wait for the job to end; returns its final JobState (COMPLETED, FAILED, ...)."""
+        deadline, state = time.time() + timeout, ""
+        while time.time() < deadline:
+            code, out = self._exec(CONTROLLER, ["scontrol", "show", "job", jobid])
+            m = re.search(r"JobState=(\S+)", out)
+            state = m.group(1) if m else state
+            if state and state not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING"):
+                return state
+            time.sleep(1)
+        return f"TIMEOUT (last state {state or 'unknown'})"
+
+    def read(self, path: str) -> str:
+        code, out = self._exec(CONTROLLER, ["cat", path])
+        return out if code == 0 else ""
+
+    def logs(self) -> str:
+        out = []
+        for host, c in self.containers.items():
+            try:
+                out.append(f"--- {host}\n" + c.logs().decode(errors="replace")[-1500:])
+            except runner.ENGINE_ERRORS:
+                pass
+        return "\n".join(out)
+
+    def close(self) -> None:
+        runner.sweep(self.client, *next(iter(self.labels.items())))
