@@ -21,14 +21,15 @@ import ctypes.util
 import glob
 import json
 import os
+import re
 import resource
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from . import nccl_log
+from . import nccl_log, netplugin
 from .errors import InputError
-from .fabric import FabricReport, detect_fabric
+from .fabric import FabricReport, detect_fabric, site
 
 GiB = 1 << 30
 # NCCL pins its IB buffers; container runtimes default to 64 KiB or 8 MiB of locked memory.
@@ -58,6 +59,9 @@ class Machine:
     providers: tuple[str, ...] = ()  # verbs providers whose library dlopens (/etc/libibverbs.d/<name>.driver)
     net_plugins: tuple[str, ...] = ()  # libnccl-net*.so NCCL would find
     gpu_count: int | None = None
+    net_probe: dict | None = None  # netplugin.run_probe: NCCL's plugin, loaded as NCCL would
+    fi_providers: tuple[str, ...] | None = None  # `fi_info -l`; None: no fi_info
+    root: Path = Path("/")
 
 
 def gather(env: Mapping[str, str], sysfs_root: Path, gpu_count: int | None) -> Machine:
@@ -83,7 +87,12 @@ def gather(env: Mapping[str, str], sysfs_root: Path, gpu_count: int | None) -> M
                     continue
     except OSError as exc:
         verbs_error = str(exc)
-    dirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
+    libs = site.find(env, Path("/"))
+    # the workers' search path: the site's directories first, as the plan sets it
+    search = ":".join([*libs.dirs, *([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else [])])
+    probe_env = {**env, "LD_LIBRARY_PATH": search} if search else dict(env)
+    net_probe = netplugin.run_probe(probe_env, [n for n, _ in netplugin.candidates(env)])
+    dirs = [d for d in search.split(":") if d]
     plugins = [p for d in dirs for p in sorted(glob.glob(os.path.join(d, "libnccl-net*.so")))]
     found = ctypes.util.find_library("nccl-net")
     if found and found not in plugins:
@@ -92,8 +101,27 @@ def gather(env: Mapping[str, str], sysfs_root: Path, gpu_count: int | None) -> M
         sysfs_root=sysfs_root, uverbs=tuple(sorted(glob.glob("/dev/infiniband/uverbs*"))),
         memlock=None if soft == resource.RLIM_INFINITY else soft, shm_bytes=shm, verbs_error=verbs_error,
         providers=tuple(providers),
-        net_plugins=tuple(plugins), gpu_count=gpu_count,
+        net_plugins=tuple(plugins), gpu_count=gpu_count, net_probe=net_probe,
+        fi_providers=_fi_providers(env, libs),
     )
+
+
+def _fi_providers(env: Mapping[str, str], libs: site.SiteLibs) -> tuple[str, ...] | None:
+    """Providers libfabric was built with (`fi_info -l`, no hardware needed); None: no fi_info."""
+    import shutil
+    import subprocess
+
+    bins = [str(Path(d).parent / "bin") for d in libs.dirs]
+    tool = shutil.which("fi_info", path=":".join([*bins, env.get("PATH", os.defpath)]))
+    if tool is None:
+        return None
+    search = ":".join([*libs.dirs, env.get("LD_LIBRARY_PATH", "")]).strip(":")
+    try:
+        done = subprocess.run([tool, "-l"], capture_output=True, text=True, timeout=5,
+                              env={**env, "LD_LIBRARY_PATH": search})
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return tuple(sorted({m.split(";")[0] for m in re.findall(r"^(\S+?):", done.stdout, re.M)}))
 
 
 def _size(n: int | None) -> str:
@@ -126,21 +154,72 @@ def _rdma_checks(fabric: FabricReport, m: Machine) -> list[Check]:
                              f"{', '.join(m.providers) or 'none'})", "install ibverbs-providers"))
         else:
             out.append(Check("verbs", "ok", f"libibverbs loads; {provider} provider present"))
-    if fabric.fabric in ("efa", "slingshot"):
-        if m.net_plugins:
-            out.append(Check("net-plugin", "ok", f"NCCL net plugin {m.net_plugins[0]}"))
+    return out
+
+
+FI_PROVIDER_OF = {"efa": "efa", "slingshot": "cxi"}
+
+
+def _plugin_checks(env: Mapping[str, str], fabric: FabricReport, m: Machine) -> list[Check]:
+    """EFA and Slingshot: the plugin NCCL would load, loaded the way NCCL loads it."""
+    if fabric.fabric not in ("efa", "slingshot"):
+        return []
+    out = []
+    libs = site.find(env, m.root)
+    if "NCCL_NET_PLUGIN" in env and libs.plugin and libs.plugin.endswith("/libnccl-net.so"):
+        out.append(Check("net-plugin-env", "fail", f"NCCL_NET_PLUGIN={env['NCCL_NET_PLUGIN']} is set while the site "
+                         f"injects {libs.plugin}: NCCL then never tries libnccl-net.so",
+                         "unset NCCL_NET_PLUGIN (NCCL tries libnccl-net.so only when it is unset)"))
+    probe = m.net_probe or {}
+    why = "; ".join(f"{n}: {w}" for n, w in netplugin.candidates(env)) or "NCCL_NET_PLUGIN=none"
+    if probe.get("loaded"):
+        out.append(Check("net-plugin", "ok", f"{probe.get('path')} loads with RTLD_NOW ({why})"))
+        want, chosen = probe.get("wanted") or [], probe.get("chosen")
+        exported = ", ".join(f"v{v}" for v in probe.get("exported") or ()) or "none"
+        if chosen:
+            out.append(Check("net-plugin-api", "ok", f"exports {exported}; NCCL {probe.get('nccl') or '?'} takes "
+                             f"ncclNetPlugin_v{chosen}, name {probe.get('plugin_name')!r}"))
         else:
-            out.append(Check("net-plugin", "fail", f"{fabric.fabric} needs the aws-ofi-nccl NCCL net plugin and "
-                             "none is on LD_LIBRARY_PATH or in the loader cache: NCCL will use sockets",
-                             "bind-mount the site's plugin and libfabric (or use an image variant that carries it)"))
+            out.append(Check("net-plugin-api", "fail", f"exports {exported}; NCCL {probe.get('nccl') or '?'} tries "
+                             + ", ".join(f"v{v}" for v in want) + ": none matches, NCCL ignores the plugin",
+                             "use an aws-ofi-nccl release built for this NCCL"))
+        fabric_lib = probe.get("libfabric")
+        if fabric_lib:
+            out.append(Check("libfabric", "ok", f"{fabric_lib['path']} (version {fabric_lib.get('version') or '?'}, "
+                             f"ABI {fabric_lib.get('abi') or '?'})"))
+        else:
+            out.append(Check("libfabric", "warn", "the plugin mapped no libfabric.so.1",
+                             "check that the plugin is aws-ofi-nccl (it links libfabric)"))
+    elif probe.get("skipped"):
+        out.append(Check("net-plugin", "fail", probe["skipped"], "unset NCCL_NET_PLUGIN"))
+    else:
+        errors = "; ".join(t["error"] for t in probe.get("tried") or ()) or probe.get("crashed") or "not found"
+        out.append(Check("net-plugin", "fail", f"{fabric.fabric} needs the aws-ofi-nccl NCCL net plugin; NCCL would "
+                         f"load none ({why}): {errors}",
+                         f"bind-mount the site's plugin and libfabric at {site.SITE_LIB} (or set TORCHPOD_SITE_LIB), "
+                         "or use an image variant that carries one"))
+    needed = FI_PROVIDER_OF[fabric.fabric]
+    if m.fi_providers is None:
+        out.append(Check("fi-provider", "warn", f"no fi_info: cannot list libfabric's providers (needs {needed})",
+                         "inject the site's fi_info beside its libfabric (…/bin)"))
+    elif needed not in m.fi_providers:
+        out.append(Check("fi-provider", "fail", f"libfabric has no {needed} provider (has "
+                         f"{', '.join(m.fi_providers) or 'none'})", f"inject the site's libfabric built with {needed}"))
+    else:
+        out.append(Check("fi-provider", "ok", f"libfabric has the {needed} provider"))
+    given = env.get("FI_PROVIDER")
+    if given and m.fi_providers is not None and given not in m.fi_providers:
+        out.append(Check("fi-provider-env", "fail", f"FI_PROVIDER={given} names a provider this libfabric lacks "
+                         f"(has {', '.join(m.fi_providers) or 'none'})", "unset FI_PROVIDER: aws-ofi-nccl picks it"))
     return out
 
 
 def preflight(env: Mapping[str, str], m: Machine) -> tuple[FabricReport, list[Check]]:
-    fabric = detect_fabric(env, m.sysfs_root, m.proc_root)
+    fabric = detect_fabric(env, m.sysfs_root, m.proc_root, m.root)
     checks = [Check("fabric", "ok", f"{fabric.fabric or 'none'}: {fabric.notes[0]}" if fabric.notes else
                     f"{fabric.fabric or 'none'}")]
     checks += _rdma_checks(fabric, m)
+    checks += _plugin_checks(env, fabric, m)
     for note in fabric.notes[1:]:
         if note.startswith("your "):
             checks.append(Check("user-setting", "warn", note, "unset it to let torchpod choose, or correct it"))

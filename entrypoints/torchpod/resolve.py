@@ -217,7 +217,7 @@ def decide_signals(user: UserOptions, facts: Facts) -> Step[tuple[str, ...] | No
 def decide_env(env: Mapping[str, str], facts: Facts, backend: str, max_restarts: int
                ) -> Step[tuple[tuple[str, str], ...]]:
     """Variables added to torchrun's environment; a variable the user set is never changed."""
-    fabric = detect_fabric(env, facts.sysfs_root, facts.root / "proc")
+    fabric = detect_fabric(env, facts.sysfs_root, facts.root / "proc", facts.root)
     suggested = list(fabric.env)
     notes = list(fabric.notes)
     if max_restarts > 0 and backend == "c10d":
@@ -228,10 +228,13 @@ def decide_env(env: Mapping[str, str], facts: Facts, backend: str, max_restarts:
         # group never re-forms. The opt-out republishes it every round.
         suggested.append(("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1"))
         notes.append("max_restarts > 0: TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 so a replaced node can rejoin")
-    kept = [k for k, _ in suggested if k in env]
+    def extends(k: str, v: str) -> bool:  # a prepend to the user's search path keeps their value
+        return k == "LD_LIBRARY_PATH" and (not env.get(k) or v.endswith(":" + env[k]))
+
+    kept = [k for k, v in suggested if k in env and not extends(k, v)]
     if kept:
         notes.append(f"kept user-set {', '.join(kept)} over the fabric's suggestion")
-    return Step(tuple((k, v) for k, v in suggested if k not in env), tuple(notes))
+    return Step(tuple((k, v) for k, v in suggested if k not in env or extends(k, v)), tuple(notes))
 
 
 def resolve(env: Mapping[str, str], facts: Facts, inv: Invocation) -> LaunchPlan:

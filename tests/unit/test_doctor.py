@@ -52,13 +52,48 @@ def test_each_failure_names_the_check_and_the_fix(tmp_path, changes, name, needl
     assert refusal(checks).startswith(f"TORCHPOD_DOCTOR=1 and the preflight failed: {name}: ")
 
 
+# What netplugin.run_probe returns for aws-ofi-nccl 1.16 on NCCL 2.30 (shape of the JSON).
+LOADED = {"loaded": "libnccl-net.so", "path": "/opt/torchpod/site/lib/libnccl-net.so", "tried": [],
+          "exported": [10, 9, 8, 7, 6, 5], "nccl": "2.30.7", "wanted": [12, 11, 10, 9, 8, 7, 6], "chosen": 10,
+          "plugin_name": "Libfabric",
+          "libfabric": {"path": "/opt/torchpod/site/lib/libfabric.so.1", "abi": "FABRIC_1.8", "version": "2.1"}}
+NOT_FOUND = {"loaded": None, "tried": [{"name": "libnccl-net.so", "error": "libnccl-net.so: cannot open shared "
+                                        "object file: No such file or directory"}]}
+
+
 def test_slingshot_without_the_plugin_fails_and_a_wrong_provider_warns(tmp_path):
     sysfs, proc = write_node(tmp_path, FIXTURES["gh200_slingshot_node"])
-    fabric, checks = preflight({"FI_PROVIDER": "efa"}, healthy(sysfs, proc, gpu_count=4))
+    fabric, checks = preflight({"FI_PROVIDER": "efa"}, healthy(sysfs, proc, gpu_count=4, net_probe=NOT_FOUND))
     got = statuses(checks)
     assert got["net-plugin"] == "fail" and got["user-setting"] == "warn"
-    fabric, checks = preflight({}, healthy(sysfs, proc, net_plugins=("/opt/site/lib/libnccl-net.so",)))
-    assert statuses(checks)["net-plugin"] == "ok" and exit_code(fabric, checks, None) == 0
+    assert "No such file or directory" in next(c.detail for c in checks if c.name == "net-plugin")
+    fabric, checks = preflight({}, healthy(sysfs, proc, net_probe=LOADED, fi_providers=("cxi", "tcp")))
+    got = statuses(checks)
+    assert got["net-plugin"] == got["net-plugin-api"] == got["libfabric"] == got["fi-provider"] == "ok", got
+    assert exit_code(fabric, checks, None) == 0
+
+
+@pytest.mark.parametrize("env, changes, name, needle", [
+    ({}, {"net_probe": {**LOADED, "exported": [4, 3], "chosen": None}}, "net-plugin-api", "none matches"),
+    ({}, {"net_probe": {"loaded": None, "tried": [{"name": "libnccl-net.so", "error":
+      "/opt/torchpod/site/lib/libfabric.so.1: version `FABRIC_1.7' not found (required by libnccl-net.so)"}]}},
+     "net-plugin", "version `FABRIC_1.7' not found"),
+    ({}, {"fi_providers": ("tcp", "udp", "shm")}, "fi-provider", "no cxi provider"),
+    ({"FI_PROVIDER": "efa"}, {}, "fi-provider-env", "FI_PROVIDER=efa names a provider this libfabric lacks"),
+    ({"NCCL_NET_PLUGIN": "ofi"}, {}, "net-plugin-env", "never tries libnccl-net.so"),
+])
+def test_each_plugin_failure_names_the_check(tmp_path, env, changes, name, needle):
+    sysfs, proc = write_node(tmp_path, FIXTURES["gh200_slingshot_node"])
+    lib = tmp_path / "opt" / "torchpod" / "site" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libnccl-net.so").write_bytes(b"")
+    machine = healthy(sysfs, proc, **{"root": tmp_path, "net_probe": LOADED, "fi_providers": ("cxi", "tcp"),
+                                      **changes})
+    fabric, checks = preflight(env, machine)
+    failed = [c for c in checks if c.status == "fail"]
+    assert [c.name for c in failed] == [name], [(c.name, c.detail) for c in failed]
+    assert needle in failed[0].detail and failed[0].fix
+    assert exit_code(fabric, checks, None) == 1
 
 
 def test_doctor_command_json_with_a_log(tmp_path, capsys):

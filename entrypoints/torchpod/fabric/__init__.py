@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-from . import efa, hca, infiniband, presets, roce, slingshot
+from . import efa, hca, infiniband, presets, roce, site, slingshot
 from .report import FabricReport
 from .sysfs import Inventory, default_route_interface, read
 
@@ -35,10 +35,52 @@ def socket_interface(proc_root: Path) -> tuple[str | None, str]:
     return name, f"NCCL_SOCKET_IFNAME={name}: the interface of the default route"
 
 
-def detect_fabric(env: Mapping[str, str], sysfs_root: Path, proc_root: Path = Path("/proc")) -> FabricReport:
-    """Detection, then the TORCHPOD_PRESET overlay; the resolver drops what the user set."""
+def detect_fabric(env: Mapping[str, str], sysfs_root: Path, proc_root: Path = Path("/proc"),
+                  root: Path = Path("/")) -> FabricReport:
+    """Detection, the net plugin a fabric needs (site.py), then the TORCHPOD_PRESET
+    overlay; the resolver drops what the user set."""
     inventory = read(sysfs_root)
-    return with_preset(env, detected(env, inventory, proc_root), inventory)
+    report = with_plugin(env, detected(env, inventory, proc_root), site.find(env, root), site.image_plugin(root))
+    return with_preset(env, report, inventory)
+
+
+# Every aws-ofi-nccl version answers to this name (<= 1.11 know only it; later ones rename
+# themselves to it when NCCL_NET asks). Naming the network makes NCCL fail at init when the
+# plugin cannot load, instead of falling back to sockets (NVIDIA/nccl src/plugin/net.cc).
+PLUGIN_NET = "AWS Libfabric"
+
+
+def with_plugin(env: Mapping[str, str], report: FabricReport, libs: site.SiteLibs,
+                own_plugin: str | None) -> FabricReport:
+    """EFA and Slingshot: the injected plugin (else the image's own) and what NCCL needs to use it."""
+    if report.fabric not in ("efa", "slingshot"):
+        return report
+    merged, notes = dict(report.env), list(report.notes)
+    if libs.plugin:
+        user_ld = env.get("LD_LIBRARY_PATH", "")
+        merged["LD_LIBRARY_PATH"] = ":".join([*libs.dirs, *([user_ld] if user_ld else [])])
+        notes.append(f"NCCL net plugin {libs.plugin} from {libs.source}; LD_LIBRARY_PATH starts with "
+                     f"{':'.join(libs.dirs)}, so it and its libfabric ({libs.libfabric or 'none beside it'}) "
+                     "win over the image's")
+        if "NCCL_NET_PLUGIN" in env and libs.plugin.endswith("/libnccl-net.so"):
+            notes.append(f"your NCCL_NET_PLUGIN={env['NCCL_NET_PLUGIN']!r} stops NCCL from trying the injected "
+                         "libnccl-net.so (NCCL tries it only when NCCL_NET_PLUGIN is unset; CSCS known issue)")
+    elif own_plugin:
+        merged["NCCL_NET_PLUGIN"] = own_plugin
+        notes.append(f"NCCL_NET_PLUGIN={own_plugin}: this image's own plugin (nothing injected)")
+    else:
+        notes.append("no NCCL net plugin: none injected (TORCHPOD_SITE_LIB, " + site.SITE_LIB + ", "
+                     "/opt/amazon/{ofi-nccl,efa}, /opt/cray/libfabric) and this image carries none: "
+                     "NCCL will use sockets")
+        return FabricReport(report.fabric, tuple(merged.items()), tuple(notes))
+    merged["NCCL_NET"] = PLUGIN_NET
+    notes.append(f"NCCL_NET={PLUGIN_NET}: a plugin that cannot load fails at init instead of falling back to sockets")
+    if report.fabric == "slingshot":
+        for var, value in slingshot.PLUGIN_ENV:
+            merged.setdefault(var, value)
+        notes.append("Slingshot settings " + ", ".join(f"{k}={v}" for k, v in slingshot.PLUGIN_ENV)
+                     + f" ({slingshot.PLUGIN_ENV_SOURCE})")
+    return FabricReport(report.fabric, tuple(merged.items()), tuple(notes))
 
 
 def detected(env: Mapping[str, str], inventory: Inventory, proc_root: Path) -> FabricReport:

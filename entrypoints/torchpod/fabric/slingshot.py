@@ -1,9 +1,10 @@
 """HPE Slingshot: ``class/cxi/cxi<n>`` NICs with ``hsn<n>`` netdevs (GH200 systems: CSCS,
 NERSC, Isambard-AI). NCCL reaches the cxi provider only through aws-ofi-nccl and the
-host's libfabric (HPE libcxi), which no torchpod image carries yet: the plan sets the
-socket interface to the high-speed network (NCCL_SOCKET_IFNAME=hsn, as HPE's ccl_env.sh
-and the sites' docs do) so sockets at least cross Slingshot, and says the plugin is
-missing. FI_PROVIDER is never set (no site sets it; FI_PROVIDER=efa finds no provider)."""
+host's libfabric (HPE libcxi), injected by the site (site.py). The plan sets the socket
+interface to the high-speed network (NCCL_SOCKET_IFNAME=hsn, as HPE's ccl_env.sh and the
+sites' docs do) so bootstrap traffic crosses Slingshot; with a plugin, the settings below
+(PLUGIN_ENV) too. FI_PROVIDER is never set (no site sets it; FI_PROVIDER=efa finds no
+provider)."""
 
 from __future__ import annotations
 
@@ -14,15 +15,19 @@ from .sysfs import Inventory
 from .verbs import SocketProbe
 
 NAME = "slingshot"
+# What CSCS, NERSC and Isambard-AI set with aws-ofi-nccl on Slingshot (none sets FI_PROVIDER).
+PLUGIN_ENV = (("NCCL_NET_GDR_LEVEL", "PHB"), ("NCCL_CROSS_NIC", "1"), ("FI_CXI_DISABLE_HOST_REGISTER", "1"),
+              ("FI_MR_CACHE_MONITOR", "userfaultfd"), ("FI_CXI_DEFAULT_CQ_SIZE", "131072"))
+PLUGIN_ENV_SOURCE = ("eth-cscs/cscs-docs docs/software/communication (nccl_env_vars, 1774e6b7), "
+                     "HewlettPackard/shs-ccl-docs ccl_env.sh (14377487)")
 
 
 def detect(env: Mapping[str, str], inv: Inventory, socket_if: SocketProbe) -> FabricReport | None:
     if not inv.cxi:
         return None
     hsn = [n for n in inv.netdevs if n.startswith("hsn")]
-    notes = [f"Slingshot: {', '.join(inv.cxi)}; NCCL needs the aws-ofi-nccl plugin and the host's "
-             "libfabric with the cxi provider, which this image does not carry: without them NCCL "
-             "uses sockets"]
+    notes = [f"Slingshot: {', '.join(inv.cxi)}; NCCL reaches it only through the aws-ofi-nccl plugin "
+             "and the host's libfabric with the cxi provider"]
     added = []
     if hsn:
         added.append(("NCCL_SOCKET_IFNAME", "hsn"))

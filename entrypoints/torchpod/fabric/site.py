@@ -1,0 +1,90 @@
+"""A site's NCCL net plugin and libfabric, injected into the container, put ahead of the
+image's own. Pure: reads only under the root it is given.
+
+EFA and Slingshot reach NCCL only through the aws-ofi-nccl net plugin and the fabric's
+own libfabric (the EFA installer's /opt/amazon/efa; HPE's libfabric and libcxi on
+Slingshot). Sites inject both into containers: CSCS through container-engine hooks, NERSC
+through podman-hpc modules, others by bind mounts. torchpod looks, in order, at:
+
+- ``TORCHPOD_SITE_LIB`` (directories, ':'-separated): authoritative; a directory that is
+  missing or holds no ``libnccl-net*.so`` is an error, never a silent fallback;
+- ``/opt/torchpod/site/lib``: the documented mount point for a site's plugin and
+  libfabric (and their dependencies, e.g. libcxi);
+- the host paths the vendors install to: ``/opt/amazon/ofi-nccl/lib`` and
+  ``/opt/amazon/efa/lib{,64}`` (AWS EFA installer), ``/opt/cray/libfabric/*/lib64`` (HPE).
+
+The launcher prepends the directories found to LD_LIBRARY_PATH, so NCCL's
+``dlopen("libnccl-net.so")`` and the plugin's ``libfabric.so.1`` resolve there first: the
+image can never shadow the host's libfabric.
+"""
+
+from __future__ import annotations
+
+import glob
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from ..errors import InputError
+
+SITE_LIB = "/opt/torchpod/site/lib"
+HOST_DIRS = ("/opt/amazon/ofi-nccl/lib", "/opt/amazon/ofi-nccl/lib64", "/opt/amazon/efa/lib",
+             "/opt/amazon/efa/lib64", "/opt/cray/libfabric/*/lib64", "/opt/cray/libfabric/*/lib")
+# Where an image variant carries its own plugin (built into the image, not injected).
+IMAGE_PLUGIN = "/opt/torchpod/nccl-net/lib/libnccl-net.so"
+# NCCL tries libnccl-net.so when NCCL_NET_PLUGIN is unset; aws-ofi-nccl >= 1.15 installs
+# libnccl-net-ofi.so beside it.
+PLUGIN_NAMES = ("libnccl-net.so", "libnccl-net-ofi.so")
+
+
+@dataclass(frozen=True)
+class SiteLibs:
+    dirs: tuple[str, ...] = ()  # to prepend to LD_LIBRARY_PATH, in order
+    plugin: str | None = None  # the plugin file NCCL's default name resolves to
+    libfabric: str | None = None  # the libfabric.so.1 found beside it
+    source: str = ""  # "TORCHPOD_SITE_LIB", the mount point, or "host paths"
+
+
+def _under(root: Path, path: str) -> Path:
+    return root / path.lstrip("/")
+
+
+def _plugin_in(root: Path, d: str) -> str | None:
+    for name in PLUGIN_NAMES:
+        if _under(root, f"{d}/{name}").is_file():
+            return f"{d}/{name}"
+    others = sorted(glob.glob(str(_under(root, f"{d}/libnccl-net*.so"))))
+    return "/" + str(Path(others[0]).relative_to(root)) if others else None
+
+
+def find(env: Mapping[str, str], root: Path = Path("/")) -> SiteLibs:
+    """The site's plugin and libfabric directories, or SiteLibs() when none is injected."""
+    given = env.get("TORCHPOD_SITE_LIB")
+    if given is not None:
+        dirs = [d for d in given.split(":") if d]
+        for d in dirs:
+            if not _under(root, d).is_dir():
+                raise InputError(f"TORCHPOD_SITE_LIB has {d!r}, which is not a directory; expected the "
+                                 "directory the site's NCCL net plugin is mounted in")
+        plugin = next((p for p in (_plugin_in(root, d) for d in dirs) if p), None)
+        if plugin is None:
+            raise InputError(f"TORCHPOD_SITE_LIB={given!r} holds no libnccl-net*.so; expected the directory "
+                             "with the site's aws-ofi-nccl plugin (libnccl-net.so) and its libfabric.so.1")
+        source = "TORCHPOD_SITE_LIB"
+    else:
+        dirs = []
+        for pattern in (SITE_LIB, *HOST_DIRS):
+            for d in sorted(glob.glob(str(_under(root, pattern)))):
+                dirs.append("/" + str(Path(d).relative_to(root)))
+        dirs = [d for d in dirs if _plugin_in(root, d) or _under(root, f"{d}/libfabric.so.1").exists()]
+        plugin = next((p for p in (_plugin_in(root, d) for d in dirs) if p), None)
+        if not dirs:
+            return SiteLibs()
+        source = "the mount point " + SITE_LIB if dirs[0] == SITE_LIB else "host paths"
+    libfabric = next((f"{d}/libfabric.so.1" for d in dirs if _under(root, f"{d}/libfabric.so.1").exists()), None)
+    return SiteLibs(tuple(dirs), plugin, libfabric, source)
+
+
+def image_plugin(root: Path = Path("/")) -> str | None:
+    """The image variant's own plugin (absolute path), if this image carries one."""
+    return IMAGE_PLUGIN if _under(root, IMAGE_PLUGIN).is_file() else None
