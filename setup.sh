@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-time setup of a Debian/Ubuntu build host (root or sudo): Docker engine, QEMU for
-# foreign-arch builds, mmdebstrap for registry-free base images, etcd, a registry and
-# slurm-client (scontrol) for the tests, then torchpod with its dev tools. Idempotent.
+# foreign-arch builds, mmdebstrap for registry-free base images, etcd, a registry,
+# slurm-client (scontrol) and a C compiler (the tests build a stand-in NCCL net plugin)
+# for the tests, then torchpod with its dev tools. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")"
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -19,7 +20,8 @@ if grep -qs '^VERSION_CODENAME=bookworm' /etc/os-release; then
 fi
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
-  docker.io binfmt-support mmdebstrap arch-test etcd-server docker-registry slurm-client ca-certificates >/dev/null
+  docker.io binfmt-support mmdebstrap arch-test etcd-server docker-registry slurm-client ca-certificates \
+  gcc libc6-dev make >/dev/null
 $SUDO apt-get install -y -qq --no-install-recommends "${QEMU_FROM[@]}" qemu-user-static >/dev/null
 
 log "enabling QEMU user emulation (binfmt_misc) for foreign-arch builds"
