@@ -188,11 +188,12 @@ def demo(c, scheduler="volcano", nodes=2, workload="ddp_resnet", timeout=600, gp
     "project": "Run:ai project",
     "out": "directory to write the files into (default: print them)",
     "refresh": "re-render every worked example in manifests/ from its own Regenerate line",
+    "site_lib": "Slingshot presets: the host directory with the site's aws-ofi-nccl build (libnccl-net.so)",
 })
 def manifests(c, scheduler="", nodes=2, gpus_per_node=8, image="", name="train", namespace="default",
               rdma="none", rdma_resource="", privileged=False, preset="", rdzv="c10d", etcd_endpoint="",
               etcd_server=False, runtime="", queue="", walltime="01:00:00", project="team-a", out="",
-              refresh=False):
+              refresh=False, site_lib=""):
     """Write a ready-to-submit job for a scheduler: `invoke manifests --scheduler S ... -- train.py ARGS`."""
     import shlex
 
@@ -216,7 +217,7 @@ def manifests(c, scheduler="", nodes=2, gpus_per_node=8, image="", name="train",
                        name=name, gpus_per_node=int(gpus_per_node), rdma=rdma, rdma_resource=rdma_resource,
                        privileged=privileged, preset=preset, rdzv=rdzv, etcd_endpoint=etcd_endpoint,
                        etcd_server=etcd_server, runtime=runtime, namespace=namespace, queue=queue,
-                       walltime=walltime, project=project)
+                       walltime=walltime, project=project, site_lib=site_lib)
         outputs = render_mod.render(spec)  # raises on bad input before anything is written
     except TorchpodError as exc:
         raise _abort(exc) from None

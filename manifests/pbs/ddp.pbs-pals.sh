@@ -8,7 +8,8 @@
 # Submit: qsub ddp.pbs-pals.sh   (container runtime: apptainer; Cray PALS mpiexec)
 # Rendezvous: c10d on node 0, port 23456; torchpod derives it from the scheduler
 # Fabric: TORCHPOD_PRESET=hpe-slingshot-gh200; the launcher applies that shape's NCCL settings
-# Regenerate: invoke manifests --scheduler pbs-pals --nodes 2 --gpus-per-node 4 --image registry.example.com/torchpod/pytorch:2.13.0-cuda13.0 --name ddp --preset hpe-slingshot-gh200 --runtime apptainer -- /opt/torchpod/examples/ddp_resnet.py --steps 200
+# Net plugin: bound in from the host, where the launcher looks for it: /home/user/software/aws-ofi-nccl-1.14.0/lib -> /opt/torchpod/site/lib, /opt/cray/libfabric -> /opt/cray/libfabric, /usr/lib64/libcxi.so.1 -> /opt/torchpod/site/deps/libcxi.so.1; add the plugin's other dependencies under /opt/torchpod/site/deps
+# Regenerate: invoke manifests --scheduler pbs-pals --nodes 2 --gpus-per-node 4 --image registry.example.com/torchpod/pytorch:2.13.0-cuda13.0 --name ddp --preset hpe-slingshot-gh200 --runtime apptainer --site-lib /home/user/software/aws-ofi-nccl-1.14.0/lib -- /opt/torchpod/examples/ddp_resnet.py --steps 200
 set -euo pipefail
 cd "$PBS_O_WORKDIR"
 
@@ -17,4 +18,4 @@ NNODES=$(sort -u "$PBS_NODEFILE" | wc -l)
 SIF="${TORCHPOD_SIF:-$PWD/ddp.sif}"  # on a filesystem every node sees
 [ -f "$SIF" ] || apptainer pull "$SIF" docker://registry.example.com/torchpod/pytorch:2.13.0-cuda13.0
 # one launcher per node: --ppn 1; PALS copies this script's environment
-mpiexec -n "$NNODES" --ppn 1 apptainer exec --nv --bind "$PWD:/workspace" --bind "$PBS_NODEFILE:$PBS_NODEFILE:ro" --pwd /workspace --env TORCHPOD_PRESET=hpe-slingshot-gh200 "$SIF" torchpod run -- /opt/torchpod/examples/ddp_resnet.py --steps 200
+mpiexec -n "$NNODES" --ppn 1 apptainer exec --nv --bind "$PWD:/workspace" --bind "$PBS_NODEFILE:$PBS_NODEFILE:ro" --bind /home/user/software/aws-ofi-nccl-1.14.0/lib:/opt/torchpod/site/lib:ro --bind /opt/cray/libfabric:/opt/cray/libfabric:ro --bind /usr/lib64/libcxi.so.1:/opt/torchpod/site/deps/libcxi.so.1:ro --pwd /workspace --env TORCHPOD_PRESET=hpe-slingshot-gh200 "$SIF" torchpod run -- /opt/torchpod/examples/ddp_resnet.py --steps 200

@@ -47,7 +47,8 @@ def test_bad_input_writes_nothing(args, needle, tmp_path):
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_hpc_script_is_valid_bash(scheduler, runtime, tmp_path):
     (o,) = render(JobSpec(scheduler, 2, IMAGE, ("train.py", "--name", "it's"), runtime=runtime,
-                          preset="hpe-slingshot-gh200", gpus_per_node=4))
+                          preset="hpe-slingshot-gh200", gpus_per_node=4,
+                          site_lib="/home/user/aws-ofi-nccl/lib" if runtime != "none" else ""))
     path = tmp_path / o.name
     path.write_text(o.text)
     proc = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)

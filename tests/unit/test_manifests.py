@@ -26,6 +26,7 @@ REFERENCE = ROOT / "tests" / "reference"
 EXAMPLES = ROOT / "manifests"
 K8S_VERSION = "1.33.0"  # the Kubernetes version core objects are validated for (README)
 IMAGE = "registry.example.com/torchpod/pytorch:2.13.0-cuda13.0"
+SITE_LIB_HOST = "/home/user/software/aws-ofi-nccl-1.14.0/lib"
 CRDS = {
     ("batch.volcano.sh/v1alpha1", "Job"): "crds/batch.volcano.sh_jobs.yaml",
     ("kubeflow.org/v1", "PyTorchJob"): "crds/kubeflow.org_pytorchjobs.yaml",
@@ -45,10 +46,14 @@ def _specs() -> list[JobSpec]:
         out.append(JobSpec(sched, 2, IMAGE, ("train.py",), name="etcdjob", rdzv="etcd", etcd_server=True))
         out.append(JobSpec(sched, 2, IMAGE, ("train.py",), name="cpujob", gpus_per_node=0,
                            rdzv="etcd", etcd_endpoint="etcd.infra:2379"))
+    out.append(JobSpec("kubeflow", 2, IMAGE, ("train.py",), name="efajob", preset="aws-p5", rdma="device-plugin",
+                       rdma_resource="vpc.amazonaws.com/efa"))
     for sched in HPC:
         for runtime in ("apptainer", "enroot", "podman", "docker", "none"):
             out.append(JobSpec(sched, 2, IMAGE, ("train.py", "--lr", "1e-3"), runtime=runtime, gpus_per_node=4,
-                               preset="hpe-slingshot-gh200" if sched == "pbs-pals" else ""))
+                               preset="hpe-slingshot-gh200" if sched == "pbs-pals" else "",
+                               site_lib=SITE_LIB_HOST if sched == "pbs-pals" and runtime != "none" else ""))
+    out.append(JobSpec("slurm", 2, IMAGE, ("train.py",), name="efajob", runtime="apptainer", preset="aws-p5"))
     return out
 
 
@@ -222,6 +227,10 @@ BAD = [
     (dict(scheduler="volcano-master", nodes=1), "expected 2 or more"),
     (dict(name="Train_1"), "--name='Train_1'"),
     (dict(command=()), "no training script"),
+    (dict(scheduler="pbs-pals", preset="hpe-slingshot-gh200", gpus_per_node=4), "needs --site-lib HOSTDIR"),
+    (dict(scheduler="slurm", preset="aws-p5", site_lib="/opt/x"), "--site-lib is for Slingshot presets"),
+    (dict(scheduler="slurm", preset="hpe-slingshot-gh200", gpus_per_node=4, site_lib="lib"), "absolute host path"),
+    (dict(preset="hpe-slingshot-gh200", gpus_per_node=4), "a Slingshot HPC shape"),
 ]
 
 
@@ -268,3 +277,24 @@ def test_worked_example_is_what_its_regenerate_line_renders(path):
     rendered = {o.name: o.text for o in render_mod.render(spec)}
     assert path.name in rendered, sorted(rendered)
     assert path.read_text() == rendered[path.name], f"{path} is stale: run `invoke manifests --refresh`"
+
+
+@pytest.mark.parametrize("runtime, form", [("apptainer", "--bind {h}:{c}:ro"), ("podman", "-v {h}:{c}:ro"),
+                                           ("docker", "-v {h}:{c}:ro"), ("enroot", "{h}:{c}:ro")])
+def test_hpc_scripts_bind_the_sites_plugin_where_the_launcher_looks(runtime, form):
+    spec = check(JobSpec("slurm", 2, IMAGE, ("t.py",), runtime=runtime, preset="hpe-slingshot-gh200",
+                         gpus_per_node=4, site_lib=SITE_LIB_HOST))
+    (out,) = render_mod.render(spec)
+    binds = spec.fabric_binds()
+    assert {c for _, c in binds} >= {"/opt/torchpod/site/lib", "/opt/torchpod/site/deps/libcxi.so.1"}
+    for host, inside in binds:
+        assert form.format(h=host, c=inside) in out.text, out.text
+    assert "Net plugin: bound in from the host" in out.text
+
+
+def test_an_efa_pod_mounts_the_efa_installers_tree_read_only():
+    docs = _docs(JobSpec("kubeflow", 2, IMAGE, ("t.py",), preset="aws-p5", rdma="device-plugin",
+                         rdma_resource="vpc.amazonaws.com/efa"))
+    pod = docs[0]["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert {"name": "site-0", "hostPath": {"path": "/opt/amazon", "type": "Directory"}} in pod["volumes"]
+    assert {"name": "site-0", "mountPath": "/opt/amazon", "readOnly": True} in pod["containers"][0]["volumeMounts"]

@@ -108,3 +108,12 @@ def test_candidates_follow_nccls_plugin_open(value, names):
 def test_plugin_api_versions_by_nccl_release(nccl, first, last):
     want = netplugin.wanted(nccl)
     assert want[0] == first and want[-1] == last and list(want) == sorted(want, reverse=True)
+
+
+def test_the_deps_mount_point_joins_the_search_path(tmp_path):
+    inject(tmp_path, site.SITE_LIB, "libnccl-net.so")
+    inject(tmp_path, site.SITE_DEPS, "libcxi.so.1")
+    inject(tmp_path, "/opt/cray/libfabric/1.22.0/lib64", "libfabric.so.1")
+    libs = site.find({}, tmp_path)
+    assert libs.dirs == (site.SITE_LIB, site.SITE_DEPS, "/opt/cray/libfabric/1.22.0/lib64")
+    assert libs.libfabric == "/opt/cray/libfabric/1.22.0/lib64/libfabric.so.1"

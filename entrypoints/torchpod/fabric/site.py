@@ -8,8 +8,8 @@ through podman-hpc modules, others by bind mounts. torchpod looks, in order, at:
 
 - ``TORCHPOD_SITE_LIB`` (directories, ':'-separated): authoritative; a directory that is
   missing or holds no ``libnccl-net*.so`` is an error, never a silent fallback;
-- ``/opt/torchpod/site/lib``: the documented mount point for a site's plugin and
-  libfabric (and their dependencies, e.g. libcxi);
+- ``/opt/torchpod/site/lib`` and ``/opt/torchpod/site/deps``: the documented mount
+  points for a site's plugin and libfabric, and for their dependencies (libcxi.so.1);
 - the host paths the vendors install to: ``/opt/amazon/ofi-nccl/lib`` and
   ``/opt/amazon/efa/lib{,64}`` (AWS EFA installer), ``/opt/cray/libfabric/*/lib64`` (HPE).
 
@@ -28,6 +28,7 @@ from typing import Mapping
 from ..errors import InputError
 
 SITE_LIB = "/opt/torchpod/site/lib"
+SITE_DEPS = "/opt/torchpod/site/deps"  # the plugin's and libfabric's dependencies (libcxi.so.1, ...)
 HOST_DIRS = ("/opt/amazon/ofi-nccl/lib", "/opt/amazon/ofi-nccl/lib64", "/opt/amazon/efa/lib",
              "/opt/amazon/efa/lib64", "/opt/cray/libfabric/*/lib64", "/opt/cray/libfabric/*/lib")
 # Where an image variant carries its own plugin (built into the image, not injected).
@@ -73,10 +74,11 @@ def find(env: Mapping[str, str], root: Path = Path("/")) -> SiteLibs:
         source = "TORCHPOD_SITE_LIB"
     else:
         dirs = []
-        for pattern in (SITE_LIB, *HOST_DIRS):
+        for pattern in (SITE_LIB, SITE_DEPS, *HOST_DIRS):
             for d in sorted(glob.glob(str(_under(root, pattern)))):
                 dirs.append("/" + str(Path(d).relative_to(root)))
-        dirs = [d for d in dirs if _plugin_in(root, d) or _under(root, f"{d}/libfabric.so.1").exists()]
+        dirs = [d for d in dirs if _plugin_in(root, d) or _under(root, f"{d}/libfabric.so.1").exists()
+                or (d == SITE_DEPS and any(_under(root, d).iterdir()))]
         plugin = next((p for p in (_plugin_in(root, d) for d in dirs) if p), None)
         if not dirs:
             return SiteLibs()

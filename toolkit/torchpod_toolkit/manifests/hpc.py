@@ -91,6 +91,7 @@ def container_command(spec: JobSpec, forward: tuple[str, ...]) -> list[str]:
     binds = [Sh(f'"$PWD:{WORKDIR}"')]
     if forward is PBS_VARS:  # the launcher reads the node list from PBS_NODEFILE (under /var/spool/pbs)
         binds.append(Sh('"$PBS_NODEFILE:$PBS_NODEFILE:ro"'))
+    binds += [f"{host}:{inside}:ro" for host, inside in spec.fabric_binds()]  # the site's plugin and libfabric
     if spec.runtime == "apptainer":
         # exec, not run: the ENTRYPOINT is named explicitly; the environment passes through
         out = ["apptainer", "exec", "--nv"]
@@ -140,7 +141,8 @@ def slurm_script(spec: JobSpec, header: list[str]) -> str:
     if prep:
         lines += ["# the image, fetched or converted once for the whole job", *prep, ""]
     if spec.runtime == "enroot":
-        run = [*step, Sh('--container-image="$SQSH"'), Sh(f'--container-mounts="$PWD:{WORKDIR}"'),
+        mounts = ",".join([f"$PWD:{WORKDIR}", *(f"{h}:{c}:ro" for h, c in spec.fabric_binds())])
+        run = [*step, Sh('--container-image="$SQSH"'), Sh(f'--container-mounts="{mounts}"'),
                f"--container-workdir={WORKDIR}"]
         if spec.preset:
             run.append("--export=ALL," + ",".join(_env_pairs(spec)))

@@ -73,6 +73,8 @@ def container(spec: JobSpec, *, name: str = CONTAINER, args: list[str] | None = 
     mounts = [{"name": "shm", "mountPath": "/dev/shm"}]
     if spec.rdma == "hostnetwork":
         mounts.append({"name": "devinf", "mountPath": "/dev/infiniband"})
+    for i, (_, inside) in enumerate(spec.fabric_binds()):
+        mounts.append({"name": f"site-{i}", "mountPath": inside, "readOnly": True})
     c["volumeMounts"] = mounts
     return c
 
@@ -81,6 +83,8 @@ def volumes(spec: JobSpec) -> list[Obj]:
     out: list[Obj] = [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}}]
     if spec.rdma == "hostnetwork":
         out.append({"name": "devinf", "hostPath": {"path": "/dev/infiniband", "type": "Directory"}})
+    for i, (host, _) in enumerate(spec.fabric_binds()):  # the node's aws-ofi-nccl and libfabric
+        out.append({"name": f"site-{i}", "hostPath": {"path": host, "type": "Directory"}})
     return out
 
 
@@ -182,7 +186,7 @@ def train_job(spec: JobSpec) -> Obj:
     resources = container(spec).get("resources")
     if resources:
         trainer["resourcesPerNode"] = resources
-    node_container: Obj = {"name": "node", "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}]}
+    node_container: Obj = {"name": "node", "volumeMounts": container(spec)["volumeMounts"]}
     security = container(spec).get("securityContext")
     if security:
         node_container["securityContext"] = security

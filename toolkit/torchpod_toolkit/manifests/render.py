@@ -58,6 +58,8 @@ def invoke_line(spec: JobSpec) -> str:
         argv += ["--walltime", spec.walltime]
     if spec.scheduler == "runai" and spec.project != "team-a":
         argv += ["--project", spec.project]
+    if spec.site_lib:
+        argv += ["--site-lib", spec.site_lib]
     return " ".join(shlex.quote(a) for a in [*argv, "--", *spec.command])
 
 
@@ -68,6 +70,8 @@ def pod_security(spec: JobSpec) -> str:
         reasons.append("privileged: true")
     if spec.rdma == "hostnetwork":
         reasons.append("hostNetwork and a hostPath /dev/infiniband")
+    if spec.fabric_binds():
+        reasons.append("a hostPath for the EFA installer's /opt/amazon")
     if spec.rdma != "none":
         reasons.append("the IPC_LOCK capability")
     if reasons:
@@ -102,6 +106,12 @@ def header(spec: JobSpec, filename: str) -> list[str]:
                      "(and AppArmor/seccomp are off); use it only to rule out a permissions problem")
     if spec.preset:
         lines.append(f"Fabric: TORCHPOD_PRESET={spec.preset}; the launcher applies that shape's NCCL settings")
+    binds = spec.fabric_binds()
+    if binds and (spec.kube or spec.runtime != "none"):
+        lines.append("Net plugin: bound in from the host, where the launcher looks for it: "
+                     + ", ".join(f"{h} -> {c}" for h, c in binds)
+                     + ("; add the plugin's other dependencies under /opt/torchpod/site/deps"
+                        if spec.fabric == "slingshot" else ""))
     lines.append(f"Regenerate: {invoke_line(spec)}")
     return ["# " + line for line in lines]
 
@@ -181,7 +191,7 @@ def parse_invoke_line(line: str) -> JobSpec:
         argv, command = argv[:at], argv[at + 1:]
     p = argparse.ArgumentParser(prog="invoke manifests", add_help=False)
     for flag in ("--scheduler", "--image", "--name", "--namespace", "--rdma", "--rdma-resource", "--preset",
-                 "--rdzv", "--etcd-endpoint", "--runtime", "--queue", "--walltime", "--project"):
+                 "--rdzv", "--etcd-endpoint", "--runtime", "--queue", "--walltime", "--project", "--site-lib"):
         p.add_argument(flag)
     p.add_argument("--nodes", type=int)
     p.add_argument("--gpus-per-node", type=int)

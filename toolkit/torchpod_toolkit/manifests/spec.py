@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from torchpod.errors import InputError
 from torchpod.fabric import presets as presets_mod
+from torchpod.fabric.site import SITE_DEPS, SITE_LIB
 from torchpod.schedulers.common import DEFAULT_RDZV_PORT
 from torchpod.values import Endpoint
 
@@ -58,6 +59,22 @@ class JobSpec:
     queue: str = ""  # Volcano queue, Slurm partition or PBS queue; "" leaves the default
     walltime: str = "01:00:00"
     project: str = "team-a"  # Run:ai project
+    site_lib: str = ""  # Slingshot: the host directory with the site's aws-ofi-nccl plugin
+
+    @property
+    def fabric(self) -> str:
+        """The preset's fabric ('' without a preset): what the job must bind in for NCCL."""
+        return presets_mod.load()[self.preset].fabric if self.preset else ""
+
+    def fabric_binds(self) -> tuple[tuple[str, str], ...]:
+        """(host path, container path) a container runtime binds for the fabric's net plugin
+        and libfabric, where the launcher looks for them (torchpod.fabric.site)."""
+        if self.fabric == "efa":  # the EFA installer: libfabric in efa/, aws-ofi-nccl in ofi-nccl/
+            return (("/opt/amazon", "/opt/amazon"),)
+        if self.fabric == "slingshot":  # HPE's libfabric and libcxi, the site's plugin build
+            return ((self.site_lib, SITE_LIB), ("/opt/cray/libfabric", "/opt/cray/libfabric"),
+                    ("/usr/lib64/libcxi.so.1", f"{SITE_DEPS}/libcxi.so.1"))
+        return ()
 
     @property
     def kube(self) -> bool:
@@ -162,6 +179,16 @@ def check(spec: JobSpec) -> JobSpec:
         raise InputError(f"--runtime={spec.runtime!r} is unknown; expected one of {', '.join(RUNTIMES)}")
     if spec.kube and runtime != "none":
         raise InputError(f"--runtime={runtime} is for HPC job scripts; Kubernetes runs the image itself: leave it out")
+    if spec.site_lib and not spec.site_lib.startswith("/"):
+        raise InputError(f"--site-lib={spec.site_lib!r}; expected an absolute host path")
+    if spec.site_lib and spec.fabric != "slingshot":
+        raise InputError(f"--site-lib is for Slingshot presets; preset {spec.preset or '(none)'} needs no site plugin "
+                         "directory (EFA binds the EFA installer's /opt/amazon)")
+    if spec.fabric == "slingshot" and runtime != "none" and not spec.site_lib:
+        raise InputError(f"--preset {spec.preset} (Slingshot) with --runtime {runtime} needs --site-lib HOSTDIR: the "
+                         "host directory with the site's aws-ofi-nccl build (libnccl-net.so), bound at " + SITE_LIB)
+    if spec.fabric == "slingshot" and spec.kube:
+        raise InputError(f"--preset {spec.preset} is a Slingshot HPC shape; expected --scheduler slurm, pbs or pbs-pals")
     if not re.fullmatch(r"\d+:\d\d:\d\d", spec.walltime):
         raise InputError(f"--walltime={spec.walltime!r}; expected HH:MM:SS")
     if spec.queue and not re.fullmatch(r"[A-Za-z0-9_.-]+", spec.queue):
