@@ -5,11 +5,12 @@ module: conftest is not importable by name). Nothing here is upstream code."""
 
 from __future__ import annotations
 
-import io
 import shutil
 import subprocess
 import tarfile
 from pathlib import Path
+
+from torchpod_toolkit.sources import pack_release
 
 SRC = Path(__file__).parent / "netplugin"
 NAME, VERSION = "torchpod-test-net-plugin", "1.0.0"
@@ -53,15 +54,8 @@ def fake_libfabric(dest: Path, abi: str, minor: int, cc: str = "gcc") -> Path:
 
 
 def release_tarball(dest: Path) -> Path:
-    """The plugin's sources as a release tarball (NAME-VERSION/...)."""
-    path = dest / f"{NAME}-{VERSION}.tar.gz"
-    with tarfile.open(path, "w:gz") as tar:
-        for name in SOURCES:
-            data = (SRC / name).read_bytes()
-            info = tarfile.TarInfo(f"{NAME}-{VERSION}/{name}")
-            info.size, info.mode = len(data), 0o755 if name == "configure" else 0o644
-            tar.addfile(info, io.BytesIO(data))
-    return path
+    """The plugin's sources as a release tarball (NAME-VERSION/...), as `invoke test` packs it."""
+    return pack_release(SRC, SOURCES, NAME, VERSION, dest)
 
 
 def build_plugin(tarball: Path, libfabric: Path, prefix: Path, work: Path, cc: str = "gcc") -> Path:

@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-AWS_OFI_NCCL_VERSION_FILE = Path("/opt/aws-ofi-nccl/VERSION")
+NETPLUGIN_DIR = Path("/opt/torchpod/nccl-net")  # an image variant's own net plugin (torchpod.fabric.site)
 
 
 def site_packages() -> Path:
@@ -76,6 +76,20 @@ def dpkg_version(package: str) -> str:
     return out.split(":")[-1].rsplit("-", 1)[0]
 
 
+def libfabric() -> str:
+    """The image's libfabric.so.1: ``fi_version()`` and its ABI, e.g. "1.17 (FABRIC_1.6)"."""
+    import ctypes
+
+    from .netplugin import _abi, _mapped
+
+    try:
+        v = ctypes.CDLL("libfabric.so.1").fi_version()
+    except (OSError, AttributeError):
+        return ""
+    path = _mapped(r"^libfabric\.so")
+    return f"{(v >> 16) & 0xFFFF}.{v & 0xFFFF} ({(_abi(path) if path else None) or '?'})"
+
+
 def probe(import_torch: bool) -> dict[str, str]:
     site = site_packages()
     lib = libnccl(site)
@@ -87,7 +101,7 @@ def probe(import_torch: bool) -> dict[str, str]:
         "nccl": nccl_version(lib),
         "libnccl": str(lib),
         "rdma-core": dpkg_version("libibverbs1"),
-        "aws-ofi-nccl": AWS_OFI_NCCL_VERSION_FILE.read_text().strip() if AWS_OFI_NCCL_VERSION_FILE.exists() else "",
+        "libfabric": libfabric() if NETPLUGIN_DIR.exists() else "",
         "torch_imported": "no",
     }
     if import_torch:

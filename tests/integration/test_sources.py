@@ -136,3 +136,11 @@ def test_build_stops_on_a_bad_tarball_before_docker_and_never_claims_the_plugin(
     good = definition(tmp_path, f"{{version: '1.14.0', tarball: ofi.tar.gz, sha256: {GOOD_SHA}}}")
     with pytest.raises(RuntimeFailure, match="cannot build the plugin into an image yet"):
         engine.build(good, good.arches[0], root=tmp_path)
+
+
+def test_an_unpinned_upstream_source_is_refused_with_how_to_pin(tmp_path, server):
+    defn = definition(tmp_path, f"{{version: '1.14.0', url: '{server.url}/good.tar.gz'}}")
+    with pytest.raises(InputError) as err:
+        aws_ofi_nccl_source(defn, tmp_path / ".cache")
+    assert "aws_ofi_nccl.sha256 is missing" in str(err.value) and "sha256sum" in str(err.value)
+    assert server.requests == []  # nothing was downloaded

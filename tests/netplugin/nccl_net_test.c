@@ -18,6 +18,11 @@
 #ifndef PLUGIN_NAME
 #define PLUGIN_NAME "Libfabric"
 #endif
+#ifndef PACKAGE_STRING /* autoconf's form, as aws-ofi-nccl's config.h defines it */
+#define PACKAGE_STRING "torchpod-test-net-plugin 1.0.0"
+#endif
+/* the package string stays in the file for `strings`-style readers (torchpod_toolkit.plugin) */
+__attribute__((used)) static const char package_string[] = PACKAGE_STRING;
 
 /* libfabric's entry points (rdma/fabric.h); linking them makes libfabric.so.1 a DT_NEEDED
  * dependency with the symbol versions of the libfabric this was built against. */
@@ -36,8 +41,8 @@ struct net_plugin {
 static int test_init(void *logger) {
     uint32_t v = fi_version();
     (void)logger;
-    fprintf(stderr, "torchpod test net plugin %s: init with libfabric %u.%u (fi_getinfo at %p)\n",
-            PLUGIN_NAME, v >> 16, v & 0xffff, (void *)&fi_getinfo);
+    fprintf(stderr, "%s (%s): init with libfabric %u.%u (fi_getinfo at %p)\n",
+            package_string, PLUGIN_NAME, v >> 16, v & 0xffff, (void *)&fi_getinfo);
     return 3; /* ncclInternalError: not a network */
 }
 

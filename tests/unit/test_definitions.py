@@ -55,7 +55,6 @@ def test_tags_carry_the_arch_and_merge_without_it(tmp_path):
         (GOOD.replace('python: "3.11"', "python: 3.11"), "'python' must be a str"),
         (GOOD.replace("base: {debian: bookworm}", "base: {debian: bookworm, image: 'ubuntu:24.04'}"), "exactly one of"),
         (GOOD.replace('nccl: "2.29.7"', 'nccl: ""'), "missing required key 'expect.nccl'"),
-        (GOOD + "aws_ofi_nccl: {version: '1.14.0'}\n", "aws_ofi_nccl.sha256 is missing"),
         (GOOD + "aws_ofi_nccl: {version: '1.14.0', sha256: abc}\n", "expected 64 lower-case hex"),
         (GOOD + "aws_ofi_nccl: {version: '1.14.0', tarball: x.tgz, libfabric: ucx}\n", "aws_ofi_nccl.libfabric='ucx'"),
         ("arches: [x86_64\n", "malformed YAML"),

@@ -57,3 +57,10 @@ def test_toolkit_is_a_separate_package_the_launcher_never_names():
     assert (TOOLKIT / "__init__.py").exists()
     for path in LAUNCHER.rglob("*.py"):
         assert "torchpod_toolkit" not in imports(path), path
+
+
+def test_test_modules_have_unique_basenames_across_tiers():
+    # pytest's default import mode imports every test module by its basename: two tiers
+    # with the same file name cannot be collected in one run (as `invoke test` does).
+    names = [p.name for p in (ROOT / "tests").rglob("*.py") if p.name != "conftest.py"]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)

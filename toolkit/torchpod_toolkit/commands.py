@@ -131,8 +131,12 @@ def build_command(
     wheelhouse: str | None,
     ca_bundle: Path | None,
     rebuild: str | None = None,
+    netplugin_tarball: str | None = None,
 ) -> list[str]:
     """The BuildKit build of docker/Dockerfile for one definition and architecture.
+
+    A definition with a net plugin builds the ``netplugin-image`` stage from
+    ``netplugin_tarball`` (a path in the build context); every other one stops at ``runtime``.
 
     ``rebuild`` (any new token) rebuilds every layer of both stages through the
     TORCHPOD_REBUILD build arg while pip's cache mount stays as it was; ``--no-cache``
@@ -153,13 +157,35 @@ def build_command(
     }
     if rebuild:
         args["TORCHPOD_REBUILD"] = rebuild
+    target = "runtime"
+    if defn.aws_ofi_nccl is not None:
+        if not netplugin_tarball:
+            raise InputError(f"{defn.path.name} carries a net plugin; its build needs the verified source tarball")
+        args["NETPLUGIN_TARBALL"] = netplugin_tarball
+        args["NETPLUGIN_CUDA"] = cuda_headers(defn)
+        target = "netplugin-image"
     argv = [*builder.build_argv(), "--platform", arch.docker, "--progress=plain",
-            "-f", str(context / "docker" / "Dockerfile"), "-t", tag]
+            "-f", str(context / "docker" / "Dockerfile"), "--target", target, "-t", tag]
     for key, value in args.items():
         argv += ["--build-arg", f"{key}={value}"]
     if ca_bundle is not None:
         argv += ["--secret", f"id=ca,src={ca_bundle}"]
     return [*argv, str(context)]
+
+
+# Where the image's own torch payload keeps the CUDA runtime headers and libcudart_static.a
+# for each CUDA major (the nvidia-cuda-runtime wheels torch depends on): a net plugin is
+# built against the CUDA its image runs.
+CUDA_HEADERS = {"13": "nvidia/cu13", "12": "nvidia/cuda_runtime"}
+
+
+def cuda_headers(defn: ImageDef) -> str:
+    major = defn.expect.cuda.split(".")[0]
+    if major not in CUDA_HEADERS:
+        raise InputError(f"{defn.path.name}: aws_ofi_nccl needs CUDA headers, and no nvidia wheel for CUDA "
+                         f"{defn.expect.cuda} is known ({', '.join(CUDA_HEADERS)}); expected an image on CUDA "
+                         + " or ".join(CUDA_HEADERS))
+    return CUDA_HEADERS[major]
 
 
 def labels(defn: ImageDef, arch: Arch, found: Mapping[str, str], *, created: str, revision: str) -> dict[str, str]:
@@ -174,7 +200,7 @@ def labels(defn: ImageDef, arch: Arch, found: Mapping[str, str], *, created: str
         f"{LABEL_PREFIX}.definition": f"images/{defn.path.name}",
         f"{LABEL_PREFIX}.arch": arch.name,
     }
-    for key in ("torch", "torchvision", "cuda", "nccl", "python", "rdma-core", "aws-ofi-nccl"):
+    for key in ("torch", "torchvision", "cuda", "nccl", "python", "rdma-core", "nccl-net-plugin", "libfabric"):
         if found.get(key):
             out[f"{LABEL_PREFIX}.{key}"] = found[key]
     return out
@@ -210,10 +236,16 @@ def mismatches(defn: ImageDef, arch: Arch, found: Mapping[str, str]) -> list[str
         ok = seen == value or (key in ("torch", "torchvision", "python") and seen.startswith(value))
         if not ok:
             out.append(f"{key}: expected {value!r} ({defn.path.name}), image has {seen!r}")
-    if defn.aws_ofi_nccl is not None and found.get("aws-ofi-nccl") != defn.aws_ofi_nccl.version:
-        out.append(
-            f"aws-ofi-nccl: expected {defn.aws_ofi_nccl.version!r}, image has {found.get('aws-ofi-nccl')!r}"
-        )
+    if defn.aws_ofi_nccl is not None:
+        if found.get("nccl-net-plugin-version") != defn.aws_ofi_nccl.version:
+            out.append(f"net plugin: expected version {defn.aws_ofi_nccl.version!r} ({defn.path.name}), the built "
+                       f"library says {found.get('nccl-net-plugin-version')!r}")
+        if found.get("nccl-net-plugin-machine") != arch.name:
+            out.append(f"net plugin: built for {found.get('nccl-net-plugin-machine')!r}, expected {arch.name}")
+        if not found.get("nccl-net-plugin-api"):
+            out.append(f"net plugin: exports no ncclNetPlugin_vN that NCCL {found.get('nccl')} tries")
+        if not found.get("libfabric"):
+            out.append("net plugin: no libfabric.so.1 in the image")
     return out
 
 

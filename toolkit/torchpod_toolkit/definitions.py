@@ -333,17 +333,26 @@ def _aws_ofi_nccl(path: Path, a: Mapping[str, Any] | None) -> AwsOfiNccl | None:
     tarball = Path(a["tarball"]) if a.get("tarball") else None
     if tarball is not None and not tarball.is_absolute():
         tarball = (path.parent.parent / tarball).resolve()
-    sha256 = a.get("sha256")
-    if tarball is None and not sha256:
-        raise InputError(
-            f"{path}: aws_ofi_nccl.sha256 is missing; a source downloaded from "
-            f"{a.get('url') or AWS_OFI_NCCL_URL.format(version=version)} must be pinned by its "
-            "sha256 (sha256sum of the tarball), or give 'tarball' for a local copy"
-        )
+    sha256 = a.get("sha256")  # an upstream source without one loads, and is refused at build (sources.py)
     if sha256 and not _SHA256.match(sha256):
         raise InputError(f"{path}: aws_ofi_nccl.sha256={sha256!r}; expected 64 lower-case hex digits")
     url = None if tarball else a.get("url", AWS_OFI_NCCL_URL.format(version=version))
     return AwsOfiNccl(version=version, sha256=sha256, url=url, tarball=tarball, libfabric=flavour)
+
+
+def with_netplugin_source(defn: ImageDef, tarball: Path, version: str, sha256: str | None = None) -> ImageDef:
+    """``defn`` with its net plugin source replaced by a local tarball (`invoke build
+    --netplugin-tarball`): CI builds the variants from the tests' own plugin this way, so no
+    definition is edited."""
+    from dataclasses import replace
+
+    if defn.aws_ofi_nccl is None:
+        raise InputError(f"--netplugin-tarball: {defn.path.name} has no 'aws_ofi_nccl' section; expected a "
+                         "variant that carries a net plugin")
+    if sha256 is not None and not _SHA256.match(sha256):
+        raise InputError(f"--netplugin-sha256={sha256!r}; expected 64 lower-case hex digits")
+    return replace(defn, aws_ofi_nccl=replace(defn.aws_ofi_nccl, tarball=tarball.resolve(), url=None,
+                                              sha256=sha256, version=version))
 
 
 def host_torch_pin(images_dir: Path) -> str:

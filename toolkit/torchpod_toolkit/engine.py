@@ -24,6 +24,7 @@ from typing import Mapping, Sequence
 
 from torchpod.arch import Arch, normalise_arch
 from torchpod.errors import InputError, RuntimeFailure
+from torchpod.fabric.site import IMAGE_PLUGIN as SITE_PLUGIN
 from . import commands
 from .commands import Builder
 from .definitions import ImageDef
@@ -212,20 +213,49 @@ def probe_image(client, ref: str, arch: Arch, cache: Path, *, timeout: int = 300
         container.remove(force=True)
 
 
-def check_aws_ofi_nccl(defn: ImageDef, cache: Path, ca_bundle: Path | None) -> Path:
-    """Fetch and verify the pinned aws-ofi-nccl source, then refuse: its stage is not built yet.
+def stage_netplugin_source(defn: ImageDef, root: Path, ca_bundle: Path | None) -> str:
+    """The verified plugin source, copied into the build context; its context path.
 
-    The checksum step is real (a wrong or tampered tarball stops the build before Docker
-    runs); compiling the plugin into the image is the part still missing, and a build that
-    silently left it out would claim a fabric it does not carry.
-    """
+    The checksum step runs first (sources.py: an unpinned download, a mismatch or a missing
+    tarball stops the build before Docker runs and nothing is tagged)."""
     from .sources import aws_ofi_nccl_source
 
-    source = aws_ofi_nccl_source(defn, cache, ca_bundle)
-    raise RuntimeFailure(
-        f"{defn.path.name}: aws_ofi_nccl is set and its source {source.name} verified, but torchpod "
-        "cannot build the plugin into an image yet; remove the 'aws_ofi_nccl' section to build without it"
-    )
+    source = aws_ofi_nccl_source(defn, root / ".cache", ca_bundle)
+    folder = root / ".cache" / "sources" / "netplugin"
+    folder.mkdir(parents=True, exist_ok=True)
+    staged = folder / f"{defn.name}-{defn.aws_ofi_nccl.version}.tar.gz"
+    if not staged.exists() or staged.read_bytes() != source.read_bytes():
+        shutil.copyfile(source, staged)
+    return str(staged.relative_to(root))
+
+
+def netplugin_facts(client, ref: str, nccl: str) -> dict[str, str]:
+    """What the plugin in the built image says it is, read from the file (any arch)."""
+    import io
+    import tarfile
+
+    from torchpod import netplugin
+
+    from . import plugin
+
+    container = client.containers.create(ref, entrypoint=["true"])
+    try:
+        stream, _ = container.get_archive(str(Path(SITE_PLUGIN).parent))
+        tar = tarfile.open(fileobj=io.BytesIO(b"".join(stream)))
+    finally:
+        container.remove(force=True)
+    members = {Path(m.name).name: m for m in tar.getmembers()}
+    member = members.get(Path(SITE_PLUGIN).name)
+    while member is not None and member.issym():
+        member = members.get(Path(member.linkname).name)
+    if member is None or not member.isfile():
+        raise RuntimeFailure(f"{ref}: the net plugin stage left no {SITE_PLUGIN}")
+    info = plugin.read(tar.extractfile(member).read())
+    want = netplugin.wanted(tuple(int(x) for x in nccl.split(".")) if nccl else None)
+    api = sorted(set(info.exported) & set(want), reverse=True)
+    return {"nccl-net-plugin": f"{info.label}, ncclNetPlugin_v{api[0] if api else '?'}",
+            "nccl-net-plugin-version": info.version or "", "nccl-net-plugin-machine": info.machine,
+            "nccl-net-plugin-api": f"v{api[0]}" if api else ""}
 
 
 # pip's words for "no such version for this platform" (resolver and finder messages)
@@ -282,8 +312,9 @@ def build(defn: ImageDef, arch: Arch, *, root: Path, offline: bool = False,
     """Build, probe, check and label one image; the final tag appears only if all pass."""
     started = time.monotonic()
     cache = root / ".cache"
+    netplugin_tarball = None
     if defn.aws_ofi_nccl is not None:
-        check_aws_ofi_nccl(defn, cache, ca_bundle)
+        netplugin_tarball = stage_netplugin_source(defn, root, ca_bundle)
     client = docker_client()
     builder = find_builder()
     host = host_arch()
@@ -307,10 +338,12 @@ def build(defn: ImageDef, arch: Arch, *, root: Path, offline: bool = False,
     print(f"==> building {final} for {arch.docker} (base {base})", flush=True)
     argv = commands.build_command(builder, defn, arch, context=root, tag=staging, base_image=base,
                                   build_base_image=build_base, wheelhouse=wheelhouse, ca_bundle=ca_bundle,
-                                  rebuild=rebuild)
+                                  rebuild=rebuild, netplugin_tarball=netplugin_tarball)
     try:
         run(argv, env=builder.env, quiet=quiet, what=f"docker build of {final}")
         versions = probe_image(client, staging, arch, cache)
+        if defn.aws_ofi_nccl is not None:
+            versions.update(netplugin_facts(client, staging, versions.get("nccl", "")))
         wrong = commands.mismatches(defn, arch, versions)
         if wrong:
             raise RuntimeFailure(f"{final} differs from {defn.path.name}: " + "; ".join(wrong))

@@ -14,6 +14,7 @@ import ssl
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Sequence
 
 from torchpod.errors import InputError, RuntimeFailure
 from .definitions import AwsOfiNccl, ImageDef
@@ -37,8 +38,13 @@ def aws_ofi_nccl_source(defn: ImageDef, cache: Path, ca_bundle: Path | None = No
         raise InputError(f"{defn.path}: no 'aws_ofi_nccl' section; nothing to fetch")
     if spec.tarball is not None:
         return _local(defn, spec, spec.tarball)
-    if spec.url is None or spec.sha256 is None:  # load_definitions refuses this; keep it explicit
-        raise InputError(f"{defn.path}: aws_ofi_nccl needs 'tarball', or 'sha256' for a download")
+    if spec.url is None:
+        raise InputError(f"{defn.path}: aws_ofi_nccl needs 'url' or 'tarball'")
+    if spec.sha256 is None:
+        raise InputError(
+            f"{defn.path}: aws_ofi_nccl.sha256 is missing, so {spec.url} will not be downloaded; pin it: "
+            f"fetch that tarball where it is reachable, run `sha256sum` on it and set aws_ofi_nccl.sha256 "
+            "(or set aws_ofi_nccl.tarball to a local copy)")
     return _downloaded(defn, spec, spec.url, spec.sha256, cache / "sources", ca_bundle, timeout)
 
 
@@ -88,3 +94,27 @@ def _downloaded(defn: ImageDef, spec: AwsOfiNccl, url: str, sha256: str, folder:
     finally:
         part.unlink(missing_ok=True)
     return dest
+
+
+def pack_release(src: Path, files: Sequence[str], name: str, version: str, dest: Path) -> Path:
+    """``files`` of ``src`` as a release tarball ``name-version.tar.gz`` (one top directory),
+    reproducible: fixed order, owner and mtime, so its sha256 only changes with the sources."""
+    import gzip
+    import io
+    import tarfile
+
+    dest.mkdir(parents=True, exist_ok=True)
+    path = dest / f"{name}-{version}.tar.gz"
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for rel in sorted(files):
+            data = (src / rel).read_bytes()
+            info = tarfile.TarInfo(f"{name}-{version}/{rel}")
+            info.size, info.mtime, info.uid, info.gid = len(data), 0, 0, 0
+            info.mode = 0o755 if os.access(src / rel, os.X_OK) else 0o644
+            tar.addfile(info, io.BytesIO(data))
+    packed = gzip.compress(raw.getvalue(), mtime=0)
+    if not path.exists() or path.read_bytes() != packed:
+        path.write_bytes(packed)
+    return path
+
