@@ -5,6 +5,7 @@ module: conftest is not importable by name). Nothing here is upstream code."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import tarfile
@@ -13,8 +14,8 @@ from pathlib import Path
 from torchpod_toolkit.sources import pack_release
 
 SRC = Path(__file__).parent / "netplugin"
-NAME, VERSION = "torchpod-test-net-plugin", "1.0.0"
-SOURCES = ("nccl_net_test.c", "configure", "Makefile.in")
+RELEASE = json.loads((SRC / "release.json").read_text())
+NAME, VERSION, SOURCES = RELEASE["name"], RELEASE["version"], tuple(RELEASE["files"])
 # libfabric's symbol-version nodes, as its libfabric.map names them; the newest one is the ABI.
 MAPS = {
     "FABRIC_1.6": "FABRIC_1.0 { global: fi_version; local: *; };\nFABRIC_1.6 { } FABRIC_1.0;\n",

@@ -14,13 +14,18 @@ from torchpod_toolkit.definitions import load_definitions
 from torchpod_toolkit.engine import emulation_volumes, host_arch
 
 ROOT = Path(__file__).resolve().parents[2]
-CASES = [(d, a) for d in load_definitions(ROOT / "images").values() if d.ci for a in d.arches]
+DEFS = load_definitions(ROOT / "images")
+# Images with a net plugin are their base plus one layer: they get the variant checks
+# (test_variants.py) instead of repeating every check of the image they extend.
+CASES = [(d, a) for d in DEFS.values() if d.ci and d.aws_ofi_nccl is None for a in d.arches]
+VARIANTS = [(d, a) for d in DEFS.values() if d.ci and d.aws_ofi_nccl is not None for a in d.arches]
 
 
 def pytest_generate_tests(metafunc):
-    if "built" in metafunc.fixturenames:
-        metafunc.parametrize("built", CASES, ids=[f"{d.name}-{a.name}" for d, a in CASES],
-                             indirect=True, scope="module")
+    for name, cases in (("built", CASES), ("variant", VARIANTS)):
+        if name in metafunc.fixturenames:
+            metafunc.parametrize(name, cases, ids=[f"{d.name}-{a.name}" for d, a in cases],
+                                 indirect=True, scope="module")
 
 
 class Built:
@@ -36,7 +41,16 @@ class Built:
 
 
 @pytest.fixture(scope="module")
+def variant(request, docker_client, image_test_label):
+    yield from _running(request, docker_client, image_test_label)
+
+
+@pytest.fixture(scope="module")
 def built(request, docker_client, image_test_label):
+    yield from _running(request, docker_client, image_test_label)
+
+
+def _running(request, docker_client, image_test_label):
     import docker
     import testinfra
 

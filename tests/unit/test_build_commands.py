@@ -156,3 +156,44 @@ def test_plain_http_for_loopback_or_when_asked():
     assert registry.plain_http("localhost:5000", False)
     assert not registry.plain_http("reg.example:443", False)
     assert registry.plain_http("reg.example:5000", True)
+
+
+def test_a_variant_builds_the_plugin_stage_from_the_staged_tarball():
+    from dataclasses import replace
+
+    from torchpod.errors import InputError
+    from torchpod_toolkit import definitions
+
+    kw = dict(context=ROOT, tag="t:1", base_image="b", build_base_image="b", wheelhouse=None, ca_bundle=None)
+    base = commands.build_command(Builder("docker", buildx=False), DEFN, ARM, **kw)
+    assert base[base.index("--target") + 1] == "runtime" and not any("NETPLUGIN" in a for a in base)
+    efa = load_definitions(ROOT / "images")["pytorch-efa"]
+    with pytest.raises(InputError, match="needs the verified source tarball"):
+        commands.build_command(Builder("docker", buildx=False), efa, ARM, **kw)
+    argv = commands.build_command(Builder("docker", buildx=False), efa, ARM,
+                                  netplugin_tarball=".cache/sources/netplugin/x.tar.gz", **kw)
+    assert argv[argv.index("--target") + 1] == "netplugin-image"
+    assert "NETPLUGIN_TARBALL=.cache/sources/netplugin/x.tar.gz" in argv and "NETPLUGIN_CUDA=nvidia/cu13" in argv
+    assert "NETPLUGIN_CONFIGURE=--enable-platform-aws" in argv  # efa asks for it; cxi does not
+    cxi = load_definitions(ROOT / "images")["pytorch-slingshot"]
+    assert "NETPLUGIN_CONFIGURE=" in commands.build_command(Builder("docker", buildx=False), cxi, ARM,
+                                                            netplugin_tarball="x.tar.gz", **kw)
+    old = replace(efa, expect=replace(efa.expect, cuda="11.8"))
+    with pytest.raises(InputError, match="no nvidia wheel for CUDA 11.8 is known"):
+        commands.build_command(Builder("docker", buildx=False), old, ARM,
+                               netplugin_tarball=".cache/sources/netplugin/x.tar.gz", **kw)
+    override = definitions.with_netplugin_source(efa, ROOT / "x.tar.gz", "1.0.0")
+    assert override.aws_ofi_nccl.url is None and override.aws_ofi_nccl.version == "1.0.0"
+    with pytest.raises(InputError, match="has no 'aws_ofi_nccl' section"):
+        definitions.with_netplugin_source(DEFN, ROOT / "x.tar.gz", "1.0.0")
+
+
+def test_a_variant_whose_plugin_differs_from_its_definition_is_refused():
+    efa = load_definitions(ROOT / "images")["pytorch-efa"]
+    found = {"machine": "aarch64", "python": "3.11.2", "torch": "2.13.0+cu130", "torchvision": "0.28.0+cu130",
+             "cuda": "13.0", "nccl": "2.29.7", "nccl-net-plugin-version": "1.14.0",
+             "nccl-net-plugin-machine": "aarch64", "nccl-net-plugin-api": "v11", "libfabric": "1.17 (FABRIC_1.6)"}
+    assert commands.mismatches(efa, ARM, found) == []
+    wrong = commands.mismatches(efa, ARM, {**found, "nccl-net-plugin-version": "1.0.0",
+                                           "nccl-net-plugin-machine": "x86_64", "nccl-net-plugin-api": ""})
+    assert len(wrong) == 3 and "expected version '1.14.0'" in wrong[0] and "built for 'x86_64'" in wrong[1]

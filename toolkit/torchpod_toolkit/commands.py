@@ -163,6 +163,9 @@ def build_command(
             raise InputError(f"{defn.path.name} carries a net plugin; its build needs the verified source tarball")
         args["NETPLUGIN_TARBALL"] = netplugin_tarball
         args["NETPLUGIN_CUDA"] = cuda_headers(defn)
+        # EFA images ask for aws-ofi-nccl's AWS platform code (it enables itself only when
+        # configure runs on EC2); Slingshot's cxi builds leave it out.
+        args["NETPLUGIN_CONFIGURE"] = NETPLUGIN_CONFIGURE[defn.aws_ofi_nccl.libfabric]
         target = "netplugin-image"
     argv = [*builder.build_argv(), "--platform", arch.docker, "--progress=plain",
             "-f", str(context / "docker" / "Dockerfile"), "--target", target, "-t", tag]
@@ -177,6 +180,7 @@ def build_command(
 # for each CUDA major (the nvidia-cuda-runtime wheels torch depends on): a net plugin is
 # built against the CUDA its image runs.
 CUDA_HEADERS = {"13": "nvidia/cu13", "12": "nvidia/cuda_runtime"}
+NETPLUGIN_CONFIGURE = {"efa": "--enable-platform-aws", "cxi": ""}
 
 
 def cuda_headers(defn: ImageDef) -> str:
