@@ -61,6 +61,7 @@ class Machine:
     gpu_count: int | None = None
     net_probe: dict | None = None  # netplugin.run_probe: NCCL's plugin, loaded as NCCL would
     fi_providers: tuple[str, ...] | None = None  # `fi_info -l`; None: no fi_info
+    fi_devices: tuple[str, ...] = ()  # providers `fi_info -p NAME` finds a device for (efa, cxi)
     root: Path = Path("/")
 
 
@@ -92,6 +93,7 @@ def gather(env: Mapping[str, str], sysfs_root: Path, gpu_count: int | None) -> M
     search = ":".join([*libs.dirs, *([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else [])])
     probe_env = {**env, "LD_LIBRARY_PATH": search} if search else dict(env)
     net_probe = netplugin.run_probe(probe_env, [n for n, _ in netplugin.candidates(env)])
+    providers_ = _fi_providers(env, libs)
     dirs = [d for d in search.split(":") if d]
     plugins = [p for d in dirs for p in sorted(glob.glob(os.path.join(d, "libnccl-net*.so")))]
     found = ctypes.util.find_library("nccl-net")
@@ -102,12 +104,12 @@ def gather(env: Mapping[str, str], sysfs_root: Path, gpu_count: int | None) -> M
         memlock=None if soft == resource.RLIM_INFINITY else soft, shm_bytes=shm, verbs_error=verbs_error,
         providers=tuple(providers),
         net_plugins=tuple(plugins), gpu_count=gpu_count, net_probe=net_probe,
-        fi_providers=_fi_providers(env, libs),
+        fi_providers=providers_, fi_devices=_fi_devices(env, libs, providers_),
     )
 
 
-def _fi_providers(env: Mapping[str, str], libs: site.SiteLibs) -> tuple[str, ...] | None:
-    """Providers libfabric was built with (`fi_info -l`, no hardware needed); None: no fi_info."""
+def _fi_info(env: Mapping[str, str], libs: site.SiteLibs, *args: str):
+    """`fi_info ARGS` with the site's libfabric first (its bin/ first on PATH); None: no fi_info."""
     import shutil
     import subprocess
 
@@ -117,11 +119,30 @@ def _fi_providers(env: Mapping[str, str], libs: site.SiteLibs) -> tuple[str, ...
         return None
     search = ":".join([*libs.dirs, env.get("LD_LIBRARY_PATH", "")]).strip(":")
     try:
-        done = subprocess.run([tool, "-l"], capture_output=True, text=True, timeout=5,
+        return subprocess.run([tool, *args], capture_output=True, text=True, timeout=5,
                               env={**env, "LD_LIBRARY_PATH": search})
     except (OSError, subprocess.TimeoutExpired):
         return None
+
+
+def _fi_providers(env: Mapping[str, str], libs: site.SiteLibs) -> tuple[str, ...] | None:
+    """Providers libfabric was built with (`fi_info -l`, no hardware needed); None: no fi_info."""
+    done = _fi_info(env, libs, "-l")
+    if done is None:
+        return None
     return tuple(sorted({m.split(";")[0] for m in re.findall(r"^(\S+?):", done.stdout, re.M)}))
+
+
+def _fi_devices(env: Mapping[str, str], libs: site.SiteLibs, providers: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The device providers (efa, cxi) for which `fi_info -p NAME` finds a device here; it
+    answers -61 (No data available) when the NIC is not in this container."""
+    out = []
+    for name in ("efa", "cxi"):
+        if providers and name in providers:
+            done = _fi_info(env, libs, "-p", name)
+            if done is not None and done.returncode == 0:
+                out.append(name)
+    return tuple(out)
 
 
 def _size(n: int | None) -> str:
@@ -205,8 +226,12 @@ def _plugin_checks(env: Mapping[str, str], fabric: FabricReport, m: Machine) -> 
     elif needed not in m.fi_providers:
         out.append(Check("fi-provider", "fail", f"libfabric has no {needed} provider (has "
                          f"{', '.join(m.fi_providers) or 'none'})", f"inject the site's libfabric built with {needed}"))
+    elif needed not in m.fi_devices:
+        out.append(Check("fi-provider", "fail", f"libfabric has the {needed} provider but `fi_info -p {needed}` finds "
+                         "no device in this container", f"pass the {needed} devices in (e.g. /dev/cxi* or /dev/infiniband "
+                         "for EFA, or the device plugin's resource)"))
     else:
-        out.append(Check("fi-provider", "ok", f"libfabric has the {needed} provider"))
+        out.append(Check("fi-provider", "ok", f"libfabric has the {needed} provider and sees its device"))
     given = env.get("FI_PROVIDER")
     if given and m.fi_providers is not None and given not in m.fi_providers:
         out.append(Check("fi-provider-env", "fail", f"FI_PROVIDER={given} names a provider this libfabric lacks "

@@ -67,7 +67,8 @@ def test_slingshot_without_the_plugin_fails_and_a_wrong_provider_warns(tmp_path)
     got = statuses(checks)
     assert got["net-plugin"] == "fail" and got["user-setting"] == "warn"
     assert "No such file or directory" in next(c.detail for c in checks if c.name == "net-plugin")
-    fabric, checks = preflight({}, healthy(sysfs, proc, net_probe=LOADED, fi_providers=("cxi", "tcp")))
+    fabric, checks = preflight({}, healthy(sysfs, proc, net_probe=LOADED, fi_providers=("cxi", "tcp"),
+                                           fi_devices=("cxi",)))
     got = statuses(checks)
     assert got["net-plugin"] == got["net-plugin-api"] == got["libfabric"] == got["fi-provider"] == "ok", got
     assert exit_code(fabric, checks, None) == 0
@@ -79,6 +80,7 @@ def test_slingshot_without_the_plugin_fails_and_a_wrong_provider_warns(tmp_path)
       "/opt/torchpod/site/lib/libfabric.so.1: version `FABRIC_1.7' not found (required by libnccl-net.so)"}]}},
      "net-plugin", "version `FABRIC_1.7' not found"),
     ({}, {"fi_providers": ("tcp", "udp", "shm")}, "fi-provider", "no cxi provider"),
+    ({}, {"fi_devices": ()}, "fi-provider", "`fi_info -p cxi` finds no device"),
     ({"FI_PROVIDER": "efa"}, {}, "fi-provider-env", "FI_PROVIDER=efa names a provider this libfabric lacks"),
     ({"NCCL_NET_PLUGIN": "ofi"}, {}, "net-plugin-env", "never tries libnccl-net.so"),
 ])
@@ -88,7 +90,7 @@ def test_each_plugin_failure_names_the_check(tmp_path, env, changes, name, needl
     lib.mkdir(parents=True)
     (lib / "libnccl-net.so").write_bytes(b"")
     machine = healthy(sysfs, proc, **{"root": tmp_path, "net_probe": LOADED, "fi_providers": ("cxi", "tcp"),
-                                      **changes})
+                                      "fi_devices": ("cxi",), **changes})
     fabric, checks = preflight(env, machine)
     failed = [c for c in checks if c.status == "fail"]
     assert [c.name for c in failed] == [name], [(c.name, c.detail) for c in failed]
