@@ -189,8 +189,23 @@ def select(defs: Mapping[str, ImageDef], name: str) -> ImageDef:
 def _read_yaml(path: Path) -> dict[str, Any]:
     import yaml  # build-host dependency only
 
+    class Strict(yaml.SafeLoader):
+        """PyYAML keeps the last of two equal keys; a definition must not (two aws_ofi_nccl
+        sections would enable two net plugins, one of them silently dropped)."""
+
+    def mapping(loader, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise InputError(f"{path}: line {key_node.start_mark.line + 1}: key {key!r} appears twice; "
+                                 "expected each key once (one net plugin, one torch, ...)")
+            seen.add(key)
+        return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+    Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=Strict)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
