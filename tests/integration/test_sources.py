@@ -123,8 +123,8 @@ def test_local_tarball_checked_when_pinned(tmp_path):
         aws_ofi_nccl_source(missing, tmp_path / ".cache")
 
 
-def test_build_stops_on_a_bad_tarball_before_docker_and_never_claims_the_plugin(tmp_path, monkeypatch):
-    # Neither failure may reach the engine: docker_client raising proves it was not called.
+def test_build_stops_on_a_bad_source_before_docker_and_stages_a_good_one(tmp_path, monkeypatch, server):
+    # A bad source must not reach the engine: docker_client raising proves it was not called.
     def no_docker():
         raise AssertionError("the build reached Docker")
 
@@ -133,9 +133,18 @@ def test_build_stops_on_a_bad_tarball_before_docker_and_never_claims_the_plugin(
     bad = definition(tmp_path, f"{{version: '1.14.0', tarball: ofi.tar.gz, sha256: '{'a' * 64}'}}")
     with pytest.raises(InputError, match="checksum mismatch"):
         engine.build(bad, bad.arches[0], root=tmp_path)
+    unpinned = definition(tmp_path, f"{{version: '1.14.0', url: '{server.url}/good.tar.gz'}}")
+    with pytest.raises(InputError, match="aws_ofi_nccl.sha256 is missing"):
+        engine.build(unpinned, unpinned.arches[0], root=tmp_path)
+    missing = definition(tmp_path, "{version: '1.14.0', tarball: nowhere.tar.gz}")
+    with pytest.raises(InputError, match="does not exist"):
+        engine.build(missing, missing.arches[0], root=tmp_path)
+    assert not (tmp_path / ".cache" / "sources" / "netplugin").exists()  # nothing staged, nothing built
     good = definition(tmp_path, f"{{version: '1.14.0', tarball: ofi.tar.gz, sha256: {GOOD_SHA}}}")
-    with pytest.raises(RuntimeFailure, match="cannot build the plugin into an image yet"):
+    with pytest.raises(AssertionError, match="reached Docker"):
         engine.build(good, good.arches[0], root=tmp_path)
+    staged = tmp_path / ".cache" / "sources" / "netplugin" / f"{good.name}-1.14.0.tar.gz"
+    assert staged.read_bytes() == PAYLOAD  # in the build context, for the plugin stage
 
 
 def test_an_unpinned_upstream_source_is_refused_with_how_to_pin(tmp_path, server):
