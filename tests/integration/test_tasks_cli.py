@@ -33,3 +33,11 @@ def test_bad_input_is_one_line_and_non_zero(args, env, needle):
     assert len(lines) == 1, proc.stderr
     assert needle in lines[0]
     assert lines[0].startswith("torchpod: ")
+
+
+def test_every_tier_collects_together():
+    # `invoke test` collects all tiers in one pytest run: a module name or a `from conftest
+    # import` that resolves to another tier's file breaks collection only there.
+    proc = subprocess.run([sys.executable, "-m", "pytest", "tests", "--collect-only", "-q", "-p", "no:cacheprovider"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "error" not in proc.stdout.lower().split("collected")[-1], proc.stdout[-3000:]
