@@ -304,3 +304,10 @@ def test_readme_shows_the_current_pbs_script_that_fixes_seed_001():
     script = (EXAMPLES / "pbs" / "ddp.pbs-pals.sh").read_text()
     launch = next(line for line in script.splitlines() if line.startswith("mpiexec "))
     assert launch in (ROOT / "README.md").read_text(), "README's PBS example is stale: copy it from the file"
+
+
+def test_podman_passes_every_variable_family_the_launcher_reads():
+    (out,) = render_mod.render(JobSpec("pbs-pals", 2, IMAGE, ("t.py",), runtime="podman", gpus_per_node=4))
+    assert "--env 'PALS_*' --env 'PBS_*'" in out.text, out.text
+    (out,) = render_mod.render(JobSpec("slurm", 2, IMAGE, ("t.py",), runtime="podman", gpus_per_node=4))
+    assert "--env 'SLURM_*'" in out.text and "PALS" not in out.text

@@ -110,7 +110,9 @@ def container_command(spec: JobSpec, forward: tuple[str, ...]) -> list[str]:
         return out + [Sh('"$SQSH"'), *inner]
     if spec.runtime in ("podman", "docker"):
         if spec.runtime == "podman":
-            out = ["podman-hpc", "run", "--rm", "--gpu", "--env", forward[0].split("_")[0] + "_*"]
+            out = ["podman-hpc", "run", "--rm", "--gpu"]
+            for prefix in sorted({name.split("_")[0] + "_*" for name in forward}):  # SLURM_*, or PBS_* and PALS_*
+                out += ["--env", prefix]
         else:
             out = ["docker", "run", "--rm", "--gpus", "all", "--ulimit", "memlock=-1"]
             for name in forward:
