@@ -8,6 +8,10 @@
     torchpod SCRIPT [ARGS...]          (same as `run`: the image's ENTRYPOINT)
     torchpod --version | --help
 
+`plan --format shell` prints only comments and assignments, safe to `eval`: the added
+variables as `export NAME='value'` and the torchrun command line as TORCHPOD_COMMAND
+(quoted words), run by `eval "exec $TORCHPOD_COMMAND"`.
+
 Environment: TORCHPOD_SCHEDULER (force a scheduler), TORCHPOD_RDZV_PORT (port for
 endpoints built from host lists, default 29400), TORCHPOD_RDZV_TIMEOUT (seconds to wait
 for all nodes), TORCHPOD_HOSTNAME (this node's listed name), TORCHPOD_SYSFS_ROOT (where
@@ -75,7 +79,7 @@ def gather_facts(env: Mapping[str, str]) -> Facts:
     if needs_probe(env) and shutil.which("nvidia-smi"):
         helpers["gpus"] = ["nvidia-smi", "-L"]
     nodelist = slurm.nodelist(env)
-    if nodelist and shutil.which("scontrol"):
+    if nodelist and _expandable(*nodelist) and shutil.which("scontrol"):
         helpers["slurm"] = ["scontrol", "show", "hostnames", nodelist[1]]
     answers = run_helpers(helpers)
     notes: list[str] = []
@@ -96,6 +100,16 @@ def gather_facts(env: Mapping[str, str]) -> Facts:
     sysfs = (env.get("TORCHPOD_SYSFS_ROOT") or "").strip() or "/sys"
     return Facts(hostname=hostname, gpu_count=gpu_count, slurm_hosts=slurm_hosts, sysfs_root=Path(sysfs),
                  torchrun_signals=torchrun_accepts("--signals-to-handle"), notes=tuple(notes))
+
+
+def _expandable(name: str, value: str) -> bool:
+    """Whether `scontrol show hostnames` may expand the list: not when it names more hosts
+    than torchpod would take (gigabytes of output before the deadline); a list torchpod's
+    parser rejects goes to scontrol, whose grammar is the reference."""
+    try:
+        return slurm.hostlist_size(name, value) <= slurm.MAX_HOSTS
+    except InputError:
+        return True
 
 
 def torchrun_accepts(option: str) -> bool:

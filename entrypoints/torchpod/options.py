@@ -41,7 +41,7 @@ class UserOptions:
     rdzv_conf: Given[tuple[tuple[str, str], ...]] | None = None
     standalone: Given[bool] | None = None
     max_restarts: Given[int] | None = None
-    master_addr: Given[str] | None = None
+    master_addr: Given[Endpoint] | None = None  # the port, when the address carried one
     master_port: Given[int] | None = None
     local_addr: Given[str] | None = None
     nproc_per_node: Given[str] | None = None
@@ -96,6 +96,28 @@ def parse_nproc(source: str, value: str) -> str:
     return str(parse_int(source, value, minimum=1, hint="or one of " + ", ".join(NPROC_WORDS)))
 
 
+def split_master_addr(source: str, value: str) -> Endpoint:
+    """MASTER_ADDR-style ``value``: a host, ``host:port`` or ``[v6]:port`` (the port split
+    off, never part of the host), or an unbracketed IPv6 address (no port: which colon
+    would start it is ambiguous). torch's env:// reads MASTER_ADDR as a bare host
+    (torch/distributed/rendezvous.py, _env_rendezvous_handler), so a port there is a mistake
+    that would otherwise become the endpoint ``[node0:1234]:29400``."""
+    text = value.strip()
+    m = re.fullmatch(r"\[([^\]]*)\](?::([^:]*))?", text)
+    if text.startswith("[") and not m:
+        raise InputError(f"{source}={value!r} is not an address; expected HOST, HOST:PORT or [IPv6]:PORT")
+    if m:
+        host, port = m.group(1), m.group(2)
+    elif text.count(":") == 1:
+        host, _, port = text.partition(":")
+    else:
+        host, port = text, None
+    check_host(source, host)
+    if port is None:
+        return Endpoint(host)
+    return Endpoint(host, parse_port(source, port, hint="expected HOST or HOST:PORT, e.g. node0:29500"))
+
+
 def parse_backend(source: str, value: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", value):
         raise InputError(f"{source}={value!r} is not a rendezvous backend; expected c10d, etcd-v2, etcd or static")
@@ -111,7 +133,7 @@ _PARSERS = {
     "rdzv_conf": parse_conf,
     "standalone": lambda s, v: True,
     "max_restarts": lambda s, v: parse_int(s, v, hint="e.g. 3"),
-    "master_addr": check_host,
+    "master_addr": split_master_addr,
     "master_port": lambda s, v: parse_port(s, v, minimum=0),
     "local_addr": check_host,
     "nproc_per_node": parse_nproc,

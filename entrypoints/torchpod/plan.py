@@ -8,11 +8,13 @@ and keep each value's JSON type (``nnodes`` "2" or "1:4", ``rdzv_endpoint`` "hos
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 from . import __version__
+from .errors import InputError
 from .supervise import FORWARDED_NAMES, TERMINATING_NAMES
 from .values import Endpoint, NodeCount
 
@@ -125,18 +127,65 @@ def to_json(plan: LaunchPlan, python: str) -> str:
     return json.dumps(to_dict(plan, python), indent=2)
 
 
+# What `eval` may see: a comment, or one assignment whose name is a shell identifier.
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def comment_text(text: str) -> str:
+    """``text`` with every character outside printable ASCII escaped (``\\n``, ``\\xNN``,
+    ``\\uNNNN``): a shell comment ends at a newline, and other tools (editors, YAML, a
+    terminal) also end lines at CR, U+0085, U+2028/2029, so none may appear raw."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif 0x20 <= code < 0x7F:
+            out.append(ch)
+        elif code < 0x100:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    return "".join(out)
+
+
+def _carried(what: str, value: str) -> str:
+    """``value`` if a shell word can hold it exactly; NUL ends a C string (bash drops it)
+    and a lone surrogate (bytes that were not UTF-8) cannot be written as UTF-8 text."""
+    bad = next((ch for ch in value if ch == "\0" or 0xD800 <= ord(ch) <= 0xDFFF), None)
+    if bad is not None:
+        raise InputError(
+            f"{what}={value!r} holds {bad!r}, which a shell variable cannot carry; expected "
+            "text without NUL or undecodable bytes; use --format json"
+        )
+    return value
+
+
 def to_shell(plan: LaunchPlan, python: str) -> str:
-    """A copy-pasteable script; without a script in the plan it forwards "$@"."""
+    """Lines that are safe to ``eval "$(torchpod plan --format shell)"``: comments, one
+    ``export NAME='value'`` per added variable, and TORCHPOD_COMMAND, the torchrun command
+    line as one quoted string (its words shlex-quoted). Nothing runs: the last comment
+    says how to run it. Every value round-trips exactly or the plan is refused."""
     head = (
-        f"# torchpod {__version__} plan: scheduler={plan.scheduler} nnodes={plan.nnodes} "
+        f"torchpod {__version__} plan: scheduler={plan.scheduler} nnodes={plan.nnodes} "
         f"node_rank={plan.node_rank}"
     )
-    lines = [head] + [f"# {note}" for note in plan.notes]
-    lines += [f"export {k}={shlex.quote(v)}" for k, v in plan.env]
-    argv = [python, "-m", "torch.distributed.run", *torchrun_args(plan)]
-    text = " ".join(shlex.quote(a) for a in argv)
+    lines = [f"# {comment_text(text)}" for text in (head, *plan.notes)]
+    for name, value in plan.env:
+        if not _NAME.fullmatch(name):
+            raise InputError(f"environment variable name {name!r} is not a shell name; expected "
+                             "[A-Za-z_][A-Za-z0-9_]*; use --format json")
+        lines.append(f"export {name}={shlex.quote(_carried(name, value))}")
+    words = [python, "-m", "torch.distributed.run", *torchrun_args(plan)]
+    if plan.script is not None:
+        words += [plan.script, *plan.script_args]
+    text = " ".join(shlex.quote(_carried("torchrun argument", w)) for w in words)
+    lines.append(f"TORCHPOD_COMMAND={shlex.quote(text)}")
     if plan.script is None:
-        text += ' "$@"'
+        lines.append('# run it, the script and its arguments as "$@": eval "exec $TORCHPOD_COMMAND \\"\\$@\\""')
     else:
-        text += " " + " ".join(shlex.quote(a) for a in (plan.script, *plan.script_args))
-    return "\n".join(lines + [text])
+        lines.append('# run it: eval "exec $TORCHPOD_COMMAND"')
+    return "\n".join(lines)

@@ -118,16 +118,7 @@ def decide_endpoint(det: Detection, user: UserOptions, nnodes: NodeCount, backen
         notes = _override(user.rdzv_endpoint, det, "rdzv_endpoint", det.rdzv_endpoint)
         ep = user.rdzv_endpoint.value
     elif user.master_addr is not None or user.master_port is not None:
-        host = user.master_addr.value if user.master_addr else (ep.host if ep else None)
-        if host is None:
-            raise InputError(
-                f"{user.master_port.source} given without a master address; expected "
-                "--master-addr HOST too (or --rdzv-endpoint HOST:PORT)"
-            )
-        # torchrun's own --master-port default is 29500
-        port = user.master_port.value if user.master_port else (ep.port if ep and ep.port is not None else 29500)
-        ep = Endpoint(host, port)
-        notes = (f"rendezvous endpoint {ep} from --master-addr/--master-port",)
+        ep, notes = _master_flags(user, ep)
     if ep is None:
         if nnodes.hi > 1:
             raise InputError(
@@ -143,6 +134,35 @@ def decide_endpoint(det: Detection, user: UserOptions, nnodes: NodeCount, backen
             "pass --rdzv-endpoint HOST:PORT or --master-port"
         )
     return Step(Rendezvous(ep, single_node=False), notes)
+
+
+def _master_flags(user: UserOptions, detected: Endpoint | None) -> tuple[Endpoint, tuple[str, ...]]:
+    """--master-addr/--master-port over the scheduler's endpoint; a port inside the
+    address (``node0:1234``) counts as --master-port, and a different --master-port is an error."""
+    addr, port_opt = user.master_addr, user.master_port
+    host = addr.value.host if addr else (detected.host if detected else None)
+    if host is None:
+        raise InputError(
+            f"{port_opt.source} given without a master address; expected "
+            "--master-addr HOST too (or --rdzv-endpoint HOST:PORT)"
+        )
+    notes: tuple[str, ...] = ()
+    inner = addr.value.port if addr else None
+    if inner is not None:
+        if port_opt is not None and port_opt.value != inner:
+            raise InputError(
+                f"{addr.source} names port {inner} and {port_opt.source}={port_opt.value} names "
+                f"another; expected one port; drop the port from {addr.source} or make them agree"
+            )
+        notes = (f"{addr.source} holds a port: host {host}, port {inner}",)
+    if port_opt is not None:
+        port = port_opt.value
+    elif inner is not None:
+        port = inner
+    else:  # torchrun's own --master-port default is 29500
+        port = detected.port if detected and detected.port is not None else 29500
+    ep = Endpoint(host, port)
+    return ep, (f"rendezvous endpoint {ep} from --master-addr/--master-port", *notes)
 
 
 def decide_local_addr(det: Detection, user: UserOptions, place: Place, rdzv: Rendezvous) -> Step[str | None]:
@@ -238,6 +258,7 @@ def decide_env(env: Mapping[str, str], facts: Facts, backend: str, max_restarts:
 
 
 def resolve(env: Mapping[str, str], facts: Facts, inv: Invocation) -> LaunchPlan:
+    schedulers.refuse_torchrun_worker(env)  # before any option or variable is read
     user = read_user_options(env, inv)
     steps: list[Step] = []
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 
 import pytest
@@ -35,16 +36,26 @@ def test_plan_json(capsys):
     assert "--rdzv-endpoint=gpu001:29400" in data["torchrun_args"]
 
 
-def test_plan_shell_is_a_command_that_forwards_args(capsys):
+def _shell_command(out: str) -> list[str]:
+    """The words of TORCHPOD_COMMAND in a shell plan (its only assignment besides exports)."""
+    (line,) = [l for l in out.splitlines() if l.startswith("TORCHPOD_COMMAND=")]
+    (value,) = shlex.split(line[len("TORCHPOD_COMMAND="):])
+    return shlex.split(value)
+
+
+def test_plan_shell_assigns_the_command_and_says_how_to_forward_args(capsys):
     assert cli.main(["plan", "--format=shell"], SLURM) == 0
-    last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert "-m torch.distributed.run" in last and last.endswith('"$@"')
-    assert "--local-addr=gpu002" in last
+    out = capsys.readouterr().out
+    words = _shell_command(out)
+    assert words[1:3] == ["-m", "torch.distributed.run"] and "--local-addr=gpu002" in words
+    assert out.strip().splitlines()[-1].endswith('eval "exec $TORCHPOD_COMMAND \\"\\$@\\""')
+    # nothing but comments and assignments: eval runs no command
+    assert all(l.startswith(("#", "export ", "TORCHPOD_COMMAND=")) for l in out.strip().splitlines())
 
 
 def test_plan_shell_with_script_quotes_arguments(capsys):
     assert cli.main(["plan", "--format", "shell", "--", "train.py", "a b"], {}) == 0
-    assert capsys.readouterr().out.strip().endswith("train.py 'a b'")
+    assert _shell_command(capsys.readouterr().out)[-2:] == ["train.py", "a b"]
 
 
 @pytest.mark.parametrize(

@@ -39,6 +39,30 @@ BY_NAME: dict[str, ModuleType] = {m.NAME: m for m in SCHEDULERS}
 NAMES: tuple[str, ...] = tuple(BY_NAME)
 
 
+# What torchrun's agent sets in every worker it starts and a launcher never sees
+# (torch/distributed/elastic/agent/server/local_elastic_agent.py, _start_workers:
+# worker_env; LOCAL_RANK from _set_local_rank_env), most specific first. A launcher
+# started there would read WORLD_SIZE/RANK as processes and plan a torchrun inside
+# torchrun.
+TORCHRUN_WORKER_VARS = (
+    "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+    "TORCHELASTIC_USE_AGENT_STORE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
+    "ROLE_WORLD_SIZE", "LOCAL_WORLD_SIZE", "LOCAL_RANK",
+)
+
+
+def refuse_torchrun_worker(env: Env) -> None:
+    """Refuse to plan inside a process torchrun started; checked before any detection,
+    forced scheduler included, since every detector would misread the worker's variables."""
+    found = get(env, *TORCHRUN_WORKER_VARS)
+    if found is not None:
+        raise InputError(
+            f"{found[0]}={found[1]!r} is set: this is a process torchrun started, not a node; "
+            "expected torchpod to be started once per node, outside torchrun (by the "
+            "scheduler: srun, mpirun, the pod's command), and torchrun by torchpod"
+        )
+
+
 def markers_set(module: ModuleType, env: Env) -> list[str]:
     """The module's marker variables that are set in ``env``, in the module's order."""
     return [name for name in module.MARKERS if get(env, name) is not None]
@@ -86,4 +110,4 @@ def choose(env: Env, user: UserOptions) -> tuple[ModuleType, str]:
     raise AssertionError("standalone claims every environment")  # unreachable: last in SCHEDULERS
 
 
-__all__ = ["SCHEDULERS", "BY_NAME", "NAMES", "choose", "requested", "markers_set"]
+__all__ = ["SCHEDULERS", "BY_NAME", "NAMES", "choose", "requested", "markers_set", "refuse_torchrun_worker"]

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from ..errors import InputError
+from ..options import split_master_addr
 from ..values import (  # noqa: F401 - re-exported for the detectors
     Endpoint,
     Env,
@@ -93,22 +95,33 @@ def rdzv_port(env: Env) -> tuple[int, tuple[str, ...]]:
 def master_endpoint(env: Env, addr_names: Sequence[str], port_names: Sequence[str]
                     ) -> tuple[Endpoint, tuple[str, ...]] | None:
     """The one rule for MASTER_ADDR-style variables: the first address set, with the port
-    from the first port variable set, else TORCHPOD_RDZV_PORT / 29400. The note names
-    where each came from; the ephemeral-port warning only when torchpod chose the port.
-    None when no address variable is set."""
+    from the first port variable set, else TORCHPOD_RDZV_PORT / 29400. An address that
+    carries a port (``node0:1234``) is split, with a note; a port variable that disagrees
+    with it is an error naming both. The note names where each came from; the
+    ephemeral-port warning only when torchpod chose the port. None when no address
+    variable is set."""
     addr = get(env, *addr_names)
     if addr is None:
         return None
-    host = check_host(addr[0], addr[1])
+    given = split_master_addr(addr[0], addr[1])
     port_var = get(env, *port_names)
+    notes: tuple[str, ...] = ()
     if port_var is not None:
         port = parse_port(port_var[0], port_var[1])
-        notes: tuple[str, ...] = ()
         how = port_var[0]
+        if given.port is not None and given.port != port:
+            raise InputError(
+                f"{addr[0]}={addr[1]!r} names port {given.port} and {port_var[0]}={port_var[1]!r} "
+                f"names {port}; expected one port; drop the port from {addr[0]} or make them agree"
+            )
+    elif given.port is not None:
+        port, how = given.port, f"the port in {addr[0]}"
     else:
         port, notes = rdzv_port(env)
         how = "TORCHPOD_RDZV_PORT" if get(env, "TORCHPOD_RDZV_PORT") else f"default {DEFAULT_RDZV_PORT}"
-    ep = Endpoint(host, port)
+    ep = Endpoint(given.host, port)
+    if given.port is not None:
+        notes = (f"{addr[0]}={addr[1]} holds a port: host {given.host}, port {given.port}",) + notes
     return ep, (f"rendezvous endpoint {ep} from {addr[0]} and {how}",) + notes
 
 

@@ -9,8 +9,8 @@ pods, and as kubeflow/training-operator set them before v1.7
 platform sets it, is the process count per node. Claimed only when all three of
 MASTER_ADDR, WORLD_SIZE and RANK are set: a lone WORLD_SIZE stays an error (standalone).
 
-Inside a torchrun worker the same names count processes (torch/distributed/run.py sets
-TORCHELASTIC_RUN_ID next to them): starting torchpod there is refused, not misread.
+Inside a torchrun worker the same names count processes: starting torchpod there is
+refused before any detection (schedulers.refuse_torchrun_worker), not misread.
 """
 
 from __future__ import annotations
@@ -29,12 +29,13 @@ def claims(env: Env, user: UserOptions) -> bool:
 
 
 def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
-    inside = get(env, "TORCHELASTIC_RUN_ID")
-    if inside is not None:
+    # claims() saw all three; TORCHPOD_SCHEDULER=env skips it, so each may still be missing
+    missing = [name for name in MARKERS if get(env, name) is None]
+    if missing:
         raise InputError(
-            f"TORCHELASTIC_RUN_ID={inside[1]!r} is set: this is already a torchrun worker, whose "
-            "WORLD_SIZE/RANK count processes; expected torchpod to be started once per node, "
-            "before torchrun, not from inside a training process"
+            f"{missing[0]} is not set, and the env:// convention needs it; expected MASTER_ADDR "
+            "(the first node), WORLD_SIZE (the number of nodes) and RANK (this node's index); "
+            "set them, or unset TORCHPOD_SCHEDULER to detect the scheduler"
         )
     world = get(env, "WORLD_SIZE")
     nodes = parse_int("WORLD_SIZE", world[1], minimum=1, hint="the number of nodes (pods)")

@@ -27,9 +27,10 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     size = get(env, "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
     rank = get(env, "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
     if size is None or rank is None:
-        seen = (rank or size)[0] if (rank or size) else "PMIX_RANK"
+        seen = (rank or size)
+        why = f"{seen[0]} is set but" if seen else "TORCHPOD_SCHEDULER=mpi, and"
         raise InputError(
-            f"{seen} is set but the MPI world size or rank is missing; expected both "
+            f"{why} the MPI world size or rank is missing; expected both "
             "OMPI_COMM_WORLD_SIZE and OMPI_COMM_WORLD_RANK (or PMI_SIZE and PMI_RANK); "
             "start torchpod with mpirun, one rank per node"
         )

@@ -4,13 +4,15 @@ Variables as slurmd/srun export them (Slurm `doc/man/man1/srun.1`, "OUTPUT ENVIR
 VARIABLES", and `src/common/env.c`): SLURM_JOB_ID, SLURM_JOB_NODELIST (compressed,
 ``gpu[001-004,010]``), SLURM_JOB_NUM_NODES / SLURM_NNODES, inside a step SLURM_STEP_ID,
 SLURM_STEP_NODELIST, SLURM_STEP_NUM_NODES, SLURM_STEP_TASKS_PER_NODE (``4(x2)``),
-SLURM_NODEID (this node's index within the step), SLURM_GPUS_ON_NODE,
-SLURM_GPUS_PER_NODE (``4`` or ``a100:4``).
+SLURM_NODEID (this node's index within the step), SLURM_LOCALID (the task's index on
+its node), SLURM_GPUS_ON_NODE, SLURM_GPUS_PER_NODE (``--gpus-per-node`` verbatim: ``4``,
+``a100:4``, ``a100:2,v100:2``).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import re
 
 from ..errors import InputError
@@ -45,9 +47,14 @@ def nodelist(env: Env) -> tuple[str, str] | None:
     return get(env, *NODELIST_VARS)
 
 
-def expand_hostlist(name: str, value: str) -> tuple[str, ...]:
-    """Expand Slurm's compressed host list (``a[01-03,7],b-[1-2]x[3-4]``) in order."""
-    text = value.strip()
+# Most hosts a node list may name. Each bracket is small but brackets multiply
+# (``a[0-999]b[0-999]c[0-999]`` is 10^9 names), so the count is checked before anything
+# is expanded; no Slurm job has this many nodes.
+MAX_HOSTS = 100_000
+
+
+def _split_items(name: str, value: str, text: str) -> list[str]:
+    """The comma-separated entries of a host list, commas inside brackets kept."""
     items: list[str] = []
     depth, start = 0, 0
     for i, ch in enumerate(text):
@@ -65,39 +72,72 @@ def expand_hostlist(name: str, value: str) -> tuple[str, ...]:
     if depth != 0:
         raise _bad(name, value, "unclosed '['")
     items.append(text[start:])
-    hosts: list[str] = []
-    for item in items:
+    return items
+
+
+Part = tuple[str, ...] | list[tuple[int, int, int]]  # a fixed text, or a bracket's ranges
+
+
+def _parse(name: str, value: str) -> list[list[Part]]:
+    """Each entry as its parts: ``r[1-2]-n[08-09]`` -> [("r",), [(1, 2, 1)], ("-n",), [(8, 9, 2)]]."""
+    entries = []
+    for item in _split_items(name, value, value.strip()):
         item = item.strip()
         if not item:
             raise _bad(name, value, "empty entry")
-        parts = re.split(r"(\[[^\]]*\])", item)
-        choices: list[list[str]] = []
-        for part in parts:
+        parts: list[Part] = []
+        for part in re.split(r"(\[[^\]]*\])", item):
             if part.startswith("["):
-                choices.append(_expand_ranges(name, value, part[1:-1]))
+                parts.append(_ranges(name, value, part[1:-1]))
             elif part:
                 if not re.fullmatch(r"[A-Za-z0-9_.-]+", part):
                     raise _bad(name, value, f"unexpected characters in {part!r}")
-                choices.append([part])
-        hosts.extend("".join(combo) for combo in itertools.product(*choices))
-    return tuple(hosts)
+                parts.append((part,))
+        entries.append(parts)
+    return entries
 
 
-def _expand_ranges(name: str, value: str, body: str) -> list[str]:
-    out: list[str] = []
+def _ranges(name: str, value: str, body: str) -> list[tuple[int, int, int]]:
+    """``01-03,7`` -> [(1, 3, 2), (7, 7, 1)]: (lo, hi, zero-padded width)."""
+    out = []
     for piece in body.split(","):
         piece = piece.strip()
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", piece)
+        # ASCII digits only, and no longer than Slurm's unsigned long (hostlist.c) allows
+        m = re.fullmatch(r"([0-9]{1,18})(?:-([0-9]{1,18}))?", piece)
         if not m:
             raise _bad(name, value, f"range {piece!r} is not N or N-M")
-        lo, hi = m.group(1), m.group(2) or m.group(1)
-        if int(hi) < int(lo):
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi < lo:
             raise _bad(name, value, f"range {piece!r} runs backwards")
-        if int(hi) - int(lo) > 100_000:
-            raise _bad(name, value, f"range {piece!r} is implausibly large")
-        width = len(lo)
-        out.extend(str(n).zfill(width) for n in range(int(lo), int(hi) + 1))
+        out.append((lo, hi, len(m.group(1))))
     return out
+
+
+def _count(part: Part) -> int:
+    return 1 if isinstance(part, tuple) else sum(hi - lo + 1 for lo, hi, _w in part)
+
+
+def hostlist_size(name: str, value: str) -> int:
+    """How many hosts ``value`` names, counted without expanding anything."""
+    return sum(math.prod(_count(p) for p in parts) for parts in _parse(name, value))
+
+
+def expand_hostlist(name: str, value: str) -> tuple[str, ...]:
+    """Expand Slurm's compressed host list (``a[01-03,7],b-[1-2]x[3-4]``) in order, as
+    src/common/hostlist.c does; refused when it names more than MAX_HOSTS hosts."""
+    entries = _parse(name, value)
+    total = sum(math.prod(_count(p) for p in parts) for parts in entries)
+    if total > MAX_HOSTS:
+        raise _bad(name, value, f"it names {total} hosts, more than the {MAX_HOSTS} torchpod expands")
+    hosts: list[str] = []
+    for parts in entries:
+        choices = [
+            list(part) if isinstance(part, tuple)
+            else [str(n).zfill(w) for lo, hi, w in part for n in range(lo, hi + 1)]
+            for part in parts
+        ]
+        hosts.extend("".join(combo) for combo in itertools.product(*choices))
+    return tuple(hosts)
 
 
 def _bad(name: str, value: str, why: str) -> InputError:
@@ -108,32 +148,69 @@ def _bad(name: str, value: str, why: str) -> InputError:
 
 
 def expand_tasks_per_node(name: str, value: str) -> tuple[int, ...]:
-    """``2(x3),1`` -> (2, 2, 2, 1), as in SLURM_TASKS_PER_NODE."""
-    out: list[int] = []
+    """``2(x3),1`` -> (2, 2, 2, 1), as in SLURM_TASKS_PER_NODE (at most MAX_HOSTS nodes)."""
+    runs = []
     for piece in value.split(","):
-        m = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", piece)
+        m = re.fullmatch(r"\s*([0-9]{1,9})(?:\(x([0-9]{1,9})\))?\s*", piece)
         if not m:
             raise InputError(
                 f"{name}={value!r} is not a Slurm task count list; expected a form like '4(x2),1'"
             )
-        out.extend([int(m.group(1))] * int(m.group(2) or 1))
-    return tuple(out)
+        runs.append((int(m.group(1)), int(m.group(2) or 1)))
+    if sum(times for _n, times in runs) > MAX_HOSTS:
+        raise InputError(f"{name}={value!r} counts more than {MAX_HOSTS} nodes; expected one count per node")
+    return tuple(n for n, times in runs for _ in range(times))
+
+
+# One entry of --gpus-per-node=[type:]<number>[,...] (sbatch.1), which salloc/sbatch/srun
+# export verbatim as SLURM_GPUS_PER_NODE (src/common/env.c, set_env_from_opts). The count
+# may follow a GRES name ("gpu:a100:4", the --gres spelling), and a GRES bound to sockets
+# reads "a100:4(S:0-1)" (scontrol.1, Gres). Slurm's k/m/g count suffixes
+# (slurm_protocol_defs.c, suffix_mult) mean nothing for GPUs on one node: refused.
+_GPU_ENTRY = re.compile(
+    r"(?:(?:gres/)?gpu:)?(?:[A-Za-z0-9_.-]+:)?([0-9]{1,6})(?:\(S:[0-9]{1,6}(?:[-,][0-9]{1,6})*\))?"
+)
+
+
+def parse_gpus_per_node(name: str, value: str) -> int:
+    """The GPU count of SLURM_GPUS_PER_NODE: each comma-separated entry's count, summed."""
+    total = 0
+    for entry in re.split(r",(?![^(]*\))", value.strip()):  # commas outside "(S:0,2)"
+        m = _GPU_ENTRY.fullmatch(entry.strip())
+        if not m:
+            raise InputError(
+                f"{name}={value!r} is not a GPU count per node; expected [type:]number[,...] as "
+                "sbatch --gpus-per-node takes it, e.g. '4', 'a100:4', 'a100:4(S:0-1)' or 'a100:2,v100:2'"
+            )
+        total += int(m.group(1))
+    return total
 
 
 def gpus_from_env(env: Env) -> tuple[str | None, str]:
-    """GPUs Slurm allocated on this node, and which variable said so."""
+    """GPUs Slurm allocated on this node, and which variable said so; (None, variable)
+    when it says none (a CPU step), so the default rule counts them."""
     found = get(env, "SLURM_GPUS_ON_NODE")
     if found:
-        return str(parse_int(found[0], found[1])), found[0]
+        count = parse_int(found[0], found[1], hint="the GPUs Slurm allocated on this node")
+        return (str(count) if count else None), found[0]
     found = get(env, "SLURM_GPUS_PER_NODE")
     if found:
-        total = 0
-        for piece in found[1].split(","):
-            count = piece.rsplit(":", 1)[-1]  # "4", "a100:4", "gpu:a100:4"
-            count = re.sub(r"\(.*\)$", "", count)  # "a100:4(S:0-1)"
-            total += parse_int(found[0], count, hint="expected '4' or 'a100:4'")
-        return str(total), found[0]
+        count = parse_gpus_per_node(*found)
+        return (str(count) if count else None), found[0]
     return None, ""
+
+
+def refuse_second_task(env: Env) -> None:
+    """srun sets SLURM_LOCALID, the task's index on its node (srun.1, "OUTPUT ENVIRONMENT
+    VARIABLES"): 1 or more is a second launcher on this node, whether or not
+    SLURM_STEP_TASKS_PER_NODE says how many there are."""
+    local = get(env, "SLURM_LOCALID")
+    if local is not None and parse_int(*local, hint="srun sets it to the task's index on this node") >= 1:
+        raise InputError(
+            f"SLURM_LOCALID={local[1]!r}: this is task {local[1]} on this node, a second "
+            "launcher; expected one launcher per node (torchrun starts the per-GPU processes "
+            "itself); use `srun --ntasks-per-node=1 torchpod run ...`"
+        )
 
 
 def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
@@ -141,11 +218,13 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     job_id = job[1] if job else ""
     list_var = nodelist(env)
     if list_var is None:
+        why = "SLURM_JOB_ID is set but" if job else "TORCHPOD_SCHEDULER=slurm, and"
         raise InputError(
-            "SLURM_JOB_ID is set but SLURM_JOB_NODELIST is empty or missing; expected the "
+            f"{why} SLURM_JOB_NODELIST is empty or missing; expected the "
             "allocation's host list, e.g. 'gpu[001-004]'; run inside an sbatch/salloc "
-            "allocation, or unset SLURM_JOB_ID"
+            "allocation, or unset " + ("SLURM_JOB_ID" if job else "TORCHPOD_SCHEDULER")
         )
+    refuse_second_task(env)
     hosts = facts.slurm_hosts or expand_hostlist(*list_var)
     notes = [f"hosts from {list_var[0]}={list_var[1]}"]
     count_var = get(env, "SLURM_STEP_NUM_NODES", "SLURM_JOB_NUM_NODES", "SLURM_NNODES")
@@ -193,6 +272,8 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     nproc, nproc_var = gpus_from_env(env)
     if nproc is not None:
         notes.append(f"nproc_per_node {nproc} from {nproc_var}")
+    elif nproc_var:
+        notes.append(f"{nproc_var}={env[nproc_var].strip()}: no GPUs allocated on this node")
     return Detection(
         scheduler=NAME,
         nnodes=NodeCount.exactly(len(hosts)),
