@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from . import nccl_log, netplugin
+from . import nccl_log, netplugin, readers
 from .errors import InputError
 from .fabric import FabricReport, detect_fabric, site
 
@@ -280,16 +280,18 @@ def report(checks: Sequence[Check], verdict: nccl_log.Verdict | None, fmt: str) 
     return "\n".join(lines)
 
 
+LOG_EXPECTED = "a log written with NCCL_DEBUG=INFO (lines with 'NCCL INFO')"
+
+
 def read_log(path: str) -> nccl_log.Verdict:
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError as exc:
-        raise InputError(f"--nccl-log={path!r} cannot be read ({exc.strerror or exc}); expected a file "
-                         "written with NCCL_DEBUG=INFO") from None
-    verdict = nccl_log.analyze(text)
+    """The verdict for the log at ``path``, streamed line by line (torchpod.readers.Lines):
+    a FIFO, device or directory is one line; a log of any size takes memory bounded by the
+    line cap and time linear in its size."""
+    what = f"--nccl-log={path!r}"
+    lines = readers.Lines(path, what=what, expected=LOG_EXPECTED, line_cap=nccl_log.LINE_CAP)
+    verdict = nccl_log.analyze(lines)
     if verdict is None:
-        raise InputError(f"--nccl-log={path!r} holds no NCCL lines; expected a log written with NCCL_DEBUG=INFO "
-                         "(lines with 'NCCL INFO')")
+        raise InputError(f"{what} holds no NCCL lines; expected {LOG_EXPECTED}")
     return verdict
 
 

@@ -18,9 +18,9 @@ _NO_GPU = {"", "none", "void", "no-dev-files"}
 def visible_count(value: str) -> int:
     """GPUs a CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES list names."""
     count = 0
-    for entry in value.split(","):
+    for entry in value.split(","):  # ASCII digits only: Python's \d would also count '٣' as an index
         entry = entry.strip()
-        if re.fullmatch(r"\d+", entry) or re.match(r"(GPU|MIG)-[0-9A-Za-z-]+", entry):
+        if re.fullmatch(r"[0-9]+", entry) or re.match(r"(GPU|MIG)-[0-9A-Za-z-]+", entry):
             count += 1
         else:
             break  # CUDA ignores everything from the first invalid entry on

@@ -30,6 +30,9 @@ import sys
 from importlib import metadata
 from typing import Mapping, Sequence
 
+from . import readers
+from .errors import InputError
+
 # ncclNetPlugin_vN symbols each NCCL release tries, newest first (git grep over the
 # NVIDIA/nccl release tags v2.18.1-1 .. v2.30.7-1, src/plugin/).
 SYMBOLS_BY_NCCL = (
@@ -75,7 +78,7 @@ def bundled_nccl() -> tuple[int, int, int] | None:
     for dist in metadata.distributions():
         name = (dist.metadata["Name"] or "").lower()
         if name.startswith("nvidia-nccl"):
-            m = re.match(r"(\d+)\.(\d+)\.(\d+)", dist.version)
+            m = re.match(r"([0-9]+)\.([0-9]+)\.([0-9]+)", dist.version)
             if m:
                 return tuple(int(x) for x in m.groups())  # type: ignore[return-value]
     return None
@@ -83,9 +86,9 @@ def bundled_nccl() -> tuple[int, int, int] | None:
 
 def elf_version_defs(path: str) -> list[str]:
     """Symbol version names a shared object defines (SHT_GNU_verdef), e.g. FABRIC_1.7."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if data[:4] != b"\x7fELF" or data[4] != 2:  # 64-bit only
+    data = readers.read_bytes(path, what=f"libfabric {path!r}", cap=readers.LIBRARY_CAP,
+                              expected="the shared library the plugin mapped")
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2:  # 64-bit only
         return []
     end = "<" if data[5] == 1 else ">"
     shoff, = struct.unpack_from(end + "Q", data, 0x28)
@@ -112,7 +115,11 @@ def elf_version_defs(path: str) -> list[str]:
 
 
 def _abi(path: str) -> str | None:
-    versions = [v for v in elf_version_defs(path) if re.fullmatch(r"FABRIC_\d+\.\d+", v)]
+    try:
+        defined = elf_version_defs(path)
+    except (InputError, struct.error, ValueError, IndexError):  # not a readable ELF: no ABI to tell
+        return None
+    versions = [v for v in defined if re.fullmatch(r"FABRIC_[0-9]+\.[0-9]+", v)]
     return max(versions, key=lambda v: tuple(int(x) for x in v.split("_")[1].split("."))) if versions else None
 
 

@@ -17,13 +17,16 @@ What torchrun will run, as torch/distributed/run.py reads its options:
 
 from __future__ import annotations
 
+import errno
 import importlib.machinery
 import os
 import shutil
+import stat
 import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from . import readers
 from .errors import InputError
 
 
@@ -49,7 +52,12 @@ def check(script: str, passthrough: Sequence[str], *, cwd: Path, env: Mapping[st
     tail = f"on {where}, working directory {cwd}"
     if "--module" in passthrough:
         search = [str(cwd), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p], *sys.path[1:]]
-        if not _module_found(script, search):
+        try:
+            found = _module_found(script, search)
+        except (OSError, ValueError, ImportError) as exc:  # a name too long for the file system, a NUL
+            raise InputError(f"module {script!r} cannot be looked up {tail} ({_reason(exc)}); expected a "
+                             "dotted module name, e.g. proj.train") from None
+        if not found:
             raise InputError(
                 f"module {script!r} is not importable {tail}; expected a module on the path "
                 "`python -m` uses (the working directory, then PYTHONPATH); check the name and "
@@ -59,22 +67,39 @@ def check(script: str, passthrough: Sequence[str], *, cwd: Path, env: Mapping[st
     if "--no-python" in passthrough:
         found = shutil.which(script, path=env.get("PATH")) if "/" not in script else None
         path = Path(found) if found else cwd / script
-        if not path.is_file() or not os.access(path, os.X_OK):
+        try:
+            usable = stat.S_ISREG(os.stat(path).st_mode) and os.access(path, os.X_OK)
+        except (OSError, ValueError):  # absent, or a name the file system cannot hold
+            usable = False
+        if not usable:
             raise InputError(
                 f"program {script!r} is not an executable file {tail}; expected an executable "
                 "(--no-python runs it directly); check the path, its mode and the volume mounts"
             )
         return
     path = cwd / script
-    if path.is_dir():
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError) as exc:
+        missing = isinstance(exc, FileNotFoundError) or getattr(exc, "errno", None) == errno.ENOTDIR
+        if missing:
+            raise InputError(
+                f"script {str(path)!r} does not exist {tail}; expected a Python file that every node "
+                "can read; check the path and that its volume is mounted on every node"
+            ) from None
+        raise InputError(f"script {str(path)!r} cannot be read {tail} ({_reason(exc)}); expected a Python "
+                         "file that every node can read, e.g. train.py") from None
+    if stat.S_ISDIR(st.st_mode):
         raise InputError(f"script {str(path)!r} is a directory {tail}; expected a Python file, e.g. train.py")
-    if not path.is_file():
-        raise InputError(
-            f"script {str(path)!r} does not exist {tail}; expected a Python file that every node "
-            "can read; check the path and that its volume is mounted on every node"
-        )
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"script {str(path)!r} is {readers.kind_of(st.st_mode)} {tail}; expected a Python "
+                         "file, e.g. train.py")
     if not os.access(path, os.R_OK):
         raise InputError(
             f"script {str(path)!r} is not readable {tail} (user id {os.getuid()}); expected a file "
             "this user can read; fix its mode or run as its owner"
         )
+
+
+def _reason(exc: BaseException) -> str:
+    return (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)) or type(exc).__name__

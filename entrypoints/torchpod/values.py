@@ -24,15 +24,28 @@ def get(env: Env, *names: str) -> tuple[str, str] | None:
     return None
 
 
+# ASCII digits only: Python's ``\d`` and ``int()`` accept any Unicode decimal digit ('٣'),
+# ``str.isdigit()`` also superscripts ('²', which int() then refuses); a value torchpod
+# accepts must mean the same to torchrun, NCCL (strtol) and the shell. Eighteen digits
+# keep every count and index far below int()'s 4300-digit limit and inside an int64.
+_INT_RE = re.compile(r"[+]?[0-9]{1,18}", re.ASCII)
+
+
+def ascii_int(text: str) -> int | None:
+    """``text`` (surrounding whitespace ignored) as a non-negative int of ASCII digits, else None."""
+    stripped = text.strip()
+    return int(stripped) if _INT_RE.fullmatch(stripped) else None
+
+
 def parse_int(name: str, value: str, *, minimum: int = 0, hint: str = "") -> int:
     """``value`` of variable/option ``name`` as an int >= minimum, or an InputError."""
-    text = value.strip()
-    if not re.fullmatch(r"[+]?\d+", text) or int(text) < minimum:
+    number = ascii_int(value)
+    if number is None or number < minimum:
         raise InputError(
             f"{name}={value!r} is not a valid number; expected an integer >= {minimum}"
             + (f"; {hint}" if hint else "")
         )
-    return int(text)
+    return number
 
 
 def parse_port(name: str, value: str, *, hint: str = "", minimum: int = 1) -> int:
@@ -43,13 +56,13 @@ def parse_port(name: str, value: str, *, hint: str = "", minimum: int = 1) -> in
     return port
 
 
-_HOST_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
+_HOST_RE = re.compile(r"[A-Za-z0-9_.:-]{1,253}", re.ASCII)  # fullmatch: '$' would let a trailing newline in
 
 
 def check_host(name: str, host: str) -> str:
     """A host name or address as torch's endpoint parser accepts it."""
     bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not bare or not _HOST_RE.match(bare):
+    if not _HOST_RE.fullmatch(bare):
         raise InputError(
             f"{name} has host {host!r}; expected a host name, IPv4 or IPv6 address "
             "(letters, digits, '.', '-', '_', ':')"
@@ -85,7 +98,7 @@ class NodeCount:
 
     @classmethod
     def parse(cls, source: str, value: str) -> "NodeCount":
-        m = re.fullmatch(r"\s*(\d+)\s*(?::\s*(\d+)\s*)?", value)
+        m = re.fullmatch(r"\s*([0-9]{1,18})\s*(?::\s*([0-9]{1,18})\s*)?", value, re.ASCII)
         if not m:
             raise InputError(
                 f"{source}={value!r} is not a node count; expected N or MIN:MAX (e.g. 2 or 1:4)"

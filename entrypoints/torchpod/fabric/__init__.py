@@ -15,7 +15,7 @@ from typing import Mapping
 
 from . import efa, hca, infiniband, presets, roce, site, slingshot
 from .report import FabricReport
-from .sysfs import Inventory, default_route_interface, read
+from .sysfs import NAME_RE, Inventory, default_route_interface, read
 
 FABRICS = (slingshot, efa, infiniband, roce)
 
@@ -30,6 +30,9 @@ def socket_interface(proc_root: Path) -> tuple[str | None, str]:
     name = default_route_interface(proc_root)
     if name is None:
         return None, f"no IPv4 default route in {proc_root}/net/route: NCCL_SOCKET_IFNAME left to NCCL"
+    if not NAME_RE.fullmatch(name):
+        return None, (f"the default route leaves through {ascii(name)}, not an interface name NCCL can be "
+                      "given: NCCL_SOCKET_IFNAME left to NCCL")
     if name.startswith(_LOCAL_ONLY):
         return None, f"the default route leaves through {name}, a local-only interface: NCCL_SOCKET_IFNAME left to NCCL"
     return name, f"NCCL_SOCKET_IFNAME={name}: the interface of the default route"
@@ -41,7 +44,13 @@ def detect_fabric(env: Mapping[str, str], sysfs_root: Path, proc_root: Path = Pa
     overlay; the resolver drops what the user set."""
     inventory = read(sysfs_root)
     report = with_plugin(env, detected(env, inventory, proc_root), site.find(env, root), site.image_plugin(root))
-    return with_preset(env, report, inventory)
+    report = with_preset(env, report, inventory)
+    if inventory.ignored:
+        shown = ", ".join(ascii(p) for p in inventory.ignored[:8])
+        more = f" and {len(inventory.ignored) - 8} more" if len(inventory.ignored) > 8 else ""
+        report = FabricReport(report.fabric, report.env, (*report.notes, f"ignored sysfs entries whose names are "
+                              f"not device names (letters, digits, '_', '.', '@', '+', '-'): {shown}{more}"))
+    return report
 
 
 # Every aws-ofi-nccl version answers to this name (<= 1.11 know only it; later ones rename

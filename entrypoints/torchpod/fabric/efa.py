@@ -18,7 +18,7 @@ NAME = "efa"
 
 
 def detect(env: Mapping[str, str], inv: Inventory, socket_if: SocketProbe) -> FabricReport | None:
-    devices = [d for d in inv.devices if re.fullmatch(r"efa_\d+|rdmap\d+s\d+", d)]
+    devices = [d for d in inv.devices if re.fullmatch(r"efa_[0-9]+|rdmap[0-9]+s[0-9]+", d)]
     if not devices:
         return None
     notes = [f"EFA: {', '.join(devices)}; NCCL reaches it only through the aws-ofi-nccl plugin"]

@@ -19,5 +19,5 @@ def detect(env: Mapping[str, str], inv: Inventory, socket_if: SocketProbe) -> Fa
         return None
     added, notes = common_env(env, chosen, socket_if)
     if env.get("NCCL_IB_GID_INDEX") is not None:
-        notes.append(f"your NCCL_IB_GID_INDEX={env['NCCL_IB_GID_INDEX']} has no effect on InfiniBand")
+        notes.append(f"your NCCL_IB_GID_INDEX={env['NCCL_IB_GID_INDEX']!r} has no effect on InfiniBand")
     return FabricReport(NAME, tuple(added), (f"InfiniBand: {len(chosen)} active ports", *notes))

@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
 
+from .. import readers
 from ..errors import InputError
 
 PRESETS_FILE = Path(__file__).with_name("presets.json")
@@ -58,10 +59,14 @@ def _preset(path: Path, name: str, raw: object) -> Preset:
 
 
 def load(path: Path = PRESETS_FILE) -> dict[str, Preset]:
+    text = readers.read_text(path, what=f"presets file {str(path)!r}", cap=readers.DATA_CAP,
+                             expected="the presets file torchpod ships")
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+        data = json.loads(text)
+    except ValueError as exc:
         raise InputError(f"{path}: cannot be read as JSON ({exc}); expected the presets file torchpod ships") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: holds {type(data).__name__}; expected a JSON object of presets by name")
     return {name: _preset(path, name, raw) for name, raw in data.items() if not name.startswith("_")}
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from ..values import ascii_int
 from .report import FabricReport
 from .sysfs import Inventory, Port
 from .verbs import SocketProbe, active_ports, common_env
@@ -49,14 +50,18 @@ def detect(env: Mapping[str, str], inv: Inventory, socket_if: SocketProbe) -> Fa
         notes.append(f"RoCE v2 IPv4 GID index differs per port ({shown}): NCCL_IB_GID_INDEX left to NCCL "
                      ">= 2.21.5, which picks it per device")
     user = env.get("NCCL_IB_GID_INDEX")
-    if user is not None and user.strip().isdigit():
+    number = ascii_int(user) if user is not None else None
+    if user is not None and number is None:
+        notes.append(f"your NCCL_IB_GID_INDEX={user!r} is not a number of ASCII digits; NCCL reads it with "
+                     "strtoll and will not use the index you meant")
+    elif number is not None:
         wrong = []
         for p in chosen:
-            gid = next((g for g in p.gids if g.index == int(user)), None)
+            gid = next((g for g in p.gids if g.index == number), None)
             if gid is None or not (gid.ipv4 and gid.roce_v2):
                 what = "an empty slot" if gid is None else f"{gid.type or 'an unreadable type'} {gid.gid}"
                 wrong.append(f"{p.device}:{p.port} has {what} there")
         if wrong:
-            notes.append(f"your NCCL_IB_GID_INDEX={user} is not a RoCE v2 IPv4 GID ({'; '.join(wrong)}); "
+            notes.append(f"your NCCL_IB_GID_INDEX={number} is not a RoCE v2 IPv4 GID ({'; '.join(wrong)}); "
                          "NCCL uses it as given")
     return FabricReport(NAME, tuple(added), tuple(notes))

@@ -50,9 +50,29 @@ def _under(root: Path, path: str) -> Path:
     return root / path.lstrip("/")
 
 
+def _is_dir(path: Path) -> bool:
+    """Path.is_dir that answers False for a name the file system cannot hold (ENAMETOOLONG,
+    a NUL), which pathlib would raise."""
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _has_entries(path: Path) -> bool:
+    try:
+        return _is_dir(path) and any(path.iterdir())
+    except OSError:
+        return False
+
+
 def _plugin_in(root: Path, d: str) -> str | None:
     for name in PLUGIN_NAMES:
-        if _under(root, f"{d}/{name}").is_file():
+        try:
+            found = _under(root, f"{d}/{name}").is_file()
+        except (OSError, ValueError):  # a directory name too long to hold a file
+            found = False
+        if found:
             return f"{d}/{name}"
     others = sorted(glob.glob(str(_under(root, f"{d}/libnccl-net*.so"))))
     return "/" + str(Path(others[0]).relative_to(root)) if others else None
@@ -64,7 +84,7 @@ def find(env: Mapping[str, str], root: Path = Path("/")) -> SiteLibs:
     if given is not None:
         dirs = [d for d in given.split(":") if d]
         for d in dirs:
-            if not _under(root, d).is_dir():
+            if not _is_dir(_under(root, d)):
                 raise InputError(f"TORCHPOD_SITE_LIB has {d!r}, which is not a directory; expected the "
                                  "directory the site's NCCL net plugin is mounted in")
         plugin = next((p for p in (_plugin_in(root, d) for d in dirs) if p), None)
@@ -78,7 +98,7 @@ def find(env: Mapping[str, str], root: Path = Path("/")) -> SiteLibs:
             for d in sorted(glob.glob(str(_under(root, pattern)))):
                 dirs.append("/" + str(Path(d).relative_to(root)))
         dirs = [d for d in dirs if _plugin_in(root, d) or _under(root, f"{d}/libfabric.so.1").exists()
-                or (d == SITE_DEPS and any(_under(root, d).iterdir()))]
+                or (d == SITE_DEPS and _has_entries(_under(root, d)))]
         plugin = next((p for p in (_plugin_in(root, d) for d in dirs) if p), None)
         if not dirs:
             return SiteLibs()

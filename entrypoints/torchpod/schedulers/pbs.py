@@ -21,8 +21,7 @@ against the hostname whenever the hostname names a node, and a disagreement is a
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from .. import readers
 from ..errors import InputError
 from ..options import UserOptions
 from .common import (
@@ -31,10 +30,11 @@ from .common import (
     Env,
     Facts,
     NodeCount,
-    find_host,
+    check_host,
     get,
     parse_int,
     rdzv_port,
+    short,
     stable_id,
     unique_in_order,
 )
@@ -50,21 +50,41 @@ def claims(env: Env, user: UserOptions) -> bool:
     return get(env, *MARKERS) is not None
 
 
+NODEFILE_EXPECTED = "the file PBS writes for the job, one host name per line; run inside the PBS job on an allocated node"
+
+
 def read_nodefile(path: str) -> tuple[str, ...]:
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise InputError(
-            f"PBS_NODEFILE={path!r} cannot be read ({exc.strerror or exc}); expected the "
-            "file PBS writes for the job; run inside the PBS job on an allocated node"
-        ) from exc
-    lines = [line.split("#", 1)[0].strip() for line in text.splitlines()]
-    return unique_in_order([line.split()[0] for line in lines if line])
+    """The unique hosts of the node file, in order, each checked as a host name."""
+    what = f"PBS_NODEFILE={path!r}"
+    text = readers.read_text(path, what=what, expected=NODEFILE_EXPECTED, cap=readers.NODE_FILE_CAP)
+    hosts = []
+    for number, line in enumerate(text.split("\n"), 1):
+        words = line.split("#", 1)[0].split()
+        if words:
+            hosts.append(check_host(f"{what} line {number}", words[0]))
+    return unique_in_order(hosts)
+
+
+def matches(hosts: tuple[str, ...], hostname: str) -> list[int]:
+    """Indices of ``hosts`` that name this host: exact (case-insensitive) matches, else
+    those with the same short name. More than one is ambiguous, never node 0 for both."""
+    name = hostname.strip().lower()
+    exact = [i for i, h in enumerate(hosts) if h.lower() == name]
+    return exact or [i for i, h in enumerate(hosts) if short(h).lower() == short(name)]
+
+
+def _ambiguous(found: list[int], hosts: tuple[str, ...], hostname: str, nodefile: str) -> InputError:
+    named = " and ".join(repr(hosts[i]) for i in found[:4])
+    return InputError(
+        f"this host {hostname!r} matches {named} in PBS_NODEFILE={nodefile!r}; expected exactly "
+        "one line for this node; set TORCHPOD_HOSTNAME to this node's full name as listed, or "
+        "start the launchers with pbsdsh -u / `mpiexec --ppn 1`, which set PBS_NODENUM / PALS_NODEID"
+    )
 
 
 def node_index(env: Env, facts: Facts, hosts: tuple[str, ...], nodefile: str) -> tuple[int, str]:
     """This node's index in ``hosts`` and how it was found (module docstring)."""
-    by_name = find_host(hosts, facts.hostname)
+    found = matches(hosts, facts.hostname)
     var = get(env, *NODE_INDEX_VARS)
     if var is not None:
         index = parse_int(var[0], var[1], hint="this node's index in the job's node list")
@@ -73,22 +93,24 @@ def node_index(env: Env, facts: Facts, hosts: tuple[str, ...], nodefile: str) ->
                 f"{var[0]}={var[1]!r} is outside the {len(hosts)} hosts of PBS_NODEFILE={nodefile!r}; "
                 f"expected 0-{len(hosts) - 1}"
             )
-        if by_name is not None and by_name != index:
+        if found and index not in found:
             raise InputError(
                 f"{var[0]}={index} names {hosts[index]!r} but this host {facts.hostname!r} is node "
-                f"{by_name} in PBS_NODEFILE; expected them to agree; was {var[0]} copied from the "
+                f"{found[0]} in PBS_NODEFILE; expected them to agree; was {var[0]} copied from the "
                 "job script's environment? start one launcher per node with pbsdsh -u or "
                 "`mpiexec --ppn 1`, which set it per node"
             )
         return index, var[0]
-    if by_name is None:
+    if len(found) > 1:
+        raise _ambiguous(found, hosts, facts.hostname, nodefile)
+    if not found:
         raise InputError(
             f"this host {facts.hostname!r} is not in PBS_NODEFILE={nodefile!r} "
             f"(hosts: {', '.join(hosts[:8])}); expected this node's short or full name; "
             "start torchpod on the allocated nodes (pbsdsh -u / mpiexec --ppn 1) or set "
             "TORCHPOD_HOSTNAME to this node's listed name"
         )
-    return by_name, f"hostname {facts.hostname!r}"
+    return found[0], f"hostname {facts.hostname!r}"
 
 
 def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:

@@ -19,7 +19,9 @@ single task.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+from .. import readers
 from ..errors import InputError
 from ..options import UserOptions
 from .common import (
@@ -28,6 +30,7 @@ from .common import (
     Env,
     Facts,
     NodeCount,
+    check_host,
     digest,
     get,
     parse_int,
@@ -49,13 +52,28 @@ def claims(env: Env, user: UserOptions) -> bool:
     return get(env, *MARKERS) is not None or any(_HOSTS_RE.match(k) for k in env)
 
 
+HOSTFILE_EXPECTED = "the Volcano svc plugin's host list, one pod host name per line"
+
+
+def _checked(source: str, names) -> tuple[str, ...]:
+    return tuple(check_host(source, h) for h in names)
+
+
+def read_hostfile(path: Path) -> tuple[str, ...]:
+    """The hosts of one /etc/volcano/<task>.host file, through the bounded reader."""
+    what = f"Volcano host file {str(path)!r}"
+    text = readers.read_text(path, what=what, expected=HOSTFILE_EXPECTED, cap=readers.NODE_FILE_CAP)
+    lines = [(n, line.strip()) for n, line in enumerate(text.split("\n"), 1)]
+    return tuple(check_host(f"{what} line {n}", line) for n, line in lines if line)
+
+
 def task_hosts(env: Env, facts: Facts) -> tuple[dict[str, tuple[str, ...]], str]:
     """Task key -> host list, from VC_<TASK>_HOSTS or else /etc/volcano/<task>.host."""
     tasks: dict[str, tuple[str, ...]] = {}
     for key, value in env.items():
         m = _HOSTS_RE.match(key)
         if m:
-            hosts = tuple(h.strip() for h in value.split(",") if h.strip())
+            hosts = _checked(key, (h.strip() for h in value.split(",") if h.strip()))
             if not hosts:
                 raise InputError(
                     f"{key}={value!r} is empty; expected comma-separated pod host names; "
@@ -71,11 +89,15 @@ def task_hosts(env: Env, facts: Facts) -> tuple[dict[str, tuple[str, ...]], str]
     if tasks:
         return tasks, "VC_<TASK>_HOSTS"
     folder = facts.root / "etc" / "volcano"
-    if folder.is_dir():
-        for path in sorted(folder.glob("*.host")):
-            hosts = tuple(line.strip() for line in path.read_text().splitlines() if line.strip())
-            if hosts:
-                tasks[path.stem.upper().replace("-", "_")] = hosts
+    try:
+        entries = sorted(folder.glob("*.host")) if folder.is_dir() else []
+    except OSError as exc:
+        raise readers.Unreadable(f"{str(folder)!r} cannot be listed ({exc.strerror or exc}); "
+                                 f"expected a folder of {HOSTFILE_EXPECTED}s", exc.errno) from None
+    for path in entries:
+        hosts = read_hostfile(path)
+        if hosts:
+            tasks[path.stem.upper().replace("-", "_")] = hosts
     return tasks, f"{folder}/*.host"
 
 

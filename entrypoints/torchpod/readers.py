@@ -1,0 +1,182 @@
+"""The one way the launcher reads a file it did not write: bounded, regular files only.
+
+Node files, host files, sysfs attributes, presets and NCCL logs come from schedulers,
+kernels, volumes and users: any of them may be a FIFO (an open that never returns), a
+device (``/dev/zero`` never ends), a directory, a sparse 1 GB file or binary data. So:
+
+- the path is ``os.stat``-ed first, following symlinks (sysfs is made of device links), and
+  anything but a regular file is one error naming the path and what it is;
+- it is opened with O_NONBLOCK, so a file swapped for a FIFO after the check cannot block
+  the open, and ``fstat``-ed again on the descriptor: what is read is what was checked;
+- a file over its kind's cap is refused from its size, before a byte is read; procfs and
+  sysfs report sizes of 0 or 4096 whatever they hold, so the read itself stops at cap + 1;
+- text must be UTF-8; undecodable bytes are one error naming the file and the offset;
+- every OSError is one error naming the file and the system's reason (``Unreadable``, so
+  a caller for whom "unreadable" is a fact, such as sysfs, can tell it from hostility);
+- logs are streamed line by line (``Lines``) with a per-line cap: an over-long line is cut
+  at the cap and the rest skipped up to its newline, so work and memory stay linear in the
+  input and bounded by the cap, whatever the file holds.
+
+Errors are InputError (exit 2): every file read here is an input of the launch.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import Iterator
+
+from .errors import InputError
+
+KiB, MiB = 1 << 10, 1 << 20
+NODE_FILE_CAP = 16 * MiB  # PBS_NODEFILE, /etc/volcano/*.host: ~100 bytes per slot line
+ATTR_CAP = 64 * KiB  # one sysfs attribute (the kernel's own limit is a page, 4 KiB)
+TABLE_CAP = 16 * MiB  # procfs tables (/proc/net/route)
+DATA_CAP = 1 * MiB  # files torchpod ships (presets.json)
+LIBRARY_CAP = 512 * MiB  # a shared library whose ELF headers are read (libfabric.so.1)
+LINE_CAP = 16 * KiB  # one log line; NCCL's INFO lines are a few hundred bytes
+_CHUNK = 1 * MiB
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+class Unreadable(InputError):
+    """The file could not be stat-ed, opened or read (an OSError); ``errno`` says why."""
+
+    def __init__(self, message: str, errno: int | None = None):
+        super().__init__(message)
+        self.errno = errno
+
+
+def size_text(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= MiB and n % MiB == 0 else f"{n >> 10} KiB" if n >= KiB else f"{n} bytes"
+
+
+def kind_of(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    return next((words for test, words in _KINDS if test(mode)), "not a regular file")
+
+
+def _unreadable(what: str, expected: str, exc: OSError) -> Unreadable:
+    reason = exc.strerror or type(exc).__name__
+    return Unreadable(f"{what} cannot be read ({reason}); expected {expected}", exc.errno)
+
+
+def _check(st: os.stat_result, what: str, expected: str, cap: int | None) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{what} is {kind_of(st.st_mode)}; expected a regular file: {expected}")
+    if cap is not None and st.st_size > cap:
+        raise InputError(f"{what} is {st.st_size} bytes, over the {size_text(cap)} cap for this file; "
+                         f"expected {expected}")
+
+
+def open_regular(path: str | os.PathLike, what: str, expected: str, cap: int | None) -> int:
+    """A read-only descriptor on ``path``, a regular file within ``cap`` bytes (module docstring)."""
+    try:
+        _check(os.stat(path), what, expected, cap)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        if isinstance(exc, ValueError):
+            raise InputError(f"{what} is not a usable path ({exc}); expected {expected}") from None
+        raise _unreadable(what, expected, exc) from None
+    try:
+        _check(os.fstat(fd), what, expected, cap)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_bytes(path: str | os.PathLike, *, what: str, expected: str, cap: int) -> bytes:
+    """The whole file, at most ``cap`` bytes; over it (however the size was reported) an error."""
+    fd = open_regular(path, what, expected, cap)
+    parts, total = [], 0
+    try:
+        while total <= cap:
+            chunk = os.read(fd, min(_CHUNK, cap + 1 - total))
+            if not chunk:
+                break
+            parts.append(chunk)
+            total += len(chunk)
+    except OSError as exc:
+        raise _unreadable(what, expected, exc) from None
+    finally:
+        os.close(fd)
+    if total > cap:
+        raise InputError(f"{what} holds more than {size_text(cap)}, the cap for this file; expected {expected}")
+    return b"".join(parts)
+
+
+def decode(data: bytes, what: str, expected: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what} holds bytes that are not UTF-8 text (first at byte {exc.start}); "
+                         f"expected {expected}") from None
+
+
+def read_text(path: str | os.PathLike, *, what: str, expected: str, cap: int) -> str:
+    """``read_bytes`` decoded as strict UTF-8."""
+    return decode(read_bytes(path, what=what, expected=expected, cap=cap), what, expected)
+
+
+class Lines:
+    """The lines of a log, streamed: each at most ``line_cap`` bytes (the rest of a longer
+    line is skipped; ``truncated`` counts them), decoded with U+FFFD for stray bytes, as a
+    log interleaves the output of programs that are not all UTF-8. No total cap: memory is
+    bounded by the chunk and the line cap, time is linear in the file's size."""
+
+    def __init__(self, path: str | os.PathLike, *, what: str, expected: str, line_cap: int = LINE_CAP):
+        self.path, self.what, self.expected, self.line_cap = path, what, expected, line_cap
+        self.truncated = 0
+        self._fd: int | None = open_regular(path, what, expected, None)  # errors now, not at first next()
+
+    def _cut(self, line: bytes) -> str:
+        if len(line) > self.line_cap:
+            self.truncated += 1
+            line = line[: self.line_cap]
+        return line.rstrip(b"\r").decode("utf-8", errors="replace")
+
+    def __iter__(self) -> Iterator[str]:
+        if self._fd is None:
+            raise RuntimeError("Lines is read once")
+        fd, self._fd = self._fd, None
+        pending, skipping = b"", False
+        try:
+            while True:
+                try:
+                    data = os.read(fd, _CHUNK)
+                except OSError as exc:
+                    raise _unreadable(self.what, self.expected, exc) from None
+                if not data:
+                    break
+                parts = data.split(b"\n")
+                tail = parts.pop()  # not ended by a newline (yet)
+                for i, part in enumerate(parts):
+                    if i == 0:
+                        if skipping:  # the end of an over-long line already cut
+                            skipping = False
+                            continue
+                        part, pending = pending + part, b""
+                    yield self._cut(part)
+                if skipping:
+                    continue
+                pending += tail
+                if len(pending) > self.line_cap:
+                    yield self._cut(pending)
+                    pending, skipping = b"", True
+            if pending and not skipping:
+                yield self._cut(pending)
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
