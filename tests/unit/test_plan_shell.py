@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 
 from fabric_cases import FIXTURES as FABRICS
 from fabric_cases import write_node
@@ -113,7 +114,8 @@ def assert_only_assignments(out: str) -> None:
 
 def check_plan_evals_to_its_json(env: dict[str, str], argv: list[str]) -> None:
     code, out, err = main(["plan", "--format", "shell", *argv], env)
-    event("refused in one line" if code else "eval'd")
+    if currently_in_test_context():
+        event("refused in one line" if code else "eval'd")
     if code != 0:
         assert code == 2 and out == "", (code, out)
         (line,) = err.strip().splitlines()
