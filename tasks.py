@@ -219,11 +219,12 @@ def demo(c, scheduler="volcano", nodes=2, workload="ddp_resnet", timeout=600, gp
     "out": "directory to write the files into (default: print them)",
     "refresh": "re-render every worked example in manifests/ from its own Regenerate line",
     "site_lib": "Slingshot presets: the host directory with the site's aws-ofi-nccl build (libnccl-net.so)",
+    "force": "overwrite files in --out that exist with other content (by default they are kept and named)",
 })
-def manifests(c, scheduler="", nodes=2, gpus_per_node=8, image="", name="train", namespace="default",
+def manifests(c, scheduler="", nodes="2", gpus_per_node="8", image="", name="train", namespace="default",
               rdma="none", rdma_resource="", privileged=False, preset="", rdzv="c10d", etcd_endpoint="",
               etcd_server=False, runtime="", queue="", walltime="01:00:00", project="team-a", out="",
-              refresh=False, site_lib=""):
+              refresh=False, site_lib="", force=False):
     """Write a ready-to-submit job for a scheduler: `invoke manifests --scheduler S ... -- train.py ARGS`."""
     import shlex
 
@@ -231,35 +232,42 @@ def manifests(c, scheduler="", nodes=2, gpus_per_node=8, image="", name="train",
     from torchpod_toolkit.manifests.spec import JobSpec
 
     try:
-        if refresh:
+        if refresh:  # every example rendered first; a bad one stops the run before anything is written
             examples = sorted(p for p in (ROOT / "manifests").rglob("*") if p.is_file() and p.name != "README.md")
-            fresh = []
+            fresh: dict[Path, list] = {}
             for path in examples:
-                spec = render_mod.parse_invoke_line(render_mod.regenerate_line(path.read_text()))
-                fresh += [(path.parent / o.name, o.text) for o in render_mod.render(spec)]
-            for path, text in fresh:
-                path.write_text(text)
-                print(f"wrote {path.relative_to(ROOT)}")
+                try:
+                    text = path.read_text(encoding="utf-8")
+                    spec = render_mod.parse_invoke_line(render_mod.regenerate_line(text))
+                    fresh.setdefault(path.parent, []).extend(render_mod.render(spec))
+                except UnicodeDecodeError:
+                    raise TorchpodError(f"{path.relative_to(ROOT)} is not UTF-8 text") from None
+                except TorchpodError as exc:
+                    raise type(exc)(f"{path.relative_to(ROOT)}: {exc}") from None
+            for folder, outputs in fresh.items():
+                unique = list({o.name: o for o in outputs}.values())
+                for path, changed in render_mod.write(folder, unique, force=True):
+                    print(f"{'wrote' if changed else 'unchanged'} {path.relative_to(ROOT)}")
             return
         # after `--`: sys.argv keeps the user's quoting; invoke's remainder is re-joined text
-        command = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else shlex.split(c.remainder)
-        spec = JobSpec(scheduler=scheduler, nodes=int(nodes), image=image, command=tuple(command),
-                       name=name, gpus_per_node=int(gpus_per_node), rdma=rdma, rdma_resource=rdma_resource,
+        try:
+            command = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else shlex.split(c.remainder)
+        except ValueError as exc:
+            raise TorchpodError(f"the script and its arguments: {exc}; expected `-- train.py [ARGS...]`") from None
+        spec = JobSpec(scheduler=scheduler, nodes=nodes, image=image, command=tuple(command),
+                       name=name, gpus_per_node=gpus_per_node, rdma=rdma, rdma_resource=rdma_resource,
                        privileged=privileged, preset=preset, rdzv=rdzv, etcd_endpoint=etcd_endpoint,
                        etcd_server=etcd_server, runtime=runtime, namespace=namespace, queue=queue,
                        walltime=walltime, project=project, site_lib=site_lib)
         outputs = render_mod.render(spec)  # raises on bad input before anything is written
+        if not out:
+            for o in outputs:
+                print(f"### {o.name}\n{o.text}")
+            return
+        for path, changed in render_mod.write(out, outputs, force=force):
+            print(f"{'wrote' if changed else 'unchanged'} {path}")
     except TorchpodError as exc:
         raise _abort(exc) from None
-    if not out:
-        for o in outputs:
-            print(f"### {o.name}\n{o.text}")
-        return
-    dest = Path(out)
-    dest.mkdir(parents=True, exist_ok=True)
-    for o in outputs:
-        (dest / o.name).write_text(o.text)
-        print(f"wrote {dest / o.name}")
 
 
 @task(help={

@@ -15,4 +15,4 @@ cd "$PBS_O_WORKDIR"
 SIF="${TORCHPOD_SIF:-$PWD/ddp.sif}"  # on a filesystem every node sees
 [ -f "$SIF" ] || apptainer pull "$SIF" docker://registry.example.com/torchpod/pytorch:2.13.0-cuda13.0
 # mpiprocs=1: one PBS_NODEFILE line per node, so pbsdsh starts one launcher per node
-pbsdsh -- /bin/bash -c "cd \"$PBS_O_WORKDIR\" && exec apptainer exec --nv --bind \"$PWD:/workspace\" --bind \"$PBS_NODEFILE:$PBS_NODEFILE:ro\" --pwd /workspace \"$SIF\" torchpod run -- /opt/torchpod/examples/ddp_resnet.py --steps 200"
+pbsdsh -- /bin/bash -c 'cd "$1" && shift && exec "$@"' bash "$PBS_O_WORKDIR" apptainer exec --nv --bind "$PWD:/workspace" --bind "$PBS_NODEFILE:$PBS_NODEFILE:ro" --pwd /workspace "$SIF" torchpod run -- /opt/torchpod/examples/ddp_resnet.py --steps 200

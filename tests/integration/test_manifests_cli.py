@@ -30,7 +30,7 @@ def test_invoke_manifests_writes_what_render_makes(tmp_path):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--scheduler", "volcano", "--nodes", "0"], "--nodes=0"),
+    (["--scheduler", "volcano", "--nodes", "0"], "--nodes='0'"),
     (["--scheduler", "volcano", "--nodes", "2", "--image", "torchpod/pytorch"], "has no tag"),
     (["--scheduler", "kubeflow", "--nodes", "2", "--image", IMAGE, "--rdzv", "etcd"], "--rdzv etcd needs"),
     (["--scheduler", "trainer", "--nodes", "2", "--image", IMAGE, "--rdma", "device-plugin"], "--rdma-resource"),

@@ -24,6 +24,7 @@ nodes' own environment has torchpod, e.g. the image itself; used by the tests).
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from .spec import JobSpec
@@ -37,14 +38,86 @@ SLURM_VARS = ("SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_JOB
 PBS_VARS = ("PBS_JOBID", "PBS_NODEFILE", "PBS_NODENUM", "PALS_NODEID", "PALS_RANKID", "PALS_LOCAL_RANKID")
 WORKDIR = "/workspace"
 
+# The only text a script holds unquoted: torchpod's own expansions, each a double-quoted
+# variable the batch shell fills in. No user value is ever one of them.
+EXPANSIONS = frozenset({'"$SIF"', '"$SQSH"', '"$NNODES"', '"$PBS_O_WORKDIR"', f'"$PWD:{WORKDIR}"',
+                        '"$PBS_NODEFILE:$PBS_NODEFILE:ro"', '"$PBS_NODEFILE:$PBS_NODEFILE"'})
+# pbsdsh runs a program with its arguments, not a shell line (openpbs src/tools/pbsdsh.c:
+# tm_spawn of argv). Its tasks start in $HOME, so this fixed bash program changes to the
+# directory the job script expanded ($1) and execs the rest of its arguments as they are.
+PBSDSH_CD_EXEC = 'cd "$1" && shift && exec "$@"'
+PBSDSH_QUIET = 'exec "$@" >/dev/null'
+
+_SAFE = re.compile(r"[A-Za-z0-9@%+=:,./_-]+", re.ASCII)  # shlex.quote's set: no quoting needed
+_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_LABEL = re.compile(r"[a-z0-9-]+", re.ASCII)
+
 
 class Sh(str):
-    """A token the batch shell expands (``"$SIF"``, ``"$PWD:/workspace"``): never re-quoted."""
+    """A token the batch shell expands (``"$SIF"``): written as is, so only the fixed
+    EXPANSIONS are allowed; anything else is a bug in this module, never user input."""
+
+    def __new__(cls, text: str) -> "Sh":
+        if text not in EXPANSIONS:
+            raise ValueError(f"Sh({text!r}): only torchpod's own expansions {sorted(EXPANSIONS)} go unquoted")
+        return super().__new__(cls, text)
+
+
+class Cat(tuple):
+    """One shell word joined, with no space, from literal text (quoted) and Sh expansions:
+    ``Cat('--container-image=', Sh('"$SQSH"'))`` is ``--container-image="$SQSH"``."""
+
+    def __new__(cls, *parts) -> "Cat":
+        return super().__new__(cls, parts)
+
+
+def quote(word: str, *, ascii_only: bool = False) -> str:
+    r"""One shell word that bash reads back as exactly ``word``.
+
+    Printable text gets shlex.quote. A word with a control character (a newline, CR, ...)
+    gets bash's ANSI-C quoting, ``$'...'`` with ``\n``, ``\r``, ``\t``, ``\xNN`` (bash(1),
+    QUOTING), so a value never starts a new line of the file. With ``ascii_only`` every
+    character outside printable ASCII is escaped too (``\uNNNN``, ``\UNNNNNNNN``): the form
+    of the Regenerate comment, which must not hold U+0085, U+2028 or U+2029 raw either.
+    Scripts keep other non-ASCII text raw (UTF-8 inside quotes): bash passes those bytes
+    through whatever the node's locale, where ``\u`` would depend on it."""
+    if _SAFE.fullmatch(word):
+        return word
+    plain = all(" " <= ch <= "~" or (not ascii_only and ch > "\x9f") for ch in word)
+    if plain:
+        return shlex.quote(word)
+    out = []
+    for ch in word:
+        code = ord(ch)
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif code < 0x20 or code == 0x7F or (ascii_only and 0x80 <= code) or 0x80 <= code <= 0x9F:
+            out.append(f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+        else:
+            out.append(ch)
+    return "$'" + "".join(out) + "'"
+
+
+def word(part) -> str:
+    """A literal quoted, an Sh expansion as written, a Cat joined from its parts."""
+    if isinstance(part, Sh):
+        return str(part)
+    if isinstance(part, Cat):
+        return "".join(word(p) for p in part)
+    return quote(part)
 
 
 def line(argv) -> str:
-    """One shell command line: literal tokens quoted, Sh tokens as written."""
-    return " ".join(a if isinstance(a, Sh) else shlex.quote(a) for a in argv)
+    """One shell command line: every word quoted by construction."""
+    return " ".join(word(a) for a in argv)
+
+
+def _label(name: str) -> str:
+    """A name written into shell text as is: spec.check made it a DNS label; re-checked so
+    this module never depends on a caller having checked."""
+    if not _LABEL.fullmatch(name):
+        raise ValueError(f"job name {name!r} reached hpc.py unchecked")
+    return name
 
 
 def _torchpod(spec: JobSpec) -> list[str]:
@@ -64,37 +137,50 @@ def _enroot_ref(image: str) -> str:
     return image.replace("/", "#", 1) if ("." in first or ":" in first) and "/" in image else image
 
 
-def prepare(spec: JobSpec, per_node: list[str]) -> list[str]:
+def prepare(spec: JobSpec, per_node: list) -> list[str]:
     """Lines that fetch or convert the image once for the job (``per_node``: the argv
     prefix that runs a command once on every node)."""
+    name = _label(spec.name)
     if spec.runtime == "apptainer":
-        return ['SIF="${TORCHPOD_SIF:-$PWD/' + spec.name + '.sif}"  # on a filesystem every node sees',
-                '[ -f "$SIF" ] || apptainer pull "$SIF" ' + shlex.quote("docker://" + spec.image)]
+        return ['SIF="${TORCHPOD_SIF:-$PWD/' + name + '.sif}"  # on a filesystem every node sees',
+                '[ -f "$SIF" ] || ' + line(["apptainer", "pull", Sh('"$SIF"'), "docker://" + spec.image])]
     if spec.runtime == "enroot":
-        return ['SQSH="${TORCHPOD_SQSH:-$PWD/' + spec.name + '.sqsh}"  # on a filesystem every node sees',
-                '[ -f "$SQSH" ] || enroot import -o "$SQSH" ' + shlex.quote("docker://" + _enroot_ref(spec.image))]
+        return ['SQSH="${TORCHPOD_SQSH:-$PWD/' + name + '.sqsh}"  # on a filesystem every node sees',
+                '[ -f "$SQSH" ] || ' + line(["enroot", "import", "-o", Sh('"$SQSH"'),
+                                             "docker://" + _enroot_ref(spec.image)])]
     if spec.runtime == "podman":
         return [line(["podman-hpc", "pull", spec.image]) + "  # podman-hpc migrates it to every node"]
     if spec.runtime == "docker":
         pull = ["docker", "pull", "-q", spec.image]
-        if per_node[0] == "pbsdsh":  # pbsdsh runs a program, not a shell line
-            pull = ["/bin/bash", "-c", line(pull) + " >/dev/null"]
-            return [line([*per_node, *pull]) + "  # once per node"]
+        if per_node[0] == "pbsdsh":  # a program, not a shell line: a fixed bash program discards the output
+            return [line([*per_node, "/bin/bash", "-c", PBSDSH_QUIET, "bash", *pull]) + "  # once per node"]
         return [line([*per_node, *pull]) + " >/dev/null  # once per node"]
     return []
 
 
-def container_command(spec: JobSpec, forward: tuple[str, ...]) -> list[str]:
+def _binds(spec: JobSpec, forward: tuple[str, ...], *, flags: bool = True) -> list:
+    """HOST:CONTAINER[:ro] of every bind, the form Apptainer --bind, docker/podman -v and
+    pyxis take: the submit directory, the PBS node file (the launcher reads the node list
+    there, under /var/spool/pbs), the site's plugin. enroot's --mount is an fstab entry,
+    colon-separated, with no ``ro`` there (``flags=False``)."""
+    out: list = [Sh(f'"$PWD:{WORKDIR}"')]
+    if forward is PBS_VARS:
+        out.append(Sh('"$PBS_NODEFILE:$PBS_NODEFILE:ro"' if flags else '"$PBS_NODEFILE:$PBS_NODEFILE"'))
+    for host, inside in spec.fabric_binds():  # host paths spec.check held to HOST_PATH_CHARS
+        if any(ch in host or ch in inside for ch in ",:"):
+            raise ValueError(f"bind path {host!r} -> {inside!r} reached hpc.py unchecked")
+        out.append(f"{host}:{inside}:ro" if flags else f"{host}:{inside}")
+    return out
+
+
+def container_command(spec: JobSpec, forward: tuple[str, ...]) -> list:
     """The argv that runs torchpod on one node under ``spec.runtime``."""
     inner = _torchpod(spec)
     env = _env_pairs(spec)
-    binds = [Sh(f'"$PWD:{WORKDIR}"')]
-    if forward is PBS_VARS:  # the launcher reads the node list from PBS_NODEFILE (under /var/spool/pbs)
-        binds.append(Sh('"$PBS_NODEFILE:$PBS_NODEFILE:ro"'))
-    binds += [f"{host}:{inside}:ro" for host, inside in spec.fabric_binds()]  # the site's plugin and libfabric
+    binds = _binds(spec, forward)
     if spec.runtime == "apptainer":
         # exec, not run: the ENTRYPOINT is named explicitly; the environment passes through
-        out = ["apptainer", "exec", "--nv"]
+        out: list = ["apptainer", "exec", "--nv"]
         for b in binds:
             out += ["--bind", b]
         out += ["--pwd", WORKDIR]
@@ -103,8 +189,8 @@ def container_command(spec: JobSpec, forward: tuple[str, ...]) -> list[str]:
         return out + [Sh('"$SIF"'), *inner]
     if spec.runtime == "enroot":
         out = ["enroot", "start"]
-        for b in binds:
-            out += ["--mount", Sh(b.replace(":ro", ""))]
+        for b in _binds(spec, forward, flags=False):
+            out += ["--mount", b]
         for pair in env:
             out += ["--env", pair]
         return out + [Sh('"$SQSH"'), *inner]
@@ -143,8 +229,11 @@ def slurm_script(spec: JobSpec, header: list[str]) -> str:
     if prep:
         lines += ["# the image, fetched or converted once for the whole job", *prep, ""]
     if spec.runtime == "enroot":
-        mounts = ",".join([f"$PWD:{WORKDIR}", *(f"{h}:{c}:ro" for h, c in spec.fabric_binds())])
-        run = [*step, Sh('--container-image="$SQSH"'), Sh(f'--container-mounts="{mounts}"'),
+        # pyxis: --container-mounts=SRC:DST[:FLAGS][,...] (NVIDIA/pyxis README)
+        mounts: list = []
+        for b in _binds(spec, SLURM_VARS):
+            mounts += [",", b] if mounts else [b]
+        run = [*step, Cat("--container-image=", Sh('"$SQSH"')), Cat("--container-mounts=", *mounts),
                f"--container-workdir={WORKDIR}"]
         if spec.preset:
             run.append("--export=ALL," + ",".join(_env_pairs(spec)))
@@ -181,10 +270,9 @@ def pbs_script(spec: JobSpec, header: list[str]) -> str:
         prep = prepare(spec, fan)
         if prep:
             lines += ["# the image, fetched or converted once for the whole job", *prep]
-        # pbsdsh tasks start in $HOME with the MOM's environment, not this script's: the
-        # outer double quotes expand the directory and image paths here, before the fan-out.
-        body = line(["cd", Sh('"$PBS_O_WORKDIR"')]) + " && exec " + line(cmd)
-        body = body.replace("\\", "\\\\").replace('"', '\\"')
+        # pbsdsh tasks start in $HOME with the MOM's environment, not this script's: this
+        # script expands the directory and image paths, and every word reaches the task as
+        # its own argument of a fixed bash program (PBSDSH_CD_EXEC), never re-parsed.
         lines += ["# mpiprocs=1: one PBS_NODEFILE line per node, so pbsdsh starts one launcher per node",
-                  f'pbsdsh -- /bin/bash -c "{body}"']
+                  line([*fan, "/bin/bash", "-c", PBSDSH_CD_EXEC, "bash", Sh('"$PBS_O_WORKDIR"'), *cmd])]
     return "\n".join(lines) + "\n"

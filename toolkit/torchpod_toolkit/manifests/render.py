@@ -1,21 +1,28 @@
-"""Files for one JobSpec: YAML for Kubernetes, a batch script for Slurm and PBS. Pure.
+"""Files for one JobSpec: YAML for Kubernetes, a batch script for Slurm and PBS. Pure,
+except ``write``, which puts rendered files in place.
 
 Every file starts with comments that say how to submit it, what it needs from the cluster
 (operator, Pod Security level, RDMA), which rendezvous it uses and the `invoke manifests`
-line that regenerates it.
+line that regenerates it. A comment holds only values spec.check held to a grammar of
+printable ASCII, and the Regenerate line's words quoted with every other character escaped
+(hpc.quote, ascii_only): no value can end a comment line and start code or a document.
 """
 
 from __future__ import annotations
 
-import shlex
+import os
+import re
+import stat
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import yaml
 
 from . import hpc, kube
-from torchpod.errors import InputError
+from torchpod.errors import InputError, RuntimeFailure
 
-from .spec import JobSpec, check
+from .spec import MAX_GPUS_PER_NODE, MAX_NODES, JobSpec, check, parse_count
 
 OPERATORS = {
     "volcano": "Volcano >= 1.9 (its env and svc job plugins)",
@@ -60,7 +67,7 @@ def invoke_line(spec: JobSpec) -> str:
         argv += ["--project", spec.project]
     if spec.site_lib:
         argv += ["--site-lib", spec.site_lib]
-    return " ".join(shlex.quote(a) for a in [*argv, "--", *spec.command])
+    return " ".join(hpc.quote(a, ascii_only=True) for a in [*argv, "--", *spec.command])
 
 
 def pod_security(spec: JobSpec) -> str:
@@ -113,6 +120,9 @@ def header(spec: JobSpec, filename: str) -> list[str]:
                      + ("; add the plugin's other dependencies under /opt/torchpod/site/deps"
                         if spec.fabric == "slingshot" else ""))
     lines.append(f"Regenerate: {invoke_line(spec)}")
+    for line in lines:  # spec.check's grammars make this hold; a bug must not write a file
+        if not all(" " <= ch <= "~" for ch in line):
+            raise InputError(f"a header line would hold a character outside printable ASCII: {line!r}")
     return ["# " + line for line in lines]
 
 
@@ -143,7 +153,8 @@ def render(spec: JobSpec) -> list[Output]:
     if spec.scheduler == "runai":
         sh = f"{base}.sh"
         cmd = kube.runai_command(spec)
-        lines = ["#!/bin/sh", header(spec, sh)[0], header(spec, sh)[-1],
+        # bash: the words may use $'...' quoting (hpc.quote), which POSIX sh before 2024 lacks
+        lines = ["#!/bin/bash", header(spec, sh)[0], header(spec, sh)[-1],
                  f"# The Run:ai CLI line for the job; {name} is the PyTorchJob it corresponds to.",
                  "# Flags as in the Run:ai CLI reference (`runai training pytorch submit`, v2.18+).",
                  "exec " + " \\\n  ".join(_chunks(cmd))]
@@ -154,49 +165,215 @@ def render(spec: JobSpec) -> list[Output]:
 def _chunks(argv: list[str]) -> list[str]:
     """Flag/value pairs on one line each, for a readable command."""
     i = next((k for k, a in enumerate(argv) if a.startswith("-")), len(argv))
-    out = [" ".join(shlex.quote(a) for a in argv[:i])]
+    out = [hpc.line(argv[:i])]
     while i < len(argv):
         a = argv[i]
         if a.startswith("-") and a != "--" and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
-            out.append(f"{shlex.quote(a)} {shlex.quote(argv[i + 1])}")
+            out.append(hpc.line(argv[i:i + 2]))
             i += 2
         elif a == "--":
-            out.append(" ".join(shlex.quote(x) for x in argv[i:]))
+            out.append(hpc.line(argv[i:]))
             break
         else:
-            out.append(shlex.quote(a))
+            out.append(hpc.quote(a))
             i += 1
     return out
+
+
+REGENERATE = "# Regenerate: "
+_BARE = re.compile(r"[A-Za-z0-9@%+=:,./_-]", re.ASCII)  # what shlex.quote leaves unquoted
+_HEX_DIGITS = {"x": 2, "u": 4, "U": 8}
+_SIMPLE = {"\\": "\\", "'": "'", "n": "\n", "r": "\r", "t": "\t"}
 
 
 def regenerate_line(text: str) -> str:
     """The `invoke manifests ...` line in a rendered file's header."""
     for line in text.splitlines():
-        if line.startswith("# Regenerate: "):
-            return line[len("# Regenerate: "):]
+        if line.startswith(REGENERATE):
+            return line[len(REGENERATE):]
     raise InputError("no '# Regenerate: invoke manifests ...' line; expected a file `invoke manifests` wrote")
 
 
-def parse_invoke_line(line: str) -> JobSpec:
-    """The JobSpec an `invoke manifests` line asks for (the flags of tasks.py's manifests)."""
-    import argparse
+def _ansi_c(line: str, i: int) -> tuple[str, int]:
+    """The text of the $'...' word starting at ``line[i]`` (after ``$'``) and the index past
+    it: exactly the escapes hpc.quote writes, anything else refused."""
+    out = []
+    while i < len(line):
+        ch = line[i]
+        if ch == "'":
+            return "".join(out), i + 1
+        if ch != "\\":
+            out.append(ch)
+            i += 1
+            continue
+        esc = line[i + 1:i + 2]
+        if esc in _SIMPLE:
+            out.append(_SIMPLE[esc])
+            i += 2
+        elif esc in _HEX_DIGITS:
+            digits = line[i + 2:i + 2 + _HEX_DIGITS[esc]]
+            if len(digits) != _HEX_DIGITS[esc] or not re.fullmatch(r"[0-9a-fA-F]+", digits) \
+                    or int(digits, 16) > 0x10FFFF:
+                raise InputError(f"bad escape \\{esc}{digits} at column {i}; expected \\{esc} and "
+                                 f"{_HEX_DIGITS[esc]} hex digits")
+            out.append(chr(int(digits, 16)))
+            i += 2 + len(digits)
+        else:
+            raise InputError(f"escape \\{esc} at column {i} is not one torchpod writes; expected "
+                             "\\\\, \\', \\n, \\r, \\t, \\xHH, \\uHHHH or \\UHHHHHHHH")
+    raise InputError("a $'...' word is not closed; expected a closing quote")
 
-    argv = shlex.split(line)
+
+def split_words(line: str) -> list[str]:
+    """The words of a Regenerate line, as bash would read them, for the quoting hpc.quote
+    and shlex.quote write: bare words, '...', $'...' and "..." without $, ` or \\ (never
+    expanded); anything else is refused, so no line is read differently than bash would."""
+    words: list[str] = []
+    i, n = 0, len(line)
+    while i < n:
+        if line[i] == " ":
+            i += 1
+            continue
+        parts: list[str] = []
+        while i < n and line[i] != " ":
+            ch = line[i]
+            if ch == "'":
+                end = line.find("'", i + 1)
+                if end < 0:
+                    raise InputError(f"a '...' word at column {i} is not closed; expected a closing quote")
+                parts.append(line[i + 1:end])
+                i = end + 1
+            elif ch == "$" and line[i + 1:i + 2] == "'":
+                text, i = _ansi_c(line, i + 2)
+                parts.append(text)
+            elif ch == '"':
+                end = line.find('"', i + 1)
+                if end < 0 or any(c in line[i + 1:end] for c in "$`\\"):
+                    raise InputError(f'a "..." word at column {i} is not closed or holds $, ` or \\; expected '
+                                     "the quoting `invoke manifests` writes")
+                parts.append(line[i + 1:end])
+                i = end + 1
+            elif _BARE.fullmatch(ch):
+                parts.append(ch)
+                i += 1
+            else:
+                raise InputError(f"character {ch!r} at column {i} is not quoted; expected the quoting "
+                                 "`invoke manifests` writes")
+        words.append("".join(parts))
+    return words
+
+
+class _Parser:
+    """argparse for the Regenerate line's flags (tasks.py's manifests), failing with one
+    InputError instead of printing usage and exiting."""
+
+    VALUE_FLAGS = ("--scheduler", "--image", "--name", "--namespace", "--rdma", "--rdma-resource", "--preset",
+                   "--rdzv", "--etcd-endpoint", "--runtime", "--queue", "--walltime", "--project", "--site-lib",
+                   "--nodes", "--gpus-per-node")
+
+    @classmethod
+    def parse(cls, argv: list[str]):
+        import argparse
+
+        class Parser(argparse.ArgumentParser):
+            def error(self, message: str):
+                raise InputError(f"{message}; expected the flags of `invoke manifests`")
+
+        p = Parser(prog="invoke manifests", add_help=False, allow_abbrev=False)
+        for flag in cls.VALUE_FLAGS:
+            p.add_argument(flag)
+        p.add_argument("--privileged", action="store_true")
+        p.add_argument("--etcd-server", action="store_true")
+        return p.parse_args(argv)
+
+
+def parse_invoke_line(line: str) -> JobSpec:
+    """The JobSpec an `invoke manifests` line asks for (the flags of tasks.py's manifests);
+    a malformed line is one InputError."""
+    if not isinstance(line, str) or "\n" in line or "\r" in line:
+        raise InputError(f"{line!r} is not one line; expected `invoke manifests ...`")
+    argv = split_words(line)
     if argv[:2] != ["invoke", "manifests"]:
-        raise InputError(f"{line!r} is not an `invoke manifests` line")
+        raise InputError(f"{line[:80]!r} is not an `invoke manifests` line")
     argv = argv[2:]
     command: list[str] = []
     if "--" in argv:
         at = argv.index("--")
         argv, command = argv[:at], argv[at + 1:]
-    p = argparse.ArgumentParser(prog="invoke manifests", add_help=False)
-    for flag in ("--scheduler", "--image", "--name", "--namespace", "--rdma", "--rdma-resource", "--preset",
-                 "--rdzv", "--etcd-endpoint", "--runtime", "--queue", "--walltime", "--project", "--site-lib"):
-        p.add_argument(flag)
-    p.add_argument("--nodes", type=int)
-    p.add_argument("--gpus-per-node", type=int)
-    p.add_argument("--privileged", action="store_true")
-    p.add_argument("--etcd-server", action="store_true")
-    ns = p.parse_args(argv)
-    given = {k: v for k, v in vars(ns).items() if v not in (None, False)}
+    given = {k: v for k, v in vars(_Parser.parse(argv)).items() if v not in (None, False)}
+    if "nodes" in given:
+        given["nodes"] = parse_count("--nodes", given["nodes"], minimum=1, maximum=MAX_NODES)
+    if "gpus_per_node" in given:
+        given["gpus_per_node"] = parse_count("--gpus-per-node", given["gpus_per_node"], minimum=0,
+                                             maximum=MAX_GPUS_PER_NODE)
+    for required in ("scheduler", "nodes", "image"):
+        if required not in given:
+            raise InputError(f"the line has no --{required}; expected a full `invoke manifests` line")
     return JobSpec(command=tuple(command), **given)
+
+
+def _existing(path: Path) -> bytes | None:
+    """The bytes of a regular file at ``path`` (None if nothing is there); anything else
+    (a directory, a link, a FIFO) is refused: it is never read, never replaced."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{path} exists and is not a regular file; expected a file or nothing there")
+    return path.read_bytes()
+
+
+def _check_destination(dest: Path) -> None:
+    """``dest`` is a directory, or can be made one under a writable existing directory."""
+    probe = dest
+    while not probe.exists() and not probe.is_symlink():
+        probe = probe.parent
+    if not probe.is_dir():
+        what = "is an existing file" if probe == dest else f"is under {probe}, which is not a directory"
+        raise InputError(f"--out={str(dest)!r} {what}; expected a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise InputError(f"--out={str(dest)!r}: {probe} is not writable; expected a directory you can write")
+
+
+def write(dest, outputs: list[Output], *, force: bool = False) -> list[tuple[Path, bool]]:
+    """Put ``outputs`` in directory ``dest``: all of them or none.
+
+    ``dest`` is normalised first (``x/a/../c`` is ``x/c``: no directory is made that the
+    path does not end in). A file already there with other content is kept and named,
+    unless ``force``; the same content is left alone. Files are written into a temporary
+    directory beside them and renamed into place (rename(2) within one filesystem is
+    atomic), only once every one of them was written. Returns (path, changed) per file."""
+    dest = Path(os.path.abspath(dest))
+    _check_destination(dest)
+    plan, kept = [], []
+    for o in outputs:
+        data = o.text.encode("utf-8")
+        old = _existing(dest / o.name)
+        if old is not None and old != data and not force:
+            kept.append(o.name)
+        plan.append((o.name, data, old != data))
+    if kept:
+        raise InputError(f"kept {', '.join(str(dest / k) for k in kept)}: it exists with other content (edited by "
+                         "hand?); expected --force to overwrite it, or another --out")
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=dest, prefix=".torchpod-manifests-") as tmp:
+            for name, data, changed in plan:
+                if changed:
+                    with open(Path(tmp) / name, "xb") as fh:  # the umask's mode, as write_text would
+                        fh.write(data)
+            done = []
+            try:
+                for name, _, changed in plan:
+                    if changed:
+                        os.replace(Path(tmp) / name, dest / name)
+                        done.append(name)
+            except OSError:
+                for name in done:  # a later rename failed: take back the earlier ones
+                    (dest / name).unlink(missing_ok=True)
+                raise
+    except OSError as exc:
+        raise RuntimeFailure(f"could not write into --out={str(dest)!r}: {exc.strerror or exc}; nothing "
+                             "was written") from None
+    return [(dest / name, changed) for name, _, changed in plan]

@@ -34,9 +34,41 @@ C10D_PORT = 23456
 TRAINER_PORT = 29500
 ETCD_PORT = 2379
 
-_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+# Bounds on the counts: far above any cluster torchpod targets, low enough that a typo
+# (1e11 nodes, 800 GPUs) is caught here rather than by the scheduler hours later.
+MAX_NODES = 100_000
+MAX_GPUS_PER_NODE = 64
+
+# Every pattern below is matched with fullmatch over ASCII only: `$` would accept a trailing
+# newline, and `\d`/`\w` accept non-ASCII digits and letters.
+_A = re.ASCII
+# Kubernetes names: a DNS-1123 label (k8s.io/apimachinery pkg/util/validation IsDNS1123Label,
+# at most 63). The job name also names Services, so it must start with a letter (DNS-1035).
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", _A)
+_JOB_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?", _A)
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", _A)
+_QUALIFIED_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", _A)
+# The image reference grammar of distribution/reference (regexp.go): an optional registry
+# host[:port], lower-case path components joined by '.', '_', '__' or '-'s, a tag of at most
+# 128 word characters, and an optional digest.
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
+_IMAGE_NAME = re.compile(rf"(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*", _A)
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", _A)
+# The OCI image spec's registered digest algorithms, each with its exact lower-case hex length.
+DIGEST_HEX = {"sha256": 64, "sha512": 128}
+_HEX = re.compile(r"[0-9a-f]+", _A)
+_WALLTIME = re.compile(r"([0-9]{1,5}):([0-5][0-9]):([0-5][0-9])", _A)
+_QUEUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*", _A)
+_HOSTNAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", _A)
+_DIGITS = re.compile(r"[0-9]+", _A)
+# A host path that goes into an Apptainer --bind, Docker -v, enroot --mount or pyxis
+# --container-mounts: those split on ',' and ':', and the path also reaches a shell and a
+# comment, so only these characters are allowed.
+_HOST_PATH = re.compile(r"/[A-Za-z0-9/._+@-]*", _A)
+HOST_PATH_CHARS = "letters, digits and / . _ + @ -"
+GPU_RESOURCE = "nvidia.com/gpu"
 
 
 @dataclass(frozen=True)
@@ -103,44 +135,149 @@ class JobSpec:
         return f"{max(2, 8 * self.gpus_per_node)}Gi"
 
 
+def parse_count(flag: str, text, *, minimum: int, maximum: int) -> int:
+    """A count typed on the command line: ASCII digits only (no '2.5', '1e11', '²'),
+    within [minimum, maximum]; else one InputError naming the flag."""
+    if isinstance(text, bool) or not isinstance(text, (int, str)):
+        raise InputError(f"{flag}={text!r}; expected a whole number from {minimum} to {maximum}")
+    if isinstance(text, str) and not _DIGITS.fullmatch(text):
+        raise InputError(f"{flag}={text!r}; expected a whole number from {minimum} to {maximum} "
+                         "(ASCII digits only)")
+    value = int(text)
+    if not minimum <= value <= maximum:
+        raise InputError(f"{flag}={text!r}; expected a whole number from {minimum} to {maximum}")
+    return value
+
+
 def image_problem(image: str) -> str | None:
-    """Why ``image`` is not pinned (no tag or digest, or ``latest``), else None."""
-    if _DIGEST.search(image):
+    """Why ``image`` is not a valid, pinned reference (distribution/reference grammar; a
+    version tag or a digest, never ``latest``), else None."""
+    if not isinstance(image, str) or not image:
+        return "is empty; expected REGISTRY/torchpod/pytorch:TAG or @sha256:DIGEST"
+    rest, at, digest = image.partition("@")
+    if at:
+        algorithm, colon, hex_ = digest.partition(":")
+        want = DIGEST_HEX.get(algorithm)
+        if not colon or want is None:
+            return (f"has digest {digest!r}; expected sha256:<64 lower-case hex digits> "
+                    "(or sha512:<128>)")
+        if len(hex_) != want or not _HEX.fullmatch(hex_):
+            return f"has digest {digest!r}; expected {algorithm}:<{want} lower-case hex digits>"
+    name, tag = rest, ""
+    if ":" in rest.rsplit("/", 1)[-1]:
+        name, tag = rest.rsplit(":", 1)
+        if not _TAG.fullmatch(tag):
+            return (f"has tag {tag!r}; expected a tag of at most 128 characters: letters, digits, '_', "
+                    "'.', '-', not starting with '.' or '-'")
+    if not _IMAGE_NAME.fullmatch(name) or len(name) > 255:
+        return ("is not an image reference; expected [REGISTRY[:PORT]/]PATH[:TAG][@sha256:DIGEST] with a "
+                "lower-case path of letters, digits and '.', '_', '-' separators (no spaces)")
+    if at:
         return None
-    last = image.rsplit("/", 1)[-1]
-    if ":" not in last:
+    if not tag:
         return "has no tag; expected REGISTRY/torchpod/pytorch:TAG or @sha256:DIGEST"
-    if last.rsplit(":", 1)[1] in ("", "latest"):
+    if tag == "latest":
         return "uses the 'latest' tag, which moves; pin a version tag or @sha256:DIGEST"
     return None
+
+
+def _check_label(flag: str, value, pattern: re.Pattern, limit: int, form: str) -> None:
+    if not isinstance(value, str) or not pattern.fullmatch(value) or len(value) > limit:
+        raise InputError(f"{flag}={value!r}; expected {form} of at most {limit} characters "
+                         "(lower-case letters, digits, '-')")
+
+
+def _check_endpoint(value) -> None:
+    """HOST:PORT (or [IPv6]:PORT) with a port of 1-65535, as torch's etcd-v2 rendezvous
+    parses it (parse_rendezvous_endpoint, torch/distributed/elastic/rendezvous/utils.py)."""
+    form = "expected HOST:PORT with a port of 1-65535, e.g. etcd.infra:2379"
+    if not isinstance(value, str):
+        raise InputError(f"--etcd-endpoint={value!r}; {form}")
+    if value.startswith("["):
+        host, close, port = value[1:].partition("]:")
+        ok_host = bool(close) and re.fullmatch(r"[0-9a-fA-F:.]+", host, _A) is not None
+    else:
+        host, colon, port = value.rpartition(":")
+        ok_host = bool(colon) and ":" not in host and _HOSTNAME.fullmatch(host) is not None
+    if ":" not in value:
+        raise InputError(f"--etcd-endpoint={value!r} has no port; {form}")
+    if not ok_host or len(host) > 253:
+        raise InputError(f"--etcd-endpoint={value!r}; {form} (host: letters, digits, '.', '-', '_')")
+    if not _DIGITS.fullmatch(port) or not 1 <= int(port) <= 65535:
+        raise InputError(f"--etcd-endpoint={value!r} has port {port!r}; {form}")
+
+
+def check_command(command) -> tuple[str, ...]:
+    """The script and its arguments: any text, carried exactly, except what no target can
+    hold: NUL (an argv entry ends there) and lone surrogates (not encodable as UTF-8)."""
+    if not command:
+        raise InputError("no training script given; expected `-- train.py [ARGS...]` after the options")
+    words = tuple(command)
+    for i, word in enumerate(words):
+        what = "the training script" if i == 0 else f"script argument {i}"
+        if not isinstance(word, str):
+            raise InputError(f"{what} is {word!r}; expected text")
+        if "\0" in word:
+            raise InputError(f"{what} {word!r} holds a NUL character, which no argv can carry; remove it")
+        try:
+            word.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"{what} {word!r} is not valid Unicode text (a lone surrogate, e.g. from "
+                             "undecodable bytes); expected UTF-8 text") from None
+    if not words[0]:
+        raise InputError("the training script is ''; expected `-- train.py [ARGS...]` with a non-empty script")
+    return words
+
+
+def _check_names(spec: JobSpec) -> None:
+    _check_label("--name", spec.name, _JOB_NAME, 40, "a DNS label starting with a letter")
+    _check_label("--namespace", spec.namespace, _DNS1123_LABEL, 63, "a DNS-1123 label")
+    _check_label("--project", spec.project, _DNS1123_LABEL, 63, "a Run:ai project name (a DNS-1123 label)")
+    problem = image_problem(spec.image)
+    if problem:
+        raise InputError(f"--image={spec.image!r} {problem}")
+    if (not isinstance(spec.walltime, str) or not _WALLTIME.fullmatch(spec.walltime)
+            or set(spec.walltime) <= {"0", ":"}):
+        raise InputError(f"--walltime={spec.walltime!r}; expected HH:MM:SS with minutes and seconds "
+                         "below 60 and more than zero in all, e.g. 01:30:00")
+    if spec.queue and (not isinstance(spec.queue, str) or not _QUEUE.fullmatch(spec.queue) or len(spec.queue) > 63):
+        raise InputError(f"--queue={spec.queue!r}; expected a queue or partition name (a letter or "
+                         "digit, then letters, digits, '_', '.', '-'; at most 63)")
+    if spec.site_lib and (not isinstance(spec.site_lib, str) or not _HOST_PATH.fullmatch(spec.site_lib)
+                          or len(spec.site_lib) > 4096):
+        raise InputError(f"--site-lib={spec.site_lib!r}; expected an absolute host path of {HOST_PATH_CHARS} "
+                         "(no ',' or ':', which split a bind, and no spaces, quotes, '$', ';' or control "
+                         "characters)")
+
+
+def _check_resource(value) -> None:
+    """A Kubernetes extended resource: a DNS-1123 subdomain prefix (at most 253), '/', a
+    qualified name (at most 63)."""
+    prefix, slash, name = value.partition("/") if isinstance(value, str) else ("", "", "")
+    if (not slash or not _DNS1123_SUBDOMAIN.fullmatch(prefix) or len(prefix) > 253
+            or not _QUALIFIED_NAME.fullmatch(name) or len(name) > 63):
+        raise InputError(f"--rdma device-plugin needs --rdma-resource; got {value!r}, expected "
+                         "the device plugin's resource name, e.g. rdma/rdma_shared_device_a")
+    if value == GPU_RESOURCE:
+        raise InputError(f"--rdma-resource={value!r} is the GPU resource, which --gpus-per-node already "
+                         "requests; expected the RDMA device plugin's resource, e.g. rdma/rdma_shared_device_a")
 
 
 def check(spec: JobSpec) -> JobSpec:
     """The spec, normalised; else one InputError naming the flag and the fix."""
     if spec.scheduler not in SCHEDULERS:
         raise InputError(f"--scheduler={spec.scheduler!r} is unknown; expected one of {', '.join(SCHEDULERS)}")
-    if spec.nodes < 1:
-        raise InputError(f"--nodes={spec.nodes}; expected 1 or more")
+    nodes = parse_count("--nodes", spec.nodes, minimum=1, maximum=MAX_NODES)
+    gpus = parse_count("--gpus-per-node", spec.gpus_per_node, minimum=0, maximum=MAX_GPUS_PER_NODE)
+    spec = replace(spec, nodes=nodes, gpus_per_node=gpus, command=check_command(spec.command))
     if spec.scheduler == "volcano-master" and spec.nodes < 2:
         raise InputError(f"--nodes={spec.nodes} with --scheduler volcano-master; expected 2 or more "
                          "(one master task and at least one worker), or --scheduler volcano")
-    if spec.gpus_per_node < 0:
-        raise InputError(f"--gpus-per-node={spec.gpus_per_node}; expected 0 (a CPU job) or more")
-    if not _DNS_LABEL.match(spec.name) or len(spec.name) > 40:
-        raise InputError(f"--name={spec.name!r}; expected a DNS label of at most 40 characters "
-                         "(lower-case letters, digits, '-'; starting with a letter)")
-    if not _DNS_LABEL.match(spec.namespace):
-        raise InputError(f"--namespace={spec.namespace!r}; expected a DNS label")
-    problem = image_problem(spec.image)
-    if problem:
-        raise InputError(f"--image={spec.image!r} {problem}")
-    if not spec.command:
-        raise InputError("no training script given; expected `-- train.py [ARGS...]` after the options")
+    _check_names(spec)
     if spec.rdma not in RDMA:
         raise InputError(f"--rdma={spec.rdma!r} is unknown; expected one of {', '.join(RDMA)}")
-    if spec.rdma == "device-plugin" and not _RESOURCE.match(spec.rdma_resource):
-        raise InputError(f"--rdma device-plugin needs --rdma-resource; got {spec.rdma_resource!r}, expected "
-                         "the device plugin's resource name, e.g. rdma/rdma_shared_device_a")
+    if spec.rdma == "device-plugin":
+        _check_resource(spec.rdma_resource)
     if spec.rdma_resource and spec.rdma != "device-plugin":
         raise InputError(f"--rdma-resource={spec.rdma_resource!r} is only used with --rdma device-plugin; "
                          f"got --rdma {spec.rdma}")
@@ -158,29 +295,38 @@ def check(spec: JobSpec) -> JobSpec:
         if spec.gpus_per_node > shape.gpus_per_node:
             raise InputError(f"--gpus-per-node={spec.gpus_per_node} but preset {spec.preset} is a shape with "
                              f"{shape.gpus_per_node} GPUs; expected {shape.gpus_per_node} or fewer")
-    if spec.rdzv not in RDZV:
-        raise InputError(f"--rdzv={spec.rdzv!r} is unknown; expected one of {', '.join(RDZV)}")
-    if spec.rdzv == "etcd":
-        if spec.etcd_server and not spec.kube:
-            raise InputError("--etcd-server renders a Kubernetes Pod; for an HPC job give --etcd-endpoint HOST:PORT")
-        if not spec.etcd_endpoint and not spec.etcd_server:
-            raise InputError("--rdzv etcd needs an etcd endpoint; expected --etcd-endpoint HOST:PORT (an etcd "
-                             "serving the v2 API) or --etcd-server (render one next to the job)")
-        if spec.etcd_endpoint:
-            ep = Endpoint.parse("--etcd-endpoint", spec.etcd_endpoint)
-            if ep.port is None:
-                raise InputError(f"--etcd-endpoint={spec.etcd_endpoint!r} has no port; expected HOST:PORT, e.g. etcd:2379")
-        else:
-            spec = replace(spec, etcd_endpoint=f"{spec.etcd_service}:{ETCD_PORT}")
-    elif spec.etcd_endpoint or spec.etcd_server:
-        raise InputError("--etcd-endpoint/--etcd-server are for --rdzv etcd; got --rdzv c10d")
+    spec = _check_rdzv(spec)
     runtime = spec.runtime or ("apptainer" if not spec.kube else "none")
     if runtime not in RUNTIMES:
         raise InputError(f"--runtime={spec.runtime!r} is unknown; expected one of {', '.join(RUNTIMES)}")
     if spec.kube and runtime != "none":
         raise InputError(f"--runtime={runtime} is for HPC job scripts; Kubernetes runs the image itself: leave it out")
-    if spec.site_lib and not spec.site_lib.startswith("/"):
-        raise InputError(f"--site-lib={spec.site_lib!r}; expected an absolute host path")
+    _check_site(spec, runtime)
+    return replace(spec, runtime=runtime)
+
+
+def _check_rdzv(spec: JobSpec) -> JobSpec:
+    if spec.rdzv not in RDZV:
+        raise InputError(f"--rdzv={spec.rdzv!r} is unknown; expected one of {', '.join(RDZV)}")
+    if spec.rdzv != "etcd":
+        if spec.etcd_endpoint or spec.etcd_server:
+            raise InputError("--etcd-endpoint/--etcd-server are for --rdzv etcd; got --rdzv c10d")
+        return spec
+    if spec.etcd_server and spec.etcd_endpoint:
+        raise InputError(f"--etcd-server with --etcd-endpoint={spec.etcd_endpoint!r}: the job would use the "
+                         "endpoint and never the etcd Pod; expected one of them")
+    if spec.etcd_server and not spec.kube:
+        raise InputError("--etcd-server renders a Kubernetes Pod; for an HPC job give --etcd-endpoint HOST:PORT")
+    if not spec.etcd_endpoint and not spec.etcd_server:
+        raise InputError("--rdzv etcd needs an etcd endpoint; expected --etcd-endpoint HOST:PORT (an etcd "
+                         "serving the v2 API) or --etcd-server (render one next to the job)")
+    if spec.etcd_endpoint:
+        _check_endpoint(spec.etcd_endpoint)
+        return spec
+    return replace(spec, etcd_endpoint=f"{spec.etcd_service}:{ETCD_PORT}")
+
+
+def _check_site(spec: JobSpec, runtime: str) -> None:
     if spec.site_lib and spec.fabric != "slingshot":
         raise InputError(f"--site-lib is for Slingshot presets; preset {spec.preset or '(none)'} needs no site plugin "
                          "directory (EFA binds the EFA installer's /opt/amazon)")
@@ -189,8 +335,3 @@ def check(spec: JobSpec) -> JobSpec:
                          "host directory with the site's aws-ofi-nccl build (libnccl-net.so), bound at " + SITE_LIB)
     if spec.fabric == "slingshot" and spec.kube:
         raise InputError(f"--preset {spec.preset} is a Slingshot HPC shape; expected --scheduler slurm, pbs or pbs-pals")
-    if not re.fullmatch(r"\d+:\d\d:\d\d", spec.walltime):
-        raise InputError(f"--walltime={spec.walltime!r}; expected HH:MM:SS")
-    if spec.queue and not re.fullmatch(r"[A-Za-z0-9_.-]+", spec.queue):
-        raise InputError(f"--queue={spec.queue!r}; expected a queue or partition name (letters, digits, '_', '.', '-')")
-    return replace(spec, runtime=runtime)
