@@ -143,8 +143,8 @@ def run_helpers(commands: Mapping[str, list[str]], timeout: float = HELPER_TIMEO
         try:
             started[key] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                             stdin=subprocess.DEVNULL, text=True, start_new_session=True)
-        except OSError as exc:
-            answers[key] = (None, f"could not start ({exc.strerror or exc})")
+        except (OSError, ValueError) as exc:  # ValueError: a NUL in an argument (a variable's value)
+            answers[key] = (None, f"could not start ({getattr(exc, 'strerror', None) or exc})")
     deadline = time.monotonic() + timeout
     for key, proc in started.items():
         try:
