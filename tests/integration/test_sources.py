@@ -113,12 +113,13 @@ def test_local_tarball_checked_when_pinned(tmp_path):
     (tmp_path / "ofi.tar.gz").write_bytes(PAYLOAD)
     ok = definition(tmp_path, f"{{version: '1.14.0', tarball: ofi.tar.gz, sha256: {GOOD_SHA}}}")
     assert aws_ofi_nccl_source(ok, tmp_path / ".cache") == tmp_path / "ofi.tar.gz"
-    unpinned = definition(tmp_path, "{version: '1.14.0', tarball: ofi.tar.gz}")
-    assert aws_ofi_nccl_source(unpinned, tmp_path / ".cache") == tmp_path / "ofi.tar.gz"
+    # a local tarball has no upstream to pin from later: the definition itself must pin it
+    with pytest.raises(InputError, match=r"aws_ofi_nccl.tarball='ofi.tar.gz' has no aws_ofi_nccl.sha256"):
+        definition(tmp_path, "{version: '1.14.0', tarball: ofi.tar.gz}")
     bad = definition(tmp_path, f"{{version: '1.14.0', tarball: ofi.tar.gz, sha256: '{'a' * 64}'}}")
     with pytest.raises(InputError, match=f"file has sha256 {GOOD_SHA}"):
         aws_ofi_nccl_source(bad, tmp_path / ".cache")
-    missing = definition(tmp_path, "{version: '1.14.0', tarball: nowhere.tar.gz}")
+    missing = definition(tmp_path, f"{{version: '1.14.0', tarball: nowhere.tar.gz, sha256: {GOOD_SHA}}}")
     with pytest.raises(InputError, match="nowhere.tar.gz' does not exist"):
         aws_ofi_nccl_source(missing, tmp_path / ".cache")
 
@@ -136,7 +137,7 @@ def test_build_stops_on_a_bad_source_before_docker_and_stages_a_good_one(tmp_pat
     unpinned = definition(tmp_path, f"{{version: '1.14.0', url: '{server.url}/good.tar.gz'}}")
     with pytest.raises(InputError, match="aws_ofi_nccl.sha256 is missing"):
         engine.build(unpinned, unpinned.arches[0], root=tmp_path)
-    missing = definition(tmp_path, "{version: '1.14.0', tarball: nowhere.tar.gz}")
+    missing = definition(tmp_path, f"{{version: '1.14.0', tarball: nowhere.tar.gz, sha256: {GOOD_SHA}}}")
     with pytest.raises(InputError, match="does not exist"):
         engine.build(missing, missing.arches[0], root=tmp_path)
     assert not (tmp_path / ".cache" / "sources" / "netplugin").exists()  # nothing staged, nothing built

@@ -65,6 +65,47 @@ def test_tags_carry_the_arch_and_merge_without_it(tmp_path):
          "torch.torchvision='0.29.1' does not match torch.version='2.13.0'; expected a torchvision 0.28.x release"),
         (GOOD.replace(', torchvision: "0.28.0"', ""), "missing required key 'torch.torchvision'"),
         (GOOD.replace('version: "2.13.0"', 'version: "1.13.1"'), "expected a torch 2.x release"),
+        # free text in a version would reach pip as an option, and the image tag
+        (GOOD.replace('"2.13.0"', '"2.13.0 --index-url=http://evil/simple"'),
+         "torch.version='2.13.0 --index-url=http://evil/simple'; expected a PEP 440 version"),
+        (GOOD.replace('"2.13.0"', '"2.13.0; rm -rf /"'), "torch.version='2.13.0; rm -rf /'; expected a PEP 440"),
+        (GOOD.replace('"2.13.0"', '"2.13.0\\n"'), "torch.version='2.13.0\\n'"),  # Version() would strip it
+        (GOOD.replace('"2.13.0"', '"v2.13.0"'), "expected a PEP 440 version in normal form: '2.13.0'"),
+        (GOOD.replace('"0.28.0"', '"0.28.0\\n"'), "torch.torchvision='0.28.0\\n'"),
+        (GOOD.replace('"2.13.0"', '"2.13.0+cu130"'), "makes the tag '2.13.0+cu130-cuda13.0-x86_64'"),
+        (GOOD.replace('"13.0"', '"13.0 x"'), "expect.cuda='13.0 x'; expected MAJOR.MINOR"),
+        (GOOD.replace('"2.29.7"', '"2.29.7\\n"'), "expect.nccl='2.29.7\\n'"),
+        (GOOD.replace('"3.11"', '"3.11\\n"'), "python='3.11\\n'; expected MAJOR.MINOR"),
+        (GOOD.replace('"3.11"', '"3.\u0661\u0661"'), "python="),  # Arabic-Indic digits are not ASCII
+        # every wheel pinned exactly, each package once
+        (GOOD.replace("simple}", "simple, extra_packages: [numpy]}"), "torch.extra_packages[0]='numpy'; expected a "
+         "wheel pinned exactly as NAME==VERSION"),
+        (GOOD.replace("simple}", "simple, extra_packages: ['numpy>=2']}"), "extra_packages[0]='numpy>=2'"),
+        (GOOD.replace("simple}", "simple, extra_packages: ['numpy==2.4.6 ; os_name==\"nt\"']}"), "extra_packages[0]"),
+        (GOOD.replace("simple}", "simple, sdist_packages: ['--index-url=http://evil==1']}"), "sdist_packages[0]"),
+        (GOOD.replace("simple}", "simple, extra_packages: ['Torch==2.13.0']}"),
+         "pins 'torch', which torch.version already pins"),
+        # values that reach mmdebstrap, apt, pip or FROM as words
+        (GOOD.replace("{debian: bookworm}", "{debian: bookworm, mirror: '--setup-hook=touch P'}"), "base.mirror="),
+        (GOOD.replace("{debian: bookworm}", "{debian: 'bookworm --x'}"), "base.debian='bookworm --x'"),
+        (GOOD.replace("{debian: bookworm}", "{image: 'ubuntu:24.04 AS x'}"), "base.image='ubuntu:24.04 AS x'"),
+        (GOOD.replace("{debian: bookworm}", "{image: 'ubuntu@sha256:abc'}"), "base.image='ubuntu@sha256:abc'"),
+        (GOOD.replace("index_url: https://pypi.org/simple", "index_url: 'https://x/s --trusted-host x'"),
+         "torch.index_url="),
+        (GOOD.replace("[libibverbs1]", "['libibverbs1 -o APT::Update::Pre-Invoke::=x']"), "rdma_core.packages[0]="),
+        (GOOD + 'description: "a\\nRUN touch P"\n', "description='a\\nRUN touch P'; expected one line"),
+        # the net plugin's source: pinned, one of url or tarball, inside the repository
+        (GOOD + "aws_ofi_nccl: {version: '1.14.0', tarball: ../../../../etc/shadow}\n", "no '..'"),
+        (GOOD + f"aws_ofi_nccl: {{version: '1.14.0', tarball: /etc/shadow, sha256: {'a' * 64}}}\n",
+         "aws_ofi_nccl.tarball='/etc/shadow'; expected a relative path"),
+        (GOOD + "aws_ofi_nccl: {version: '1.14.0', tarball: x.tgz}\n", "has no aws_ofi_nccl.sha256"),
+        (GOOD + f"aws_ofi_nccl: {{version: '1.14.0', tarball: x.tgz, sha256: {'a' * 64}, url: 'https://h/x.tgz'}}\n",
+         "aws_ofi_nccl has both 'tarball' and 'url'"),
+        (GOOD + f"aws_ofi_nccl: {{version: '1.14.0', sha256: \"{'a' * 64}\\n\"}}\n", "expected 64 lower-case hex"),
+        (GOOD + f"aws_ofi_nccl: {{version: '1.14.0', sha256: {'A' * 64}}}\n", "expected 64 lower-case hex"),
+        (GOOD + "aws_ofi_nccl: {version: '1.14.0 x'}\n", "aws_ofi_nccl.version='1.14.0 x'"),
+        (GOOD + "aws_ofi_nccl: {version: '1.14.0', url: 'file:///etc/shadow'}\n", "aws_ofi_nccl.url="),
+        ("extends: '../x'\n", "extends='../x'; expected the stem of another file"),
     ],
 )
 def test_bad_definitions_name_file_and_key(tmp_path, text, needle):
@@ -74,7 +115,7 @@ def test_bad_definitions_name_file_and_key(tmp_path, text, needle):
     message = str(info.value)
     assert needle in message
     assert "bad.yaml" in message
-    assert "\n" not in message
+    assert message.isprintable()  # one line: no \n, \r, U+2028 or other break
 
 
 @pytest.mark.parametrize("torch, series", [("2.0.1", "0.15"), ("2.9.1", "0.24"), ("2.13.0", "0.28"),
