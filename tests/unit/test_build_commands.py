@@ -197,3 +197,49 @@ def test_a_variant_whose_plugin_differs_from_its_definition_is_refused():
     wrong = commands.mismatches(efa, ARM, {**found, "nccl-net-plugin-version": "1.0.0",
                                            "nccl-net-plugin-machine": "x86_64", "nccl-net-plugin-api": ""})
     assert len(wrong) == 3 and "expected version '1.14.0'" in wrong[0] and "built for 'x86_64'" in wrong[1]
+
+
+def _args(argv: list[str]) -> dict[str, str]:
+    return dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--build-arg")
+
+
+def test_build_args_split_back_into_exactly_the_checked_words():
+    # The Dockerfile expands these unquoted so that each word is one pip/apt argument; the
+    # payload RUN has globbing off, so the split is the whole transformation.
+    kw = dict(context=ROOT, tag="t:1", base_image="b", build_base_image="b", wheelhouse=None, ca_bundle=None)
+    args = _args(commands.build_command(Builder("docker", buildx=False), DEFN, ARM, **kw))
+    assert args["REQUIREMENTS"].split(" ") == commands.requirements(DEFN)
+    assert args["BASE_PACKAGES"].split(" ") == commands.base_packages(DEFN)
+    assert args["PIP_SOURCE"].split(" ") == commands.pip_source(DEFN)
+    payload = (ROOT / "docker" / "Dockerfile").read_text().split("\nFROM ")[1]
+    assert "set -euf;" in payload and "${REQUIREMENTS}" in payload
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("extra_packages", ("numpy==2.4.6 --index-url=http://evil/simple",), "build arg REQUIREMENTS: word"),
+    ("extra_packages", ("--pre",), "not starting with '-'"),
+    ("sdist_packages", ("a==1\n",), "build arg REQUIREMENTS: word 'a==1\\n'"),
+    ("index_url", "https://x/s --trusted-host x", "build arg PIP_SOURCE: word"),
+])
+def test_a_definition_built_around_the_loader_still_cannot_reach_a_build_arg(field, value, needle):
+    from dataclasses import replace
+
+    # dataclasses.replace skips every check of the loader; build_command checks each word again
+    hostile = replace(DEFN, torch=replace(DEFN.torch, **{field: value}))
+    kw = dict(context=ROOT, tag="t:1", base_image="b", build_base_image="b", wheelhouse=None, ca_bundle=None)
+    with pytest.raises(InputError) as info:
+        commands.build_command(Builder("docker", buildx=False), hostile, ARM, **kw)
+    assert needle in str(info.value) and str(info.value).isprintable()
+    packages = replace(DEFN, rdma_core=replace(DEFN.rdma_core, packages=("libibverbs1", "lib*")))
+    with pytest.raises(InputError, match=r"build arg BASE_PACKAGES: word 'lib\*'"):
+        commands.build_command(Builder("docker", buildx=False), packages, ARM, **kw)
+
+
+def test_a_label_value_is_one_escaped_line_or_refused():
+    dockerfile = commands.label_dockerfile("src:1", {"k": "a $HOME \\ \"q\""})
+    assert dockerfile == 'FROM src:1\nLABEL "k"="a \\$HOME \\\\ \\"q\\""\n'
+    for value in ("a\nRUN touch P", "a\r", "a\u2028b", "a\x85"):
+        with pytest.raises(RuntimeFailure, match="not one printable line"):
+            commands.label_dockerfile("src:1", {"k": value})
+    with pytest.raises(InputError, match="build arg label source"):
+        commands.label_dockerfile("src:1\nRUN touch P", {})

@@ -8,13 +8,14 @@ integration tests run them for real.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from torchpod.arch import Arch
-from torchpod.errors import InputError
-from .definitions import ImageDef
+from torchpod.errors import InputError, RuntimeFailure
+from .definitions import DEBIAN_PACKAGE, ImageDef
 
 # glibc of each Debian release: manylinux wheels up to this version run on it.
 DEBIAN_GLIBC = {"bullseye": (2, 31), "bookworm": (2, 36), "trixie": (2, 41)}
@@ -118,6 +119,22 @@ def base_import_command(builder: Builder, arch: Arch, context: Path, tag: str) -
 
 BASE_DOCKERFILE = 'FROM scratch\nADD rootfs.tar /\nCMD ["bash"]\n'
 
+# The Dockerfile expands list-valued build args unquoted (`pip install ${REQUIREMENTS}`), so
+# the shell splits them on whitespace; the payload RUN turns globbing off (`set -f`) and the
+# runtime RUN's words (Debian package names) hold no glob character. A list therefore
+# arrives word for word only if no word holds whitespace, and a word never becomes an
+# option unless it starts with '-'. definitions.py checks every value at load; each word is
+# checked again here, whatever built the ImageDef (dataclasses.replace skips the loader).
+_WORD = re.compile(r"[!-~]+")
+
+
+def _words(key: str, words: Sequence[str], grammar: re.Pattern = _WORD, allow_dash: bool = False) -> str:
+    for word in words:
+        if not grammar.fullmatch(word) or (word.startswith("-") and not allow_dash):
+            raise InputError(f"build arg {key}: word {word!r}; expected printable ASCII without spaces"
+                             + ("" if allow_dash else ", not starting with '-'") + " (fix the image definition)")
+    return " ".join(words)
+
 
 def build_command(
     builder: Builder,
@@ -144,24 +161,24 @@ def build_command(
     """
     mounted = f"{WHEELHOUSE_MOUNT}/{wheelhouse}" if wheelhouse else None
     args = {
-        "BASE_IMAGE": base_image,
-        "BUILD_BASE_IMAGE": build_base_image,
-        "PYTHON_VERSION": defn.python,
-        "PIP_TARGET": " ".join(pip_target(defn, arch)),
-        "PIP_SOURCE": " ".join(pip_source(defn, mounted)),
-        "REQUIREMENTS": " ".join(requirements(defn)),
+        "BASE_IMAGE": _words("BASE_IMAGE", [base_image]),
+        "BUILD_BASE_IMAGE": _words("BUILD_BASE_IMAGE", [build_base_image]),
+        "PYTHON_VERSION": _words("PYTHON_VERSION", [defn.python]),
+        "PIP_TARGET": _words("PIP_TARGET", pip_target(defn, arch), allow_dash=True),
+        "PIP_SOURCE": _words("PIP_SOURCE", pip_source(defn, mounted), allow_dash=True),
+        "REQUIREMENTS": _words("REQUIREMENTS", requirements(defn)),
         # offline, `invoke wheels` already built them into the wheelhouse
-        "SDISTS": "" if wheelhouse else " ".join(defn.torch.sdist_packages),
-        "BASE_PACKAGES": " ".join(base_packages(defn)),
+        "SDISTS": "" if wheelhouse else _words("SDISTS", defn.torch.sdist_packages),
+        "BASE_PACKAGES": _words("BASE_PACKAGES", base_packages(defn), DEBIAN_PACKAGE),
         "EXAMPLES_DIR": EXAMPLES_DIR,
     }
     if rebuild:
-        args["TORCHPOD_REBUILD"] = rebuild
+        args["TORCHPOD_REBUILD"] = _words("TORCHPOD_REBUILD", [rebuild])
     target = "runtime"
     if defn.aws_ofi_nccl is not None:
         if not netplugin_tarball:
             raise InputError(f"{defn.path.name} carries a net plugin; its build needs the verified source tarball")
-        args["NETPLUGIN_TARBALL"] = netplugin_tarball
+        args["NETPLUGIN_TARBALL"] = _words("NETPLUGIN_TARBALL", [netplugin_tarball])
         args["NETPLUGIN_CUDA"] = cuda_headers(defn)
         # EFA images ask for aws-ofi-nccl's AWS platform code (it enables itself only when
         # configure runs on EC2); Slingshot's cxi builds leave it out.
@@ -211,9 +228,18 @@ def labels(defn: ImageDef, arch: Arch, found: Mapping[str, str], *, created: str
 
 
 def label_dockerfile(source: str, values: Mapping[str, str]) -> str:
+    """A Dockerfile that only adds labels. A label value is a double-quoted Dockerfile word:
+    a line break would end the instruction (and start another), and the frontend expands
+    ``$name`` inside it (moby/buildkit, frontend/dockerfile/shell/lex.go), so a value must be
+    one printable line and its backslash, quote and dollar are escaped."""
+    _words("label source", [source])
     lines = [f"FROM {source}"]
     for key, value in sorted(values.items()):
-        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+        for text in (key, value):
+            if not text.isprintable():
+                raise RuntimeFailure(f"label {key!r}={value!r}: not one printable line; expected a version or "
+                                     "a name (the definition or the built image's probe gave it)")
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
         lines.append(f'LABEL "{key}"="{escaped}"')
     return "\n".join(lines) + "\n"
 
