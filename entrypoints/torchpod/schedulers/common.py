@@ -127,7 +127,7 @@ def master_endpoint(env: Env, addr_names: Sequence[str], port_names: Sequence[st
 
 def short(host: str) -> str:
     """The first DNS label: what `hostname -s` prints (IP addresses stay whole)."""
-    if re.fullmatch(r"[\d.]+", host) or ":" in host:
+    if re.fullmatch(r"[0-9.]+", host) or ":" in host:
         return host
     return host.split(".", 1)[0]
 

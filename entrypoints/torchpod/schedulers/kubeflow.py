@@ -77,7 +77,7 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     pod_name = get(env, "POD_NAME")
     if node is None:
         for candidate in ([pod_name[1]] if pod_name else []) + [facts.hostname]:
-            m = re.search(r"-worker-(\d+)$", candidate)
+            m = re.search(r"-worker-([0-9]{1,9})$", candidate)  # ASCII: '٣' is no index
             if m:
                 node, how = int(m.group(1)), f"pod name {candidate!r}"
                 break
@@ -106,7 +106,7 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     if legacy is not None and get(env, "PET_NPROC_PER_NODE") is None:
         nproc = parse_nproc(*legacy)
         notes.append(f"nproc_per_node {nproc} from PET_N_PROC_PER_NODE (early training-operator spelling)")
-    job = re.sub(r"-(master|worker|node)-\d+(-\d+)?$", "", ep.host.split(".", 1)[0])
+    job = re.sub(r"-(master|worker|node)-[0-9]+(-[0-9]+)?$", "", ep.host.split(".", 1)[0])
     return Detection(
         scheduler=NAME,
         nnodes=nnodes,
