@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
 import shlex
 import shutil
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings
@@ -41,6 +43,11 @@ for _name in ("infiniband_hdr_node", "roce_bonded_mlx5_ipv4_and_ipv6_both_versio
 SITE_LIB = _ROOT / "site"
 SITE_LIB.mkdir()
 (SITE_LIB / "libnccl-net.so").write_text("")
+# The helper tools gather_facts looks for on PATH: scontrol as it answers without a
+# slurm.conf (exit 1), no nvidia-smi, whatever this machine has installed.
+_TOOLS = Path(tempfile.mkdtemp(prefix="torchpod-tools-"))
+(_TOOLS / "scontrol").write_text("#!/bin/sh\nexit 1\n")
+(_TOOLS / "scontrol").chmod(0o755)
 
 # the variables the schedulers and the fabric read, and torchrun's PET_* options
 NAMES = [
@@ -70,7 +77,8 @@ BASES = [
 
 def main(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+            mock.patch.dict(os.environ, {"PATH": str(_TOOLS)}):
         code = cli.main(argv, env)
     return code, out.getvalue(), err.getvalue()
 

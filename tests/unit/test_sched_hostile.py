@@ -7,10 +7,12 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings
@@ -24,12 +26,18 @@ from torchpod.schedulers.slurm import MAX_HOSTS, expand_hostlist, hostlist_size,
 from torchpod.values import Endpoint
 
 _EMPTY_SYSFS = Path(tempfile.mkdtemp(prefix="torchpod-hostile-sys-"))
+# The helper tools gather_facts looks for on PATH: scontrol as it answers without a
+# slurm.conf (exit 1), no nvidia-smi, whatever this machine has installed.
+_TOOLS = Path(tempfile.mkdtemp(prefix="torchpod-tools-"))
+(_TOOLS / "scontrol").write_text("#!/bin/sh\nexit 1\n")
+(_TOOLS / "scontrol").chmod(0o755)
 ISOLATED = {"TORCHPOD_HOSTNAME": "n1", "TORCHPOD_SYSFS_ROOT": str(_EMPTY_SYSFS), "CUDA_VISIBLE_DEVICES": ""}
 
 
 def main(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+            mock.patch.dict(os.environ, {"PATH": str(_TOOLS)}):
         code = cli.main(argv, {**env, **ISOLATED})
     return code, out.getvalue(), err.getvalue()
 
