@@ -247,7 +247,9 @@ def test_bad_input_is_one_line_naming_the_flag(change, message):
 def test_hpc_script_starts_one_launcher_per_node(spec):
     (out,) = render_mod.render(spec)
     text = out.text
-    launch = [ln for ln in text.splitlines() if "torchpod run" in ln or (" run -- " in ln and spec.image in ln)]
+    # torchpod named (no container, pyxis), or the image's ENTRYPOINT given `run --` (docker,
+    # podman, enroot start: the imported image's /etc/rc execs the ENTRYPOINT)
+    launch = [ln for ln in text.splitlines() if "torchpod run" in ln or " run -- " in ln]
     assert len(launch) == 1, text  # exactly one launch line, and it fans out per node
     line = launch[0]
     if spec.scheduler == "slurm":

@@ -47,6 +47,9 @@ EXPANSIONS = frozenset({'"$SIF"', '"$SQSH"', '"$NNODES"', '"$PBS_O_WORKDIR"', f'
 # directory the job script expanded ($1) and execs the rest of its arguments as they are.
 PBSDSH_CD_EXEC = 'cd "$1" && shift && exec "$@"'
 PBSDSH_QUIET = 'exec "$@" >/dev/null'
+# Line 2 of every script (a directive right after the shebang covers the whole file):
+# SC2016 warns of '$x' in single quotes, which is exactly how an argument reaches torchpod.
+SHELLCHECK = "# shellcheck disable=SC2016  # single-quoted words reach torchpod unexpanded, on purpose"
 
 _SAFE = re.compile(r"[A-Za-z0-9@%+=:,./_-]+", re.ASCII)  # shlex.quote's set: no quoting needed
 _ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -79,11 +82,12 @@ def quote(word: str, *, ascii_only: bool = False) -> str:
     QUOTING), so a value never starts a new line of the file. With ``ascii_only`` every
     character outside printable ASCII is escaped too (``\uNNNN``, ``\UNNNNNNNN``): the form
     of the Regenerate comment, which must not hold U+0085, U+2028 or U+2029 raw either.
-    Scripts keep other non-ASCII text raw (UTF-8 inside quotes): bash passes those bytes
-    through whatever the node's locale, where ``\u`` would depend on it."""
+    Scripts keep non-ASCII text raw (UTF-8 inside quotes, C1 controls included): bash passes
+    those bytes through whatever the node's locale, where ``\u`` depends on it (bash 5.2
+    under LC_ALL=C writes ``$'\u0085'`` back as the six characters)."""
     if _SAFE.fullmatch(word):
         return word
-    plain = all(" " <= ch <= "~" or (not ascii_only and ch > "\x9f") for ch in word)
+    plain = all(" " <= ch <= "~" or (not ascii_only and ch >= "\x80") for ch in word)
     if plain:
         return shlex.quote(word)
     out = []
@@ -91,7 +95,7 @@ def quote(word: str, *, ascii_only: bool = False) -> str:
         code = ord(ch)
         if ch in _ESCAPES:
             out.append(_ESCAPES[ch])
-        elif code < 0x20 or code == 0x7F or (ascii_only and 0x80 <= code) or 0x80 <= code <= 0x9F:
+        elif code < 0x20 or code == 0x7F or (ascii_only and 0x80 <= code):
             out.append(f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
         else:
             out.append(ch)
@@ -193,7 +197,9 @@ def container_command(spec: JobSpec, forward: tuple[str, ...]) -> list:
             out += ["--mount", b]
         for pair in env:
             out += ["--env", pair]
-        return out + [Sh('"$SQSH"'), *inner]
+        # the image's /etc/rc, which enroot import writes for a Docker image, is
+        # `exec ENTRYPOINT "$@"` (NVIDIA/enroot src/docker.sh): torchpod is not named again
+        return out + [Sh('"$SQSH"'), *inner[1:]]
     if spec.runtime in ("podman", "docker"):
         if spec.runtime == "podman":
             out = ["podman-hpc", "run", "--rm", "--gpu"]
@@ -214,7 +220,7 @@ def container_command(spec: JobSpec, forward: tuple[str, ...]) -> list:
 
 
 def slurm_script(spec: JobSpec, header: list[str]) -> str:
-    lines = ["#!/bin/bash",
+    lines = ["#!/bin/bash", SHELLCHECK,
              f"#SBATCH --job-name={spec.name}",
              f"#SBATCH --nodes={spec.nodes}",
              "#SBATCH --ntasks-per-node=1"]
@@ -248,7 +254,7 @@ def slurm_script(spec: JobSpec, header: list[str]) -> str:
 def pbs_script(spec: JobSpec, header: list[str]) -> str:
     pals = spec.scheduler == "pbs-pals"
     chunk = f"select={spec.nodes}:ncpus=1:mpiprocs=1" + (f":ngpus={spec.gpus_per_node}" if spec.gpus_per_node else "")
-    lines = ["#!/bin/bash",
+    lines = ["#!/bin/bash", SHELLCHECK,
              f"#PBS -N {spec.name}",
              f"#PBS -l {chunk}",
              "#PBS -l place=scatter:excl",

@@ -154,7 +154,7 @@ def render(spec: JobSpec) -> list[Output]:
         sh = f"{base}.sh"
         cmd = kube.runai_command(spec)
         # bash: the words may use $'...' quoting (hpc.quote), which POSIX sh before 2024 lacks
-        lines = ["#!/bin/bash", header(spec, sh)[0], header(spec, sh)[-1],
+        lines = ["#!/bin/bash", hpc.SHELLCHECK, header(spec, sh)[0], header(spec, sh)[-1],
                  f"# The Run:ai CLI line for the job; {name} is the PyTorchJob it corresponds to.",
                  "# Flags as in the Run:ai CLI reference (`runai training pytorch submit`, v2.18+).",
                  "exec " + " \\\n  ".join(_chunks(cmd))]
