@@ -132,8 +132,9 @@ class Lines:
     log interleaves the output of programs that are not all UTF-8. No total cap: memory is
     bounded by the chunk and the line cap, time is linear in the file's size."""
 
-    def __init__(self, path: str | os.PathLike, *, what: str, expected: str, line_cap: int = LINE_CAP):
-        self.path, self.what, self.expected, self.line_cap = path, what, expected, line_cap
+    def __init__(self, path: str | os.PathLike, *, what: str, expected: str, line_cap: int = LINE_CAP,
+                 chunk: int = _CHUNK):
+        self.path, self.what, self.expected, self.line_cap, self.chunk = path, what, expected, line_cap, chunk
         self.truncated = 0
         self._fd: int | None = open_regular(path, what, expected, None)  # errors now, not at first next()
 
@@ -151,7 +152,7 @@ class Lines:
         try:
             while True:
                 try:
-                    data = os.read(fd, _CHUNK)
+                    data = os.read(fd, self.chunk)
                 except OSError as exc:
                     raise _unreadable(self.what, self.expected, exc) from None
                 if not data:

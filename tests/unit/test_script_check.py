@@ -56,3 +56,26 @@ def test_no_python_wants_an_executable(tmp_path):
     tool.chmod(0o755)
     check("./run.sh", tmp_path, "--no-python")
     check("run.sh", tmp_path, "--no-python", env={"PATH": str(tmp_path)})
+
+
+@pytest.mark.parametrize("name, passthrough, needle", [
+    ("x" * 300, (), "cannot be read on node 1 (gpu002), working directory {cwd} (File name too long)"),
+    ("x" * 300 + ".py/a", (), "cannot be read on node 1"),
+    ("train.py/inner.py", (), "does not exist on node 1"),  # below a file: ENOTDIR is a missing path
+    ("/dev/null", (), "is a character device on node 1"),
+    ("fifo", (), "is a FIFO (named pipe) on node 1"),
+    ("x" * 300, ("--module",), "is not importable"),
+    ("a." * 200 + "b", ("--module",), "is not importable"),
+    ("x" * 300, ("--no-python",), "is not an executable file"),
+    ("./fifo", ("--no-python",), "is not an executable file"),
+])
+def test_any_oserror_or_special_file_is_one_line_naming_the_path(tmp_path, name, passthrough, needle):
+    """A 300-character name (ENAMETOOLONG) was a traceback; a FIFO 'did not exist'."""
+    import os
+
+    (tmp_path / "train.py").write_text("")
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(InputError) as info:
+        check(name, tmp_path, *passthrough)
+    message = str(info.value)
+    assert needle.format(cwd=tmp_path) in message and "\n" not in message and "expected" in message
