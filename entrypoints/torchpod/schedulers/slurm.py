@@ -200,10 +200,10 @@ def gpus_from_env(env: Env) -> tuple[str | None, str]:
     return None, ""
 
 
-def refuse_second_task(env: Env) -> None:
-    """srun sets SLURM_LOCALID, the task's index on its node (srun.1, "OUTPUT ENVIRONMENT
-    VARIABLES"): 1 or more is a second launcher on this node, whether or not
-    SLURM_STEP_TASKS_PER_NODE says how many there are."""
+def refuse_second_task(env: Env, index: int) -> None:
+    """One launcher per node. srun sets SLURM_LOCALID, the task's index on its node
+    (srun.1, "OUTPUT ENVIRONMENT VARIABLES"): 1 or more is a second launcher here, whether
+    or not SLURM_STEP_TASKS_PER_NODE says how many tasks this node (``index``) runs."""
     local = get(env, "SLURM_LOCALID")
     if local is not None and parse_int(*local, hint="srun sets it to the task's index on this node") >= 1:
         raise InputError(
@@ -211,6 +211,37 @@ def refuse_second_task(env: Env) -> None:
             "launcher; expected one launcher per node (torchrun starts the per-GPU processes "
             "itself); use `srun --ntasks-per-node=1 torchpod run ...`"
         )
+    tasks = get(env, "SLURM_STEP_TASKS_PER_NODE")
+    if tasks is not None:
+        counts = expand_tasks_per_node(*tasks)
+        if index < len(counts) and counts[index] > 1:
+            raise InputError(
+                f"SLURM_STEP_TASKS_PER_NODE={tasks[1]!r} starts {counts[index]} launchers on "
+                "this node; expected 1 (torchrun starts the per-GPU processes itself); use "
+                "`srun --ntasks-per-node=1 torchpod run ...`"
+            )
+
+
+def _node_index(env: Env, facts: Facts, hosts: tuple[str, ...], list_var: tuple[str, str]
+                ) -> tuple[int, tuple[str, ...]]:
+    """This node's index in the step: SLURM_NODEID, else this hostname's place in the list."""
+    node_var = get(env, "SLURM_NODEID")
+    if node_var is not None:
+        index = parse_int(*node_var, hint="Slurm sets it to this node's index in the step")
+        if index >= len(hosts):
+            raise InputError(
+                f"SLURM_NODEID={node_var[1]!r} is outside the {len(hosts)} hosts of "
+                f"{list_var[0]}; expected 0-{len(hosts) - 1}"
+            )
+        return index, ()
+    index = find_host(hosts, facts.hostname)
+    if index is None:
+        raise InputError(
+            f"SLURM_NODEID is not set and this host {facts.hostname!r} is not in "
+            f"{list_var[0]}={list_var[1]!r}; expected one of {', '.join(hosts[:8])}; "
+            "start torchpod with srun, or set TORCHPOD_HOSTNAME to this node's listed name"
+        )
+    return index, (f"node index {index} from matching hostname {facts.hostname!r}",)
 
 
 def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
@@ -224,7 +255,6 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
             "allocation's host list, e.g. 'gpu[001-004]'; run inside an sbatch/salloc "
             "allocation, or unset " + ("SLURM_JOB_ID" if job else "TORCHPOD_SCHEDULER")
         )
-    refuse_second_task(env)
     hosts = facts.slurm_hosts or expand_hostlist(*list_var)
     notes = [f"hosts from {list_var[0]}={list_var[1]}"]
     count_var = get(env, "SLURM_STEP_NUM_NODES", "SLURM_JOB_NUM_NODES", "SLURM_NNODES")
@@ -236,33 +266,10 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
                 f"{list_var[0]}={list_var[1]!r}; expected equal counts; are the variables "
                 "from different steps?"
             )
-    node_var = get(env, "SLURM_NODEID")
-    if node_var is not None:
-        index = parse_int(*node_var, hint="Slurm sets it to this node's index in the step")
-        if index >= len(hosts):
-            raise InputError(
-                f"SLURM_NODEID={node_var[1]!r} is outside the {len(hosts)} hosts of "
-                f"{list_var[0]}; expected 0-{len(hosts) - 1}"
-            )
-    else:
-        index = find_host(hosts, facts.hostname)
-        if index is None:
-            raise InputError(
-                f"SLURM_NODEID is not set and this host {facts.hostname!r} is not in "
-                f"{list_var[0]}={list_var[1]!r}; expected one of {', '.join(hosts[:8])}; "
-                "start torchpod with srun, or set TORCHPOD_HOSTNAME to this node's listed name"
-            )
-        notes.append(f"node index {index} from matching hostname {facts.hostname!r}")
+    index, index_notes = _node_index(env, facts, hosts, list_var)
+    notes += index_notes
+    refuse_second_task(env, index)
     step = get(env, "SLURM_STEP_ID", "SLURM_STEPID")
-    tasks = get(env, "SLURM_STEP_TASKS_PER_NODE")
-    if tasks is not None:
-        counts = expand_tasks_per_node(*tasks)
-        if index < len(counts) and counts[index] > 1:
-            raise InputError(
-                f"SLURM_STEP_TASKS_PER_NODE={tasks[1]!r} starts {counts[index]} launchers on "
-                "this node; expected 1 (torchrun starts the per-GPU processes itself); use "
-                "`srun --ntasks-per-node=1 torchpod run ...`"
-            )
     if step is None and len(hosts) > 1:
         notes.append(
             "SLURM_STEP_ID unset: if this is the batch script, only this node runs; start "
