@@ -186,6 +186,11 @@ def test_a_variant_builds_the_plugin_stage_from_the_staged_tarball():
     assert override.aws_ofi_nccl.url is None and override.aws_ofi_nccl.version == "1.0.0"
     with pytest.raises(InputError, match="has no 'aws_ofi_nccl' section"):
         definitions.with_netplugin_source(DEFN, ROOT / "x.tar.gz", "1.0.0")
+    # the version names the staged file (a COPY source) and the label: one grammar, from the CLI too
+    with pytest.raises(InputError, match=r"^--netplugin-version='1.0.0 x'; expected a release version"):
+        definitions.with_netplugin_source(efa, ROOT / "x.tar.gz", "1.0.0 x")
+    with pytest.raises(InputError, match=r"^--netplugin-sha256='a+\\n'; expected 64 lower-case hex"):
+        definitions.with_netplugin_source(efa, ROOT / "x.tar.gz", "1.0.0", "a" * 64 + "\n")
 
 
 def test_a_variant_whose_plugin_differs_from_its_definition_is_refused():

@@ -64,7 +64,8 @@ _TARBALL = re.compile(r"[A-Za-z0-9._+-]{1,255}(?:/[A-Za-z0-9._+-]{1,255}){0,31}"
 # OCI/Docker image reference (distribution/reference, regexp.go): [domain/]path[:tag][@digest];
 # digests only of the algorithms the OCI image spec registers (descriptor.md).
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_DOMAIN = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:]+\])(?::[0-9]{1,5})?"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_DOMAIN = rf"(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9A-Fa-f:]+\])(?::[0-9]{{1,5}})?"
 _IMAGE_REF = re.compile(
     rf"(?P<name>(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*)(?::{_TAG.pattern})?"
     r"(?:@(?:sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128}))?"
@@ -123,8 +124,12 @@ def check_pin(path: Path, key: str, value: Any) -> tuple[str, str]:
 
 def check_url(path: Path, key: str, value: Any, schemes: tuple[str, ...]) -> str:
     if isinstance(value, str) and _URL.fullmatch(value):
-        parts = urlsplit(value)
-        if parts.scheme in schemes and (parts.netloc or parts.scheme == "file"):
+        try:
+            parts = urlsplit(value)
+            port_ok = parts.port is None or parts.port > 0  # .port raises ValueError out of 0-65535
+        except ValueError:  # an unclosed IPv6 bracket, a port that is not a number
+            parts, port_ok = None, False
+        if port_ok and parts.scheme in schemes and (parts.netloc or parts.scheme == "file"):
             return value
     raise _bad(path, key, value, f"a URL ({', '.join(schemes)}; RFC 3986 characters, no spaces or quotes)")
 
@@ -139,7 +144,7 @@ def check_plugin_version(path: Path | None, key: str, value: Any) -> str:
 
 
 def check_image_ref(path: Path, key: str, value: Any) -> str:
-    m = _IMAGE_REF.fullmatch(value) if isinstance(value, str) else None
+    m = _IMAGE_REF.fullmatch(value) if isinstance(value, str) and len(value) <= 512 else None
     if m is None or len(m["name"]) > 255:
         raise _bad(path, key, value, "an image reference such as 'ubuntu:24.04' or "
                                      "'registry.example.com:5000/base/debian:12@sha256:<64 hex>'")
@@ -454,8 +459,9 @@ def _resolve(name: str, raw: Mapping[str, dict], files: Mapping[str, Path], seen
     if parent in seen or parent == name:
         raise InputError(f"{files[name]}: 'extends' forms a cycle: {' -> '.join((*seen, name, parent))}")
     if len(seen) + 1 >= MAX_EXTENDS:
-        raise InputError(f"{files[(*seen, name)[0]]}: 'extends' chain {' -> '.join((*seen, name, parent))} is longer than "
-                         f"{MAX_EXTENDS}; expected a definition at most {MAX_EXTENDS} steps from its root")
+        chain = " -> ".join((*seen, name, parent))
+        raise InputError(f"{files[(*seen, name)[0]]}: 'extends' chain {chain} is longer than {MAX_EXTENDS}; "
+                         f"expected a definition at most {MAX_EXTENDS} steps from its root")
     merged = _merge(_resolve(parent, raw, files, (*seen, name)), data)
     merged.pop("extends", None)
     return merged
