@@ -53,3 +53,46 @@ def test_hpc_script_is_valid_bash(scheduler, runtime, tmp_path):
     path.write_text(o.text)
     proc = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr + o.text
+
+
+@pytest.mark.parametrize("nodes", ["abc", "2.5", "1e11"])
+def test_a_count_that_is_not_a_whole_number_is_one_line(nodes, tmp_path):
+    proc = invoke("manifests", "--scheduler", "slurm", "--nodes", nodes, "--image", IMAGE, "--out",
+                  str(tmp_path / "out"), "--", "train.py")
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and f"--nodes={nodes!r}" in lines[0], proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_out_at_an_existing_file_is_one_line(tmp_path):
+    target = tmp_path / "f"
+    target.write_text("mine\n")
+    proc = invoke("manifests", "--scheduler", "slurm", "--nodes", "2", "--image", IMAGE, "--out", str(target),
+                  "--", "train.py")
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "is an existing file" in lines[0], proc.stderr
+    assert target.read_text() == "mine\n"
+
+
+def test_a_hand_edited_script_is_kept_unless_forced_and_no_stray_directory_is_made(tmp_path):
+    args = ("manifests", "--scheduler", "slurm", "--nodes", "2", "--image", IMAGE,
+            "--out", str(tmp_path / "x" / "a" / ".." / ".." / "jobs"))
+    assert invoke(*args, "--", "train.py").returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jobs"]
+    script = tmp_path / "jobs" / "train.slurm.sbatch"
+    script.write_text(script.read_text() + "# my edit\n")
+    proc = invoke(*args, "--", "train.py")
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and f"kept {script}" in lines[0], proc.stderr
+    assert script.read_text().endswith("# my edit\n")
+    proc = invoke(*args, "--force", "--", "train.py")
+    assert proc.returncode == 0, proc.stderr
+    assert script.read_text() == render(JobSpec("slurm", 2, IMAGE, ("train.py",)))[0].text
+
+
+def test_a_script_argument_with_a_newline_reaches_no_comment(tmp_path):
+    proc = invoke("manifests", "--scheduler", "slurm", "--nodes", "2", "--image", IMAGE, "--out", str(tmp_path),
+                  "--", "train.py", "x\ntouch P\n#")
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "train.slurm.sbatch").read_text()
+    assert "\ntouch P\n" not in text and "$'x\\ntouch P\\n#'" in text
