@@ -1,0 +1,424 @@
+"""`invoke manifests` under hostile input (issue 18, Must 7): every generated job script is
+executed, and every Kubernetes file parsed, to see what it really does with the user's text.
+
+HPC: for every scheduler x runtime the script runs under bash in a temporary job directory
+whose PATH holds only the stubs of manifest_stubs (srun, mpiexec, pbsdsh, apptainer, enroot,
+podman-hpc, docker, torchpod; the real sort, wc and env), each modelled on its real command
+line. The script must hand exactly ``run [--rdzv-backend etcd-v2 --rdzv-endpoint E] -- ARGV``
+to torchpod, through the intended fan-out and runtime, with the intended binds and image,
+and run nothing else: no command bash cannot find, no marker file, no stray file. Or
+``render`` refuses with one InputError line (render writes nothing; it returns text).
+
+Kubernetes: each YAML file parses to exactly the intended documents (count, kinds, the
+objects kube.objects built) and the container's args carry ARGV exactly; the Run:ai ``.sh``
+runs under sh and hands the Run:ai stub exactly the intended argv. Every comment line of
+every file is printable ASCII, so no value can end a comment.
+
+Text is drawn from all of Unicode (control characters, U+2028/2029/0085, lone surrogates)
+mixed with shell and YAML metacharacters, for the argv and for the option values.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import manifest_stubs as stubs
+from torchpod.errors import InputError
+from torchpod_toolkit.manifests import kube
+from torchpod_toolkit.manifests.render import render
+from torchpod_toolkit.manifests.spec import HPC, KUBE, RUNTIMES, JobSpec, check
+
+IMAGE = "registry.example.com/torchpod/pytorch:2.13.0-cuda13.0"
+SLINGSHOT, EFA = "hpe-slingshot-gh200", "aws-p5"  # presets.json: a Slingshot and an EFA shape
+FAN_OUT = {"slurm": "srun", "pbs": "pbsdsh", "pbs-pals": "mpiexec"}
+PROGRAM = {"apptainer": "apptainer", "enroot": "enroot", "podman": "podman-hpc", "docker": "docker", "none": None}
+COMBOS = [(s, r) for s in HPC for r in RUNTIMES]
+KINDS = {"volcano": "Job", "volcano-master": "Job", "kubeflow": "PyTorchJob", "kubeflow-elastic": "PyTorchJob",
+         "trainer": "TrainJob", "runai": "PyTorchJob"}
+HANG_GUARD = 30  # seconds; a script that runs longer has hung (a stub waiting, a read from a FIFO)
+
+# Pieces a hostile value is made of, next to arbitrary text: what ends a shell word, a
+# comment or a YAML document, and expansions that would run code (each would create $MARK).
+FRAGMENTS = [
+    "\n", "\r", "\r\n", "\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1b[2J", "'", '"', "\\", "$", "$(", ")",
+    "`", ";", "&", "|", ">", "<", "#", " ", "\t", "--", "-", ",", ":", ":ro", "=", "*", "?", "[a]", "{a,b}", "~",
+    "!", "%", "%x", "$HOME", "$5", "${MARK}", '$(: >"$MARK")', '`: >"$MARK"`', '\n: >"$MARK"\n#',
+    '\'$(: >"$MARK")\'', '"; : >"$MARK"; "', "\n---\napiVersion: v1\nkind: Pod\n", "\n#SBATCH --uid=0\n",
+    "\u00e9", "\U0001f600", "\ufeff", "\u200b",
+]
+_BASE = st.lists(st.one_of(st.text(max_size=6), st.sampled_from(FRAGMENTS)), max_size=5).map("".join)
+# what no file or argv can carry (NUL; a lone surrogate, as sys.argv holds an undecodable
+# byte): rare, so that most values get as far as the script
+_RARE = st.sampled_from([""] * 12 + ["\x00", "\udc80", "\ud800"])
+TEXT = st.tuples(_BASE, _RARE, _BASE).map("".join)
+ARGV = st.tuples(TEXT.filter(bool), st.lists(TEXT, max_size=3)).map(lambda t: (t[0], *t[1]))
+LOCALE = st.sampled_from(["C", "C.UTF-8"])  # bash's quoting and printf %q differ between them
+
+
+def one_line(exc: InputError) -> None:
+    message = str(exc)
+    assert message and message.isprintable(), f"refusal is not one printable line: {message!r}"
+
+
+def comments_are_ascii(text: str) -> None:
+    """Every comment line (and the header block that starts the file) is printable ASCII,
+    so no value can end a comment or carry a line terminator a parser honours."""
+    for number, line in enumerate(text.split("\n"), 1):
+        if line.startswith("#"):
+            assert all(" " <= c <= "~" for c in line), f"line {number} is not printable ASCII: {line!r}"
+
+
+def directives(text: str, prefix: str) -> list[list[str]]:
+    """The scheduler directives (``#SBATCH``/``#PBS`` lines) the scheduler reads: sbatch(1) and
+    qsub(1) read them until the first line that is neither blank nor a comment."""
+    out = []
+    for line in text.split("\n")[1:]:
+        if line.strip() and not line.startswith("#"):
+            break
+        if line.startswith(prefix + " "):
+            out.append(line[len(prefix) + 1:].split())
+    return out
+
+
+def check_directives(spec: JobSpec, text: str) -> None:
+    if spec.scheduler == "slurm":
+        found = dict(d[0][2:].split("=", 1) for d in directives(text, "#SBATCH") if len(d) == 1)
+        assert len(found) == len(directives(text, "#SBATCH")), "a #SBATCH line is not one --key=value word"
+        assert set(found) <= {"job-name", "nodes", "ntasks-per-node", "gpus-per-node", "time", "partition", "output"}
+        assert (found["job-name"], found["nodes"], found["time"]) == (spec.name, str(spec.nodes), spec.walltime)
+        assert found.get("partition", "") == spec.queue
+    else:
+        found_pbs = directives(text, "#PBS")
+        assert all(len(d) == 2 and d[0] in ("-N", "-l", "-q", "-j") for d in found_pbs), found_pbs
+        values = {(d[0], d[1].split("=", 1)[0]): d[1] for d in found_pbs}
+        assert values[("-N", spec.name)] == spec.name
+        assert values[("-l", "walltime")] == f"walltime={spec.walltime}"
+        assert values[("-l", "select")].startswith(f"select={spec.nodes}:")
+        assert [d[1] for d in found_pbs if d[0] == "-q"] == ([spec.queue] if spec.queue else [])
+
+
+def expected_args(spec: JobSpec) -> list[str]:
+    etcd = ["--rdzv-backend", "etcd-v2", "--rdzv-endpoint", spec.etcd_endpoint] if spec.rdzv == "etcd" else []
+    return ["run", *etcd, "--", *spec.command]
+
+
+def run_job(text: str, tmp: Path, locale: str) -> tuple[subprocess.CompletedProcess, dict[str, Path]]:
+    """Run a job script the way a batch node would: in the submit directory, with the
+    scheduler's variables set and the stubs (only) on PATH."""
+    where = {k: tmp / k for k in ("bin", "work", "home", "job")}
+    for path in where.values():
+        path.mkdir()
+    where["log"], where["mark"] = tmp / "calls.log", tmp / "MARK"
+    stubs.install(where["bin"], where["log"])
+    nodefile = where["job"] / "nodefile"
+    nodefile.write_text("n0\nn1\n")
+    script = where["job"] / "job.sh"
+    script.write_bytes(text.encode("utf-8"))
+    work = stubs.realpath(where["work"])
+    env = stubs.job_env(
+        where["bin"], where["log"], HOME=str(where["home"]), LC_ALL=locale, MARK=str(where["mark"]),
+        SLURM_JOB_ID="7", SLURM_JOB_NAME="train", SLURM_JOB_NODELIST="n[0-1]", SLURM_JOB_NUM_NODES="2",
+        SLURM_SUBMIT_DIR=work, PBS_JOBID="7.pbs", PBS_O_WORKDIR=work, PBS_NODEFILE=str(nodefile),
+        PBS_ENVIRONMENT="PBS_BATCH")
+    try:
+        proc = subprocess.run(["/bin/bash", str(script)], cwd=work, env=env, capture_output=True,
+                              timeout=HANG_GUARD)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the job script ran past {HANG_GUARD} s")
+    return proc, where
+
+
+def expected_mounts(spec: JobSpec, work: str, nodefile: str) -> set[tuple[str, str]]:
+    out = {(work, "/workspace"), *spec.fabric_binds()}
+    if spec.scheduler != "slurm":  # the launcher reads PBS_NODEFILE inside the container
+        out.add((nodefile, nodefile))
+    return out
+
+
+def check_calls(spec: JobSpec, calls: list[stubs.Call], where: dict[str, Path]) -> None:
+    names = [c.name for c in calls]
+    assert stubs.NOT_FOUND not in names, f"the script ran a command nobody asked for: {calls}"
+    assert stubs.ERROR not in names, f"a stub refused its command line: {calls}"
+    runtime = PROGRAM[spec.runtime]
+    allowed = {FAN_OUT[spec.scheduler], "torchpod", stubs.ENV_RECORD} | ({runtime} if runtime else set())
+    assert set(names) <= allowed, f"unexpected programs ran: {names}"
+    assert FAN_OUT[spec.scheduler] in names and (runtime is None or runtime in names), names
+    tp = [c for c in calls if c.name == "torchpod"]
+    assert len(tp) == 1, f"torchpod ran {len(tp)} times: {calls}"
+    assert list(tp[0].args) == expected_args(spec)
+    preset = next(c for c in calls if c.name == stubs.ENV_RECORD).args[0]
+    assert preset == (spec.preset or "<unset>"), f"torchpod saw TORCHPOD_PRESET={preset!r}"
+    images = image_words(spec, calls)
+    assert all(i == spec.image for i in images), f"image words {images!r}, expected {spec.image!r}"
+    if runtime:
+        assert images, f"no image reached {runtime}: {calls}"
+        carriers = [c for c in calls if c.name == ("srun" if spec.runtime == "enroot" and spec.scheduler == "slurm"
+                                                   else runtime) and stubs.mounts(c)]
+        work, nodefile = stubs.realpath(where["work"]), str(where["job"] / "nodefile")
+        assert carriers and all(set(stubs.mounts(c)) == expected_mounts(spec, work, nodefile) for c in carriers), \
+            [stubs.mounts(c) for c in carriers]
+
+
+def image_words(spec: JobSpec, calls: list[stubs.Call]) -> list[str]:
+    """The image reference each runtime call names, read back to the form the user gave."""
+    out = []
+    for c in calls:
+        if c.name == "apptainer" and c.args[0] == "pull":
+            out.append(c.args[-1].removeprefix("docker://"))
+        elif c.name == "enroot" and c.args[0] == "import":
+            out.append(c.args[-1].removeprefix("docker://").replace("#", "/", 1))
+        elif c.name in ("docker", "podman-hpc"):
+            words = run_operands(c)
+            out.append(words[0] if words else "")
+    return out
+
+
+def run_operands(call: stubs.Call) -> list[str]:
+    valued = {"-e", "--env", "--network", "--ipc", "-v", "--volume", "-w", "--workdir", "--name", "--shm-size",
+              "--ulimit", "--gpus", "--device", "--cap-add"}
+    return stubs.operands(stubs.Call(call.name, call.args[1:]), valued)
+
+
+def check_hpc(spec: JobSpec, locale: str) -> None:
+    """The property, for one request: refused in one line, or run exactly as asked."""
+    try:
+        outputs = render(spec)
+    except InputError as exc:
+        one_line(exc)
+        return
+    assert not any("\x00" in a for a in spec.command), "an argument with NUL was accepted; no argv can carry it"
+    assert len(outputs) == 1
+    text = outputs[0].text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        pytest.fail(f"rendered a file that cannot be written as UTF-8 (refuse it in one line instead): {exc}")
+    assert text.split("\n", 1)[0] in ("#!/bin/bash", "#!/usr/bin/env bash")
+    comments_are_ascii(text)
+    spec = check(spec)
+    check_directives(spec, text)
+    with tempfile.TemporaryDirectory(prefix="torchpod-job-") as tmp:
+        proc, where = run_job(text, Path(tmp), locale)
+        calls = stubs.read_log(where["log"])
+        assert proc.returncode == 0 and proc.stderr == b"", (proc.returncode, proc.stderr, calls)
+        check_calls(spec, calls, where)
+        assert not where["mark"].exists(), "the script ran code from a value (the marker file exists)"
+        made = {p.name for p in where["work"].iterdir()}
+        assert made <= {f"{spec.name}.sif", f"{spec.name}.sqsh"}, f"stray files: {made}"
+        assert not any(where["home"].iterdir()), "files appeared in HOME"
+        assert {p.name for p in Path(tmp).iterdir()} == {"bin", "work", "home", "job", "calls.log"}
+
+
+# ---- HPC: hostile argv, every scheduler x runtime -------------------------------------------------
+
+FABRIC = st.sampled_from([("", ""), (EFA, ""), (SLINGSHOT, "/opt/site/aws-ofi-nccl/lib")])
+ETCD = st.sampled_from(["", "etcd.example.com:2379", "10.0.0.5:2379"])
+
+
+@st.composite
+def hpc_request(draw, scheduler: str, runtime: str, hostile_field: str | None = None) -> JobSpec:
+    preset, site_lib = draw(FABRIC)
+    endpoint = draw(ETCD)
+    fields = dict(scheduler=scheduler, runtime=runtime, nodes=draw(st.integers(1, 3)), image=IMAGE,
+                  command=draw(ARGV), name=draw(st.sampled_from(["train", "ddp-2"])),
+                  gpus_per_node=draw(st.sampled_from([0, 4])), preset=preset, site_lib=site_lib,
+                  etcd_endpoint=endpoint, queue=draw(st.sampled_from(["", "gpu_q.1"])),
+                  walltime=draw(st.sampled_from(["01:00:00", "12:30:00"])))
+    if hostile_field == "site_lib":
+        fields.update(preset=SLINGSHOT, site_lib="/" + draw(TEXT))
+    elif hostile_field == "etcd_endpoint":
+        fields["etcd_endpoint"] = draw(st.one_of(TEXT.map(lambda t: t + ":2379"), TEXT.map(lambda t: "etcd:" + t)))
+    elif hostile_field == "image":
+        fields["image"] = draw(st.one_of(TEXT.map(lambda t: IMAGE + t), TEXT.map(lambda t: "registry.example.com/"
+                                                                              "t/p:" + t), TEXT))
+    elif hostile_field:
+        fields[hostile_field] = draw(TEXT)
+    fields["rdzv"] = "etcd" if fields["etcd_endpoint"] else "c10d"
+    return JobSpec(**fields)
+
+
+@pytest.mark.parametrize("scheduler,runtime", COMBOS)
+@settings(deadline=None, max_examples=20, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), locale=LOCALE)
+def test_any_argv_reaches_torchpod_exactly(scheduler, runtime, data, locale):
+    check_hpc(data.draw(hpc_request(scheduler, runtime)), locale)
+
+
+HOSTILE_FIELDS = ["image", "site_lib", "queue", "name", "etcd_endpoint", "walltime"]
+
+
+@pytest.mark.parametrize("scheduler,runtime", COMBOS)
+@settings(deadline=None, max_examples=10, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), locale=LOCALE, field=st.sampled_from(HOSTILE_FIELDS))
+def test_any_option_value_is_refused_or_carried_exactly(scheduler, runtime, data, locale, field):
+    check_hpc(data.draw(hpc_request(scheduler, runtime, field)), locale)
+
+
+# One example per class the issue reproduced (issue 18, "Unintended code runs").
+ARGV_CASES = {
+    "newline escapes the header": ("train.py", "x\ntouch P\n#"),
+    "newline then a builtin": ("train.py", '\n: >"$MARK"\n#'),
+    "pbsdsh: command substitution": ("train.py", '$(: >"$MARK")'),
+    "pbsdsh: $HOME expanded": ("train.py", "$HOME"),
+    "pbsdsh: $5 unbound": ("train.py", "$5"),
+    "double quotes and backslashes": ("train.py", '"\\"; : >"$MARK"; "'),
+    "single quote": ("train.py", "it's"),
+    "CR, U+2028/2029, U+0085": ("train.py", "a\rb\u2028c\u2029d\x85e"),
+    "backquotes": ("train.py", '`: >"$MARK"`'),
+    "empty word and dashes": ("train.py", "", "--", "-x"),
+}
+
+
+@pytest.mark.parametrize("scheduler,runtime", COMBOS)
+@pytest.mark.parametrize("case", list(ARGV_CASES))
+def test_hostile_argv_example(scheduler, runtime, case):
+    check_hpc(JobSpec(scheduler=scheduler, runtime=runtime, nodes=2, image=IMAGE, command=ARGV_CASES[case]), "C")
+
+
+SITE_LIBS = ["/opt/ofi;touch P;#", '/opt/$(: >"$MARK")', "/srv/:rocm/lib", "/opt/a,b", "/opt/a:b", "/opt/x\nls",
+             "/opt/a b"]
+
+
+@pytest.mark.parametrize("scheduler,runtime", [c for c in COMBOS if c[1] != "none"])
+@pytest.mark.parametrize("site_lib", SITE_LIBS)
+def test_hostile_site_lib_example(scheduler, runtime, site_lib):
+    check_hpc(JobSpec(scheduler=scheduler, runtime=runtime, nodes=2, image=IMAGE, gpus_per_node=4,
+                      preset=SLINGSHOT, site_lib=site_lib, command=("train.py",)), "C")
+
+
+@pytest.mark.parametrize("scheduler,runtime", COMBOS)
+@pytest.mark.parametrize("image", [IMAGE + "\ntouch P", "registry.example.com/t/p:1 --privileged",
+                                   "registry.example.com/t/p:1;ls", "registry.example.com/t/p:$(ls)"])
+def test_hostile_image_example(scheduler, runtime, image):
+    check_hpc(JobSpec(scheduler=scheduler, runtime=runtime, nodes=2, image=image, command=("train.py",)), "C")
+
+
+@pytest.mark.parametrize("scheduler,runtime", COMBOS)
+def test_nul_in_an_argument_is_refused(scheduler, runtime):
+    with pytest.raises(InputError) as exc:
+        render(JobSpec(scheduler=scheduler, runtime=runtime, nodes=2, image=IMAGE, command=("train.py", "a\x00b")))
+    one_line(exc.value)
+
+
+# ---- Kubernetes: any argv and option values --------------------------------------------------------
+
+
+@st.composite
+def kube_request(draw) -> JobSpec:
+    scheduler = draw(st.sampled_from(KUBE))
+    fields = dict(scheduler=scheduler, nodes=draw(st.integers(2, 3)), image=IMAGE, command=draw(ARGV),
+                  gpus_per_node=draw(st.sampled_from([0, 8])), queue=draw(st.sampled_from(["", "q1"])))
+    rdzv = draw(st.sampled_from(["c10d", "etcd-endpoint", "etcd-server"]))
+    if rdzv == "etcd-endpoint":
+        fields.update(rdzv="etcd", etcd_endpoint="etcd.example.com:2379")
+    elif rdzv == "etcd-server":
+        fields.update(rdzv="etcd", etcd_server=True)
+    hostile = draw(st.sampled_from([None] * 6 + ["image", "name", "namespace", "project", "queue", "etcd_endpoint",
+                                    "rdma_resource", "preset"]))
+    if hostile == "image":
+        fields["image"] = draw(st.one_of(TEXT.map(lambda t: IMAGE + t), TEXT))
+    elif hostile == "etcd_endpoint":
+        fields.update(rdzv="etcd", etcd_server=False, etcd_endpoint=draw(TEXT.map(lambda t: t + ":2379")))
+    elif hostile == "rdma_resource":
+        fields.update(rdma="device-plugin", rdma_resource=draw(TEXT.map(lambda t: "rdma/" + t)))
+    elif hostile:
+        fields[hostile] = draw(TEXT)
+    return JobSpec(**fields)
+
+
+def container_args(doc: dict) -> list[list[str]]:
+    """The args of every training container in a job document."""
+    spec = doc["spec"]
+    if doc["kind"] == "TrainJob":
+        return [spec["trainer"]["args"]]
+    if doc["kind"] == "Job":
+        return [t["template"]["spec"]["containers"][0]["args"] for t in spec["tasks"]]
+    return [r["template"]["spec"]["containers"][0]["args"] for r in spec["pytorchReplicaSpecs"].values()]
+
+
+def check_kube(spec: JobSpec) -> None:
+    try:
+        outputs = render(spec)
+    except InputError as exc:
+        one_line(exc)
+        return
+    assert not any("\x00" in a for a in spec.command), "an argument with NUL was accepted"
+    spec = check(spec)
+    files = {o.name: o.text for o in outputs}
+    yaml_name = f"{spec.name}.{spec.scheduler}.yaml"
+    assert set(files) == {yaml_name} | ({f"{spec.name}.runai.sh"} if spec.scheduler == "runai" else set())
+    for text in files.values():
+        text.encode("utf-8")
+        comments_are_ascii(text)
+    docs = list(yaml.safe_load_all(files[yaml_name]))
+    kinds = (["Service", "Pod"] if spec.etcd_server else []) + [KINDS[spec.scheduler]]
+    assert [d["kind"] for d in docs] == kinds
+    assert docs == kube.objects(spec), "the YAML does not parse back to the objects that were built"
+    job = docs[-1]
+    assert (job["metadata"]["name"], job["metadata"]["namespace"]) == (spec.name, spec.namespace)
+    etcd_by_operator = spec.scheduler == "kubeflow-elastic"  # elasticPolicy carries the etcd endpoint
+    want = ["run", "--", *spec.command] if etcd_by_operator else expected_args(spec)
+    assert all(args == want for args in container_args(job)), container_args(job)
+    if spec.scheduler == "runai":
+        check_runai_script(spec, files[f"{spec.name}.runai.sh"], want)
+
+
+def check_runai_script(spec: JobSpec, text: str, want: list[str]) -> None:
+    shell = {"#!/bin/sh": "/bin/sh", "#!/bin/bash": "/bin/bash", "#!/usr/bin/env bash": "/bin/bash"}
+    first = text.split("\n", 1)[0]
+    assert first in shell, f"unexpected interpreter line {first!r}"
+    with tempfile.TemporaryDirectory(prefix="torchpod-runai-") as tmp:
+        bindir, log, mark = Path(tmp, "bin"), Path(tmp, "calls.log"), Path(tmp, "MARK")
+        stubs.install(bindir, log)
+        script = Path(tmp, "submit.sh")
+        script.write_bytes(text.encode("utf-8"))
+        try:
+            proc = subprocess.run([shell[first], str(script)], cwd=tmp, capture_output=True, timeout=HANG_GUARD,
+                                  env={"PATH": str(bindir), "HOME": tmp, "MARK": str(mark), "LC_ALL": "C"})
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the Run:ai script ran past {HANG_GUARD} s")
+        calls = stubs.read_log(log)
+        assert proc.returncode == 0 and proc.stderr == b"", (proc.returncode, proc.stderr, calls)
+        assert [c.name for c in calls] == ["runai"], calls
+        args = list(calls[0].args)
+        assert args[:4] == ["training", "pytorch", "submit", spec.name]
+        flags = dict(zip(args[4:args.index("--"):2], args[5:args.index("--"):2]))
+        assert (flags["-p"], flags["-i"]) == (spec.project, spec.image)
+        assert args[args.index("--") + 1:] == want
+        assert not mark.exists()
+
+
+@settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=kube_request())
+def test_any_kubernetes_request_parses_to_the_intended_documents(spec):
+    check_kube(spec)
+
+
+YAML_CASES = {
+    "extra privileged Pod": ("train.py", "x\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n"
+                             "  containers: [{name: c, image: i, securityContext: {privileged: true}}]\n"),
+    "CR ends the comment": ("train.py", "x\rkind: Pod"),
+    "U+2028 ends the comment": ("train.py", "x\u2028kind: Pod"),
+    "U+2029 ends the comment": ("train.py", "x\u2029kind: Pod"),
+    "U+0085 ends the comment": ("train.py", "x\x85kind: Pod"),
+}
+
+
+@pytest.mark.parametrize("scheduler", KUBE)
+@pytest.mark.parametrize("case", list(YAML_CASES))
+def test_hostile_yaml_example(scheduler, case):
+    check_kube(JobSpec(scheduler=scheduler, nodes=2, image=IMAGE, command=YAML_CASES[case]))
+
+
+@pytest.mark.parametrize("field,value", [("project", "team-a\ntouch P"), ("project", "Team A!"),
+                                         ("image", IMAGE + "\nkind: Pod"), ("namespace", "n" * 64)])
+def test_hostile_runai_option_example(field, value):
+    fields = dict(scheduler="runai", nodes=2, image=IMAGE, command=("train.py",))
+    check_kube(JobSpec(**{**fields, field: value}))
