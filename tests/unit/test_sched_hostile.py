@@ -130,6 +130,13 @@ def test_a_torchrun_worker_is_refused_naming_the_variable(name):
     assert "--" not in line.partition("expected")[2]  # no torchrun flags to add
 
 
+def test_local_rank_alone_is_no_torchrun_marker():
+    # DeepSpeed, Accelerate and AzureML set LOCAL_RANK per process too; only torchelastic's
+    # own variables say torchrun started this process
+    plan = plan_for({**SLURM, "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
+    assert plan.scheduler == "slurm"
+
+
 @pytest.mark.parametrize("env", [{"TORCHPOD_SCHEDULER": "bogus"}, {"PET_NNODES": "garbage"},
                                  {"TORCHPOD_SCHEDULER": "standalone"}])
 def test_the_worker_check_comes_before_detection_and_options(env):

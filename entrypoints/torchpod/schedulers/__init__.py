@@ -41,13 +41,14 @@ NAMES: tuple[str, ...] = tuple(BY_NAME)
 
 # What torchrun's agent sets in every worker it starts and a launcher never sees
 # (torch/distributed/elastic/agent/server/local_elastic_agent.py, _start_workers:
-# worker_env; LOCAL_RANK from _set_local_rank_env), most specific first. A launcher
-# started there would read WORLD_SIZE/RANK as processes and plan a torchrun inside
-# torchrun.
+# worker_env), most specific first. A launcher started there would read WORLD_SIZE/RANK
+# as processes and plan a torchrun inside torchrun. LOCAL_RANK and LOCAL_WORLD_SIZE are
+# set there too but are no marker: other per-process launchers (DeepSpeed, Accelerate,
+# AzureML's PyTorch distribution) set them as well, and say nothing of torchrun.
 TORCHRUN_WORKER_VARS = (
     "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
     "TORCHELASTIC_USE_AGENT_STORE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
-    "ROLE_WORLD_SIZE", "LOCAL_WORLD_SIZE", "LOCAL_RANK",
+    "ROLE_WORLD_SIZE",
 )
 
 
