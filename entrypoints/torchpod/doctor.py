@@ -119,7 +119,7 @@ def _fi_info(env: Mapping[str, str], libs: site.SiteLibs, *args: str):
         return None
     search = ":".join([*libs.dirs, env.get("LD_LIBRARY_PATH", "")]).strip(":")
     try:
-        return subprocess.run([tool, *args], capture_output=True, text=True, timeout=5,
+        return subprocess.run([tool, *args], capture_output=True, text=True, errors="replace", timeout=5,
                               env={**env, "LD_LIBRARY_PATH": search})
     except (OSError, subprocess.TimeoutExpired):
         return None

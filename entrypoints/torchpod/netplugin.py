@@ -174,15 +174,21 @@ def run_probe(env: Mapping[str, str], names: Sequence[str], timeout: float = PRO
     if not names:
         return {"loaded": None, "tried": [], "skipped": "NCCL_NET_PLUGIN=none: NCCL loads no plugin"}
     try:
+        # errors="replace": a plugin's constructor may print anything, in any encoding
         done = subprocess.run([sys.executable, "-m", "torchpod.netplugin", *names], env=dict(env),
-                              capture_output=True, text=True, timeout=timeout)
+                              capture_output=True, text=True, errors="replace", timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"loaded": None, "tried": [], "crashed": f"the probe did not return within {timeout:.0f} s"}
+    except OSError as exc:
+        return {"loaded": None, "tried": [], "crashed": f"the probe could not start: {exc.strerror or exc}"}
     try:
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        return {"loaded": None, "tried": [], "crashed": f"the probe exited {done.returncode}: "
-                f"{(done.stderr or done.stdout).strip()[-300:]}"}
+        answer = None
+    if isinstance(answer, dict):
+        return answer
+    return {"loaded": None, "tried": [], "crashed": f"the probe exited {done.returncode}: "
+            f"{(done.stderr or done.stdout).strip()[-300:]}"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
