@@ -263,6 +263,12 @@ def preflight(env: Mapping[str, str], m: Machine) -> tuple[FabricReport, list[Ch
     return fabric, checks
 
 
+def _shown(text: str) -> str:
+    """A log line as the text report shows it: characters that would move the cursor, end the
+    line or drive the terminal (escape sequences) are written as escapes."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 def report(checks: Sequence[Check], verdict: nccl_log.Verdict | None, fmt: str) -> str:
     if fmt == "json":
         data: dict = {"checks": [asdict(c) for c in checks]}
@@ -276,7 +282,7 @@ def report(checks: Sequence[Check], verdict: nccl_log.Verdict | None, fmt: str) 
     if verdict is not None:
         lines.append(f"transport: {verdict.transport}" + (" (GPUDirect RDMA)" if verdict.gdrdma else "")
                      + (f", NCCL {verdict.nccl_version}" if verdict.nccl_version else ""))
-        lines += [f"  > {line.strip()}" for line in verdict.evidence] + [f"  note: {n}" for n in verdict.notes]
+        lines += [f"  > {_shown(line.strip())}" for line in verdict.evidence] + [f"  note: {n}" for n in verdict.notes]
     return "\n".join(lines)
 
 

@@ -504,3 +504,12 @@ def test_a_net_plugin_probe_that_prints_no_json_object_is_a_crash_report(monkeyp
     monkeypatch.setattr(netplugin.subprocess, "run", run)
     got = netplugin.run_probe({}, ["libnccl-net.so"])
     assert got["loaded"] is None and got["crashed"].startswith("the probe exited 0")
+
+
+def test_the_text_report_quotes_log_lines_without_terminal_controls(tmp_path):
+    path = tmp_path / "nccl.log"
+    path.write_bytes(b"h:1:1 [0] NCCL INFO Using network IB \x1b[2J\x0bX\xc2\x85Y\n")
+    code, out, err = doctor_log(path, tmp_path)
+    assert code == 0 and not err
+    shown = next(line for line in out.splitlines() if line.startswith("  > "))
+    assert shown == "  > h:1:1 [0] NCCL INFO Using network IB \\x1b[2J\\x0bX\\x85Y"
