@@ -28,7 +28,7 @@ from pathlib import Path
 
 ERROR = "STUB-ERROR"
 NOT_FOUND = "NOT-FOUND"
-ENV_RECORD = "torchpod-env"  # what torchpod saw: TORCHPOD_PRESET (or <unset>)
+ENV_RECORD = "torchpod-env"  # what torchpod saw: TORCHPOD_PRESET, SLURM_JOB_ID, PBS_NODEFILE (or <unset>)
 REAL_TOOLS = ("sort", "wc", "env")  # coreutils the scripts may run; the real ones
 
 _PRELUDE = r"""#!/bin/bash
@@ -216,9 +216,9 @@ esac
 
 _RUN_OPTIONS = r"""
         --rm|--privileged|--init) shift ;;
-        -e|--env) need $# "$1"; setenv "$2"; shift 2 ;;
-        -e?*) setenv "${1#-e}"; shift ;;
-        --env=*) setenv "${1#*=}"; shift ;;
+        -e|--env) need $# "$1"; addenv "$2"; shift 2 ;;
+        -e?*) addenv "${1#-e}"; shift ;;
+        --env=*) addenv "${1#*=}"; shift ;;
         --network|--ipc|-v|--volume|-w|--workdir|--name|--shm-size|--ulimit|--gpus|--device|--cap-add)
           need $# "$1"; shift 2 ;;
         --network=*|--ipc=*|--volume=*|--workdir=*|--name=*|--shm-size=*|--ulimit=*|--gpus=*|--device=*|\
@@ -226,6 +226,17 @@ _RUN_OPTIONS = r"""
 """
 
 _RUNTIME = r"""
+# The container starts with only the variables named by --env/-e: KEY=VALUE, or KEY taken
+# from the caller when set%(glob_doc)s.
+envs=()
+addenv() {
+  case "$1" in
+    *'*'*) %(glob)s ;;
+    [A-Za-z_]*=*) envs+=("$1") ;;
+    [A-Za-z_]*) if [ -n "${!1+x}" ]; then envs+=("$1=${!1}"); fi ;;
+    *) fail "environment entry $1: expected KEY=VALUE or KEY" ;;
+  esac
+}
 [ $# -gt 0 ] || fail "no subcommand"
 sub=$1; shift
 case "$sub" in
@@ -251,19 +262,22 @@ case "$sub" in
     done
     [ $# -ge 1 ] || fail "run: expected IMAGE [ARG...]"
     shift
-    exec torchpod "$@" ;;
+    exec env -i ${envs[@]+"${envs[@]}"} "${0%%/*}/torchpod" "$@" ;;
   *) fail "subcommand $sub is not modelled" ;;
 esac
 """
 
 STUBS["docker"] = ("docker run reference (Docker 27): `docker run [OPTIONS] IMAGE [COMMAND] [ARG...]`, the "
                    "ARGs go to the image's ENTRYPOINT (here torchpod); `docker pull [-q] IMAGE`.",
-                   _RUNTIME % {"extra": "", "options": _RUN_OPTIONS})
+                   _RUNTIME % {"extra": "", "options": _RUN_OPTIONS, "glob_doc": "",
+                               "glob": 'fail "--env $1: docker takes no NAME* pattern"'})
 STUBS["podman-hpc"] = ("podman-hpc (NERSC/podman-hpc README): `podman-hpc pull IMAGE` migrates the image to the "
                        "nodes' squashfs store; `podman-hpc run [--gpu] [--mpi] [podman run options] IMAGE "
                        "[ARG...]` as podman-run(1): ARGs go to the ENTRYPOINT, --env accepts NAME_* patterns.",
                        _RUNTIME % {"extra": "        --gpu|--mpi|--openmpi-pmi2|--cuda-mpi) shift ;;\n",
-                                   "options": _RUN_OPTIONS})
+                                   "options": _RUN_OPTIONS, "glob_doc": "; NAME_* passes every variable so named",
+                                   "glob": 'local name; for name in $(compgen -e); do case "$name" in '
+                                           '"${1%%\\*}"*) envs+=("$name=${!name}") ;; esac; done'})
 
 STUBS["runai"] = ("Run:ai CLI reference (v2.18+): `runai training pytorch submit NAME [flags] -- ARGS`; the "
                   "ARGS go to the image's ENTRYPOINT.", r"""
@@ -286,7 +300,7 @@ exit 0
 """)
 
 STUBS["torchpod"] = ("The image's ENTRYPOINT: records its argv and the fabric preset it was handed.", r"""
-record torchpod-env "${TORCHPOD_PRESET-<unset>}"
+record torchpod-env "${TORCHPOD_PRESET-<unset>}" "${SLURM_JOB_ID-<unset>}" "${PBS_NODEFILE-<unset>}"
 exit 0
 """)
 

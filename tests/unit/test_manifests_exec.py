@@ -153,8 +153,14 @@ def check_calls(spec: JobSpec, calls: list[stubs.Call], where: dict[str, Path]) 
     tp = [c for c in calls if c.name == "torchpod"]
     assert len(tp) == 1, f"torchpod ran {len(tp)} times: {calls}"
     assert list(tp[0].args) == expected_args(spec)
-    preset = next(c for c in calls if c.name == stubs.ENV_RECORD).args[0]
+    # what the launcher reads must reach it inside the container (docker and podman-hpc start
+    # with only the variables they are handed)
+    preset, job_id, nodefile = next(c for c in calls if c.name == stubs.ENV_RECORD).args
     assert preset == (spec.preset or "<unset>"), f"torchpod saw TORCHPOD_PRESET={preset!r}"
+    if spec.scheduler == "slurm":
+        assert job_id == "7", f"torchpod saw SLURM_JOB_ID={job_id!r}"
+    else:
+        assert nodefile == str(where["job"] / "nodefile"), f"torchpod saw PBS_NODEFILE={nodefile!r}"
     images = image_words(spec, calls)
     assert all(i == spec.image for i in images), f"image words {images!r}, expected {spec.image!r}"
     if runtime:
