@@ -513,3 +513,12 @@ def test_the_text_report_quotes_log_lines_without_terminal_controls(tmp_path):
     assert code == 0 and not err
     shown = next(line for line in out.splitlines() if line.startswith("  > "))
     assert shown == "  > h:1:1 [0] NCCL INFO Using network IB \\x1b[2J\\x0bX\\x85Y"
+
+
+def test_one_short_name_in_two_volcano_tasks_is_refused_naming_both(tmp_path):
+    env = {**base_env(tmp_path), "VC_TASK_INDEX": "0", "TORCHPOD_HOSTNAME": "gpu7",
+           "VC_MASTER_HOSTS": "gpu7.a.example", "VC_WORKER_HOSTS": "gpu7.b.example,gpu8.b.example"}
+    line = error_of(["plan"], env, tmp_path)
+    assert "'gpu7' is listed in VC_MASTER_HOSTS and VC_WORKER_HOSTS" in line and "POD_NAME" in line
+    # the pod's own name, unique, decides
+    assert plan({**env, "POD_NAME": "gpu8", "VC_TASK_INDEX": "1"}, tmp_path)["node_rank"] == 2

@@ -188,9 +188,14 @@ def _own_task(env: Env, facts: Facts, tasks, order) -> str | None:
         names.insert(0, pod[1])
     for name in names:
         wanted = short(name).lower()
-        for task in order:
-            if any(short(h).lower() == wanted for h in tasks[task]):
-                return task
+        found = [task for task in order if any(short(h).lower() == wanted for h in tasks[task])]
+        if len(found) > 1:  # one name in two tasks (hostNetwork pods share the node's name)
+            raise InputError(
+                f"{name!r} is listed in {' and '.join('VC_%s_HOSTS' % t for t in found)}; expected this "
+                "pod's name in one task; expose the pod name as POD_NAME (fieldRef metadata.name)"
+            )
+        if found:
+            return found[0]
     if len(order) == 1:
         return order[0]
     return None
