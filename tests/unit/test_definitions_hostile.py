@@ -230,8 +230,9 @@ def _refuse(tmp_path: Path, text: str | bytes, needle: str) -> None:
     ("description: !!binary aGk=\n", "'description' must be a str"),
     ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper than 32 levels"),
     ("a: " + "{b: " * 40 + "1" + "}" * 40 + "\n", "nested deeper than 32 levels"),
+    ("".join(f"k{i}: 1\n" for i in range(3000)), "line 2048: more than 4096 keys and values"),
 ], ids=["non-utf8", "list-key", "int-key", "top-list", "empty", "top-str", "two-documents", "anchor", "merge-key",
-        "bad-date", "5000-digits", "python-tag", "binary", "5000-deep-list", "40-deep-map"])
+        "bad-date", "5000-digits", "python-tag", "binary", "5000-deep-list", "40-deep-map", "3000-keys"])
 def test_files_a_yaml_loader_chokes_on_are_one_line(tmp_path, text, needle):
     _refuse(tmp_path, text, needle)
 
@@ -288,10 +289,14 @@ def test_a_long_extends_chain_and_a_cycle_are_one_line(tmp_path):
         load_definitions(tmp_path)
     for f in tmp_path.iterdir():
         f.unlink()
-    for i in range(8):  # seven steps from its root still loads
-        (tmp_path / f"a{i}.yaml").write_text(f"extends: a{i + 1}\n" if i < 7 else good)
+    for i in range(9):  # eight steps from its root still load
+        (tmp_path / f"a{i}.yaml").write_text(f"extends: a{i + 1}\n" if i < 8 else good)
     assert load_definitions(tmp_path)["a0"].torch.version == "2.13.0"
-    (tmp_path / "a7.yaml").write_text("extends: a0\n")
+    (tmp_path / "a9.yaml").write_text(good)
+    (tmp_path / "a8.yaml").write_text("extends: a9\n")  # nine do not
+    with pytest.raises(InputError, match=r"a0\.yaml: 'extends' chain a0 -> .* -> a9 is longer than 8"):
+        load_definitions(tmp_path)
+    (tmp_path / "a8.yaml").write_text("extends: a0\n")
     with pytest.raises(InputError, match="'extends' forms a cycle"):
         load_definitions(tmp_path)
 

@@ -37,6 +37,7 @@ LIBFABRIC_FLAVOURS = ("efa", "cxi")
 # `extends` away from its root; these leave room while keeping a hostile file cheap.
 MAX_FILE_BYTES = 1 << 20
 MAX_DEPTH = 32
+MAX_NODES = 4096  # the largest shipped definition has about 60; PyYAML spends tens of us on each
 MAX_EXTENDS = 8
 
 # Grammars. All ASCII and matched with fullmatch (`$` would let a trailing newline through).
@@ -350,13 +351,14 @@ def _loader_class(path: Path):
     Anchors and aliases are refused as the composer meets them (yaml/composer.py,
     ``compose_node``), before any node is copied, so a billion-laughs file costs its own
     size and no more; the composer is also the only recursive stage (the parser keeps an
-    explicit state stack), so bounding its depth bounds the recursion. Keys must be
-    strings, appear once, and merge keys (``<<``) are refused.
+    explicit state stack), so bounding its depth bounds the recursion, and counting its
+    nodes bounds the time a large file costs. Keys must be strings, appear once, and merge
+    keys (``<<``) are refused.
     """
     import yaml  # build-host dependency only
 
     class Loader(yaml.SafeLoader):
-        depth = 0
+        depth = nodes = 0
 
         def compose_node(self, parent, index):
             event = self.peek_event()
@@ -367,6 +369,10 @@ def _loader_class(path: Path):
             if self.depth >= MAX_DEPTH:
                 raise InputError(f"{path}: line {line}: nested deeper than {MAX_DEPTH} levels; expected a "
                                  "definition's two levels (torch: {version: ...})")
+            self.nodes += 1
+            if self.nodes > MAX_NODES:
+                raise InputError(f"{path}: line {line}: more than {MAX_NODES} keys and values; expected an image "
+                                 "definition (a few dozen)")
             self.depth += 1
             try:
                 return super().compose_node(parent, index)
@@ -458,7 +464,7 @@ def _resolve(name: str, raw: Mapping[str, dict], files: Mapping[str, Path], seen
         )
     if parent in seen or parent == name:
         raise InputError(f"{files[name]}: 'extends' forms a cycle: {' -> '.join((*seen, name, parent))}")
-    if len(seen) + 1 >= MAX_EXTENDS:
+    if len(seen) + 1 > MAX_EXTENDS:  # name -> parent is step len(seen) + 1 from the file being loaded
         chain = " -> ".join((*seen, name, parent))
         raise InputError(f"{files[(*seen, name)[0]]}: 'extends' chain {chain} is longer than {MAX_EXTENDS}; "
                          f"expected a definition at most {MAX_EXTENDS} steps from its root")
