@@ -1,5 +1,5 @@
 #!/bin/bash
-# shellcheck disable=SC2016  # single-quoted words reach torchpod unexpanded, on purpose
+# shellcheck disable=SC2016,SC1003  # single-quoted words reach torchpod as written, on purpose
 #PBS -N ddp
 #PBS -l select=2:ncpus=1:mpiprocs=1:ngpus=4
 #PBS -l place=scatter:excl

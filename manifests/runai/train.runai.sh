@@ -1,5 +1,5 @@
 #!/bin/bash
-# shellcheck disable=SC2016  # single-quoted words reach torchpod unexpanded, on purpose
+# shellcheck disable=SC2016,SC1003  # single-quoted words reach torchpod as written, on purpose
 # torchpod runai job 'train': 2 nodes x 8 GPUs, image registry.example.com/torchpod/pytorch:2.13.0-cuda13.0
 # Regenerate: invoke manifests --scheduler runai --nodes 2 --gpus-per-node 8 --image registry.example.com/torchpod/pytorch:2.13.0-cuda13.0 --name train -- /opt/torchpod/examples/ddp_resnet.py --steps 200
 # The Run:ai CLI line for the job; train.runai.yaml is the PyTorchJob it corresponds to.
