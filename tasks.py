@@ -200,8 +200,8 @@ def demo(c, scheduler="volcano", nodes=2, workload="ddp_resnet", timeout=600, gp
 
 @task(help={
     "scheduler": "volcano, volcano-master, kubeflow, kubeflow-elastic, trainer, runai, slurm, pbs or pbs-pals",
-    "nodes": "nodes (pods) in the job",
-    "gpus_per_node": "GPUs per node (0: a CPU job)",
+    "nodes": "nodes (pods) in the job, 1 to 100000",
+    "gpus_per_node": "GPUs per node, 0 (a CPU job) to 64",
     "image": "the image, pinned: REGISTRY/torchpod/pytorch:TAG or @sha256:DIGEST",
     "name": "job name (a DNS label)",
     "namespace": "Kubernetes namespace",

@@ -389,3 +389,9 @@ def test_the_worked_examples_parse_with_the_strict_reader():
     for path in sorted(p for p in root.rglob("*") if p.is_file() and p.name != "README.md"):
         spec = render_mod.parse_invoke_line(render_mod.regenerate_line(path.read_text()))
         assert check(spec)
+
+
+def test_a_regenerate_line_after_a_unicode_line_separator_is_not_a_line():
+    fake = "x\u2028# Regenerate: invoke manifests --scheduler slurm --nodes 9 --image i:1 -- evil.py"
+    with pytest.raises(InputError, match="no '# Regenerate"):
+        render_mod.regenerate_line(f"#!/bin/bash\ntorchpod run -- train.py '{fake}'\n")

@@ -187,8 +187,10 @@ _SIMPLE = {"\\": "\\", "'": "'", "n": "\n", "r": "\r", "t": "\t"}
 
 
 def regenerate_line(text: str) -> str:
-    """The `invoke manifests ...` line in a rendered file's header."""
-    for line in text.splitlines():
+    """The `invoke manifests ...` line in a rendered file's header: the first, split at
+    newlines only (a script keeps U+2028 or U+0085 raw inside a quoted argument, which
+    str.splitlines would take for a line end)."""
+    for line in text.split("\n"):
         if line.startswith(REGENERATE):
             return line[len(REGENERATE):]
     raise InputError("no '# Regenerate: invoke manifests ...' line; expected a file `invoke manifests` wrote")
