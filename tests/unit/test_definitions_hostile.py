@@ -164,6 +164,7 @@ def hostile_text(field: tuple[str, ...]) -> st.SearchStrategy[str]:
 @example(field_value=(("aws_ofi_nccl", "tarball"), "../../../../etc/shadow"))
 @example(field_value=(("base", "mirror"), "http://[deb.debian.org/debian"))  # urlsplit: ValueError
 @example(field_value=(("torch", "index_url"), "https://pypi.org:99999/simple"))
+@example(field_value=(("torch", "extra_index_url"), "file:x"))
 def test_any_text_in_any_field_loads_into_its_grammar_or_is_one_line(tmp_path, field_value):
     field, value = field_value
     with tempfile.TemporaryDirectory(dir=tmp_path) as tmp:
