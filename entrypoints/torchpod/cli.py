@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from . import __version__, doctor, script
+from . import __version__, doctor, readers, script
 from .errors import InputError, RuntimeFailure, TorchpodError
 from .gpus import needs_probe, visible_count
 from .plan import LaunchPlan, command, to_json, to_shell
@@ -124,9 +124,11 @@ def torchrun_accepts(option: str) -> bool:
         return True
     run_py = Path(next(iter(spec.submodule_search_locations))) / "distributed" / "run.py"
     try:
-        return f'"{option}"' in run_py.read_text(encoding="utf-8")
-    except OSError:
+        text = readers.read_text(run_py, what=f"torch's {str(run_py)!r}", expected="torch's own run.py",
+                                 cap=readers.DATA_CAP)
+    except TorchpodError:
         return True
+    return f'"{option}"' in text
 
 
 def run_helpers(commands: Mapping[str, list[str]], timeout: float = HELPER_TIMEOUT_S

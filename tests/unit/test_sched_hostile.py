@@ -172,7 +172,9 @@ def test_every_forced_scheduler_with_an_empty_environment_plans_or_says_one_line
     if code == 0:
         assert json.loads(out)["scheduler"] == name
     else:
-        refused({"TORCHPOD_SCHEDULER": name})
+        line = refused({"TORCHPOD_SCHEDULER": name})
+        # nothing is set, so the line may not claim that something is
+        assert " is set" not in line, line
 
 
 # --- Slurm host lists that multiply out ----------------------------------------------------

@@ -98,3 +98,13 @@ def test_endpoint_brackets_ipv6(host, port, text):
     assert Endpoint.parse("E", text) == Endpoint(host.strip("[]"), port)
     back = split_endpoint(text)
     assert back == (host.strip("[]"), str(port))
+
+
+def test_find_host_refuses_a_short_name_that_matches_two_hosts():
+    from torchpod.errors import InputError
+
+    with pytest.raises(InputError, match=r"'n1\.a\.example' and 'n1\.b\.example'"):
+        find_host(("n1.a.example", "n1.b.example"), "n1")
+    # the same host spelt twice is no ambiguity; an exact match wins over short forms
+    assert find_host(("n1.a.example", "N1.A.EXAMPLE", "n2"), "n1") == 0
+    assert find_host(("n1.a.example", "n1.b.example"), "n1.b.example") == 1

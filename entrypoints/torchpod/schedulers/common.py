@@ -136,7 +136,9 @@ def find_host(hosts: Sequence[str], *names: str) -> int | None:
     """Index of this node in ``hosts``, matching exact, then short vs. FQDN forms.
 
     A PBS nodefile may list ``node01.cluster`` while `hostname` prints ``node01`` (or the
-    reverse); a hostNetwork pod carries the node's name. Compare case-insensitively.
+    reverse); a hostNetwork pod carries the node's name. Compare case-insensitively. A
+    short name that matches two different hosts (``n1.a``, ``n1.b``) is refused: taking
+    the first would make both nodes node 0.
     """
     wanted = [n.strip().lower() for n in names if n and n.strip()]
     lowered = [h.lower() for h in hosts]
@@ -144,9 +146,15 @@ def find_host(hosts: Sequence[str], *names: str) -> int | None:
         if name in lowered:
             return lowered.index(name)
     for name in wanted:
-        for i, host in enumerate(lowered):
-            if short(host) == short(name):
-                return i
+        found = [i for i, host in enumerate(lowered) if short(host) == short(name)]
+        if len({lowered[i] for i in found}) > 1:
+            raise InputError(
+                f"this node's name {name!r} matches {hosts[found[0]]!r} and {hosts[found[1]]!r} of the "
+                "node list by short name; expected one match: set TORCHPOD_HOSTNAME to this node's "
+                "name exactly as the node list spells it"
+            )
+        if found:
+            return found[0]
     return None
 
 

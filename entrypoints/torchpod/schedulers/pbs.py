@@ -118,8 +118,9 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     nodefile = get(env, "PBS_NODEFILE")
     if nodefile is None:
         raise InputError(
-            f"PBS_JOBID={job[1] if job else ''!r} is set but PBS_NODEFILE is missing; "
-            "expected the path of the job's node file; request nodes with `qsub -l select=...`"
+            (f"PBS_JOBID={job[1]!r} is set but PBS_NODEFILE is missing; " if job
+             else "a PBS job has no PBS_NODEFILE; ")
+            + "expected the path of the job's node file; request nodes with `qsub -l select=...`"
         )
     hosts = read_nodefile(nodefile[1])
     if not hosts:

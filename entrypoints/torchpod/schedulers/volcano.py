@@ -107,8 +107,8 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     notes: list[str] = []
     if not tasks:
         raise InputError(
-            f"{index_var[0] if index_var else 'VC_TASK_INDEX'} is set but no "
-            "VC_<TASK>_HOSTS variables or /etc/volcano/*.host files exist; expected the "
+            (f"{index_var[0]}={index_var[1]!r} is set but no " if index_var else "a Volcano job has no ")
+            + "VC_<TASK>_HOSTS variables or /etc/volcano/*.host files; expected the "
             "Volcano svc plugin's host lists; add `plugins: {env: [], svc: []}` to the Job"
         )
     if "MASTER" in tasks or "WORKER" in tasks:
