@@ -23,7 +23,10 @@ ROOT = Path(__file__).resolve().parent
 def _defs():
     from torchpod_toolkit.definitions import load_definitions
 
-    return load_definitions(ROOT / "images")
+    try:
+        return load_definitions(ROOT / "images")
+    except TorchpodError as exc:  # a bad definition is one line in every task, never a traceback
+        raise _abort(exc) from None
 
 
 def _abort(exc: TorchpodError) -> Exit:
