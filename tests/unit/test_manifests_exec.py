@@ -68,8 +68,8 @@ def one_line(exc: InputError) -> None:
 
 
 def comments_are_ascii(text: str) -> None:
-    """Every comment line (and the header block that starts the file) is printable ASCII,
-    so no value can end a comment or carry a line terminator a parser honours."""
+    """Every comment line is printable ASCII, so no value can end a comment early (a newline,
+    CR, U+2028/2029 or U+0085: bash or a YAML parser would read on as code or data)."""
     for number, line in enumerate(text.split("\n"), 1):
         if line.startswith("#"):
             assert all(" " <= c <= "~" for c in line), f"line {number} is not printable ASCII: {line!r}"
@@ -89,18 +89,20 @@ def directives(text: str, prefix: str) -> list[list[str]]:
 
 def check_directives(spec: JobSpec, text: str) -> None:
     if spec.scheduler == "slurm":
-        found = dict(d[0][2:].split("=", 1) for d in directives(text, "#SBATCH") if len(d) == 1)
-        assert len(found) == len(directives(text, "#SBATCH")), "a #SBATCH line is not one --key=value word"
+        words = directives(text, "#SBATCH")
+        assert all(len(d) == 1 and d[0].startswith("--") and "=" in d[0] for d in words), words
+        found = dict(d[0][2:].split("=", 1) for d in words)
+        assert len(found) == len(words), f"a #SBATCH option given twice: {words}"
         assert set(found) <= {"job-name", "nodes", "ntasks-per-node", "gpus-per-node", "time", "partition", "output"}
         assert (found["job-name"], found["nodes"], found["time"]) == (spec.name, str(spec.nodes), spec.walltime)
         assert found.get("partition", "") == spec.queue
     else:
         found_pbs = directives(text, "#PBS")
         assert all(len(d) == 2 and d[0] in ("-N", "-l", "-q", "-j") for d in found_pbs), found_pbs
-        values = {(d[0], d[1].split("=", 1)[0]): d[1] for d in found_pbs}
-        assert values[("-N", spec.name)] == spec.name
-        assert values[("-l", "walltime")] == f"walltime={spec.walltime}"
-        assert values[("-l", "select")].startswith(f"select={spec.nodes}:")
+        resources = [d[1] for d in found_pbs if d[0] == "-l"]
+        assert [d[1] for d in found_pbs if d[0] == "-N"] == [spec.name]
+        assert f"walltime={spec.walltime}" in resources
+        assert [r for r in resources if r.startswith("select=")][0].startswith(f"select={spec.nodes}:")
         assert [d[1] for d in found_pbs if d[0] == "-q"] == ([spec.queue] if spec.queue else [])
 
 
