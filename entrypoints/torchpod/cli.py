@@ -12,10 +12,8 @@
 variables as `export NAME='value'` and the torchrun command line as TORCHPOD_COMMAND
 (quoted words), run by `eval "exec $TORCHPOD_COMMAND"`.
 
-Environment: TORCHPOD_SCHEDULER (force a scheduler), TORCHPOD_RDZV_PORT (port for
-endpoints built from host lists, default 29400), TORCHPOD_RDZV_TIMEOUT (seconds to wait
-for all nodes), TORCHPOD_HOSTNAME (this node's listed name), TORCHPOD_SYSFS_ROOT (where
-sysfs is read for RDMA devices, default /sys), and torchrun's own PET_*.
+The TORCHPOD_* variables it reads are listed in ``torchpod --help``, generated from
+contract.SETTINGS (one table: name, meaning, default); torchrun's own PET_* also apply.
 """
 
 from __future__ import annotations
@@ -27,11 +25,13 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from . import __version__, doctor, readers, script
+from .contract import ENV_DOCTOR, ENV_HOSTNAME, ENV_SYSFS_ROOT, SETTINGS, SYSFS_ROOT_DEFAULT, Setting, setting
 from .errors import InputError, RuntimeFailure, TorchpodError
 from .gpus import needs_probe, visible_count
 from .plan import LaunchPlan, command, to_json, to_shell
@@ -41,7 +41,7 @@ from .schedulers.common import Facts
 from .supervise import supervise
 from .torchrun_flags import Invocation, split_command_line
 
-USAGE = """\
+_COMMANDS = """\
 usage: torchpod run [TORCHRUN OPTIONS] [--] SCRIPT [ARGS...]
        torchpod plan [--format json|shell] [TORCHRUN OPTIONS] [-- SCRIPT [ARGS...]]
        torchpod doctor [--sysfs-root DIR] [--nccl-log FILE] [--format text|json]
@@ -51,12 +51,23 @@ usage: torchpod run [TORCHRUN OPTIONS] [--] SCRIPT [ARGS...]
 
 Detects the scheduler (Run:ai, Volcano, Slurm, PBS, Kubeflow, MPI, the env:// convention
 MASTER_ADDR/WORLD_SIZE/RANK, else one node) and runs `python -m torch.distributed.run`
-with the matching rendezvous. Torchrun options
-given here and PET_* variables win over detection. TORCHPOD_SCHEDULER=<name> forces a
-scheduler; TORCHPOD_RDZV_PORT, TORCHPOD_RDZV_TIMEOUT and TORCHPOD_HOSTNAME tune it.
-`torchpod plan` shows the decision and why, without running anything; `torchpod doctor`
-says why NCCL is (not) using RDMA here. TORCHPOD_PRESET=<shape> applies a shape's fabric
-settings; TORCHPOD_DOCTOR=1 makes `run` refuse to start when the doctor's preflight fails."""
+with the matching rendezvous. Torchrun options given here and PET_* variables win over
+detection. `torchpod plan` shows the decision and why, without running anything;
+`torchpod doctor` says why NCCL is (not) using RDMA here."""
+
+
+def environment_help(settings: Sequence[Setting] = SETTINGS) -> str:
+    """--help's environment section, one entry per variable torchpod reads."""
+    lines = ["environment:"]
+    for item in settings:
+        default = f" (default: {item.default})" if item.default is not None else ""
+        lines.append(f"  {item.name}")
+        lines.extend(textwrap.wrap(item.meaning + default, width=88, initial_indent="      ",
+                                   subsequent_indent="      "))
+    return "\n".join(lines)
+
+
+USAGE = _COMMANDS + "\n\n" + environment_help()
 
 SUBCOMMANDS = ("run", "plan", "doctor", "bench")
 BENCHES = {"allreduce": "torchpod.bench_allreduce"}  # workloads: run through torchrun on every node
@@ -74,7 +85,7 @@ def gather_facts(env: Mapping[str, str]) -> Facts:
 
     The helper tools run side by side under one deadline (HELPER_TIMEOUT_S), so a launch
     waits that long at most, however many of them hang."""
-    hostname = (env.get("TORCHPOD_HOSTNAME") or "").strip() or socket.gethostname()
+    hostname = setting(env, ENV_HOSTNAME) or socket.gethostname()
     helpers: dict[str, list[str]] = {}
     if needs_probe(env) and shutil.which("nvidia-smi"):
         helpers["gpus"] = ["nvidia-smi", "-L"]
@@ -97,7 +108,7 @@ def gather_facts(env: Mapping[str, str]) -> Facts:
         else:
             notes.append(f"scontrol show hostnames {why or 'printed nothing'}: "
                          f"{nodelist[0]} expanded by torchpod's parser")
-    sysfs = (env.get("TORCHPOD_SYSFS_ROOT") or "").strip() or "/sys"
+    sysfs = setting(env, ENV_SYSFS_ROOT) or SYSFS_ROOT_DEFAULT
     return Facts(hostname=hostname, gpu_count=gpu_count, slurm_hosts=slurm_hosts, sysfs_root=Path(sysfs),
                  torchrun_signals=torchrun_accepts("--signals-to-handle"), notes=tuple(notes))
 
@@ -257,7 +268,7 @@ def run_doctor(args: list[str], env: dict[str, str]) -> int:
 
 def run(inv: Invocation, env: dict[str, str], cwd: Path) -> int:
     facts = gather_facts(env)
-    if env.get("TORCHPOD_DOCTOR", "").strip() == "1":
+    if setting(env, ENV_DOCTOR) == "1":
         _, checks = doctor.preflight(env, doctor.gather(env, facts.sysfs_root, visible_gpus(env, facts)))
         refused = doctor.refusal(checks)
         if refused:

@@ -12,6 +12,7 @@ import signal
 from dataclasses import dataclass
 from typing import Generic, Mapping, TypeVar
 
+from .contract import TORCHRUN_MASTER_PORT
 from .errors import InputError
 from .values import Endpoint, NodeCount, check_host, get, parse_int, parse_port
 from .torchrun_flags import Invocation
@@ -115,7 +116,7 @@ def split_master_addr(source: str, value: str) -> Endpoint:
     check_host(source, host)
     if port is None:
         return Endpoint(host)
-    return Endpoint(host, parse_port(source, port, hint="expected HOST or HOST:PORT, e.g. node0:29500"))
+    return Endpoint(host, parse_port(source, port, hint=f"expected HOST or HOST:PORT, e.g. node0:{TORCHRUN_MASTER_PORT}"))
 
 
 def parse_backend(source: str, value: str) -> str:

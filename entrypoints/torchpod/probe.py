@@ -23,7 +23,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-NETPLUGIN_DIR = Path("/opt/torchpod/nccl-net")  # an image variant's own net plugin (torchpod.fabric.site)
+from .contract import IMAGE_PLUGIN_DIR
+
+NETPLUGIN_DIR = Path(IMAGE_PLUGIN_DIR)  # an image variant's own net plugin
 
 
 def site_packages() -> Path:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Generic, Mapping, TypeVar
 
 from . import schedulers
+from .contract import ENV_RDZV_TIMEOUT, TORCHRUN_MASTER_PORT
 from .errors import InputError
 from .fabric import detect_fabric
 from .gpus import default_nproc
@@ -159,8 +160,8 @@ def _master_flags(user: UserOptions, detected: Endpoint | None) -> tuple[Endpoin
         port = port_opt.value
     elif inner is not None:
         port = inner
-    else:  # torchrun's own --master-port default is 29500
-        port = detected.port if detected and detected.port is not None else 29500
+    else:  # torchrun's own --master-port default
+        port = detected.port if detected and detected.port is not None else TORCHRUN_MASTER_PORT
     ep = Endpoint(host, port)
     return ep, (f"rendezvous endpoint {ep} from --master-addr/--master-port", *notes)
 
@@ -191,7 +192,7 @@ def decide_conf(env: Mapping[str, str], det: Detection, user: UserOptions, backe
     notes: list[str] = []
     if backend == "c10d" and node is not None:
         conf["is_host"] = "true" if node == 0 else "false"
-    timeout = get(env, "TORCHPOD_RDZV_TIMEOUT")
+    timeout = get(env, ENV_RDZV_TIMEOUT.name)
     if timeout is not None:
         seconds = parse_int(*timeout, minimum=1, hint="seconds to wait for all nodes")
         conf["timeout" if backend in ("static", "etcd") else "join_timeout"] = str(seconds)

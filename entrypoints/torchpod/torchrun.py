@@ -17,6 +17,8 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
+from .contract import ENV_RDZV_TIMEOUT
+
 PREFIX = "torchpod: error: "
 
 
@@ -40,7 +42,7 @@ def describe_timeout(settings, state, node, closed: bool = False) -> str:
         f"rendezvous {settings.run_id!r} {what}: expected {expected} nodes, "
         f"{arrived} (this node: {getattr(node, 'addr', '?')}); every node must run torchpod with "
         "the same job; check that the missing nodes started, can resolve and reach the "
-        "rendezvous endpoint, or raise TORCHPOD_RDZV_TIMEOUT"
+        f"rendezvous endpoint, or raise {ENV_RDZV_TIMEOUT.name}"
     )
 
 

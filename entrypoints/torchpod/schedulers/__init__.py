@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from ..contract import ENV_SCHEDULER, setting
 from ..errors import InputError
 from ..options import UserOptions
 from . import env as envconv
@@ -71,20 +72,21 @@ def markers_set(module: ModuleType, env: Env) -> list[str]:
 
 def requested(env: Env, user: UserOptions) -> ModuleType | None:
     """What the user chose outright: TORCHPOD_SCHEDULER, or torchrun's --standalone."""
-    value = (env.get("TORCHPOD_SCHEDULER") or "").strip().lower()
+    var = ENV_SCHEDULER.name
+    value = setting(env, ENV_SCHEDULER).lower()
     forced = None
     if value and value != "auto":
         if value not in BY_NAME:
             raise InputError(
-                f"TORCHPOD_SCHEDULER={env['TORCHPOD_SCHEDULER']!r} is not a known scheduler; "
+                f"{var}={env[var]!r} is not a known scheduler; "
                 f"expected one of {', '.join(sorted(BY_NAME))} or auto; unset it to detect"
             )
         forced = BY_NAME[value]
     if user.standalone is not None:
         if forced not in (None, standalone):
             raise InputError(
-                f"{user.standalone.source} conflicts with TORCHPOD_SCHEDULER={env['TORCHPOD_SCHEDULER']!r}; "
-                "expected one of them; drop --standalone or unset TORCHPOD_SCHEDULER"
+                f"{user.standalone.source} conflicts with {var}={env[var]!r}; "
+                f"expected one of them; drop --standalone or unset {var}"
             )
         return standalone
     return forced
@@ -94,7 +96,7 @@ def choose(env: Env, user: UserOptions) -> tuple[ModuleType, str]:
     """The scheduler module for ``env`` and why it was chosen."""
     module = requested(env, user)
     if module is not None:
-        how = "TORCHPOD_SCHEDULER" if get(env, "TORCHPOD_SCHEDULER") else user.standalone.source
+        how = ENV_SCHEDULER.name if get(env, ENV_SCHEDULER.name) else user.standalone.source
         return module, f"scheduler {module.NAME} ({how})"
     strong = [m for m in SCHEDULERS if m.STRONG and m.claims(env, user)]
     if len(strong) > 1:
@@ -102,7 +104,7 @@ def choose(env: Env, user: UserOptions) -> tuple[ModuleType, str]:
         raise InputError(
             f"conflicting schedulers: {'/'.join(markers_set(a, env))} ({a.NAME}) and "
             f"{'/'.join(markers_set(b, env))} ({b.NAME}) are both set; expected one; set "
-            f"TORCHPOD_SCHEDULER={a.NAME} or {b.NAME} to choose"
+            f"{ENV_SCHEDULER.name}={a.NAME} or {b.NAME} to choose"
         )
     for module in SCHEDULERS:
         if module.claims(env, user):

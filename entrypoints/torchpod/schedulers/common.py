@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from ..contract import ENV_RDZV_PORT, EPHEMERAL_PORTS, RDZV_PORT_DEFAULT, SYSFS_ROOT_DEFAULT
 from ..errors import InputError
 from ..options import split_master_addr
 from ..values import (  # noqa: F401 - re-exported for the detectors
@@ -24,10 +25,9 @@ from ..values import (  # noqa: F401 - re-exported for the detectors
     parse_port,
 )
 
-# torchrun's own c10d default (torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py,
-# DEFAULT_PORT), below Linux's ephemeral range 32768-60999 so a client socket cannot hold it.
-DEFAULT_RDZV_PORT = 29400
-EPHEMERAL_PORTS = range(32768, 61000)
+# The default port (contract.RDZV_PORT_DEFAULT, torch's c10d default) lies below Linux's
+# ephemeral range, so a client socket cannot hold it; a port the user picks may not.
+_EPHEMERAL = range(EPHEMERAL_PORTS[0], EPHEMERAL_PORTS[1] + 1)
 
 
 # One node needs no name: `torchrun --standalone`'s localhost:0 and the agent's hostname
@@ -43,7 +43,7 @@ class Facts:
     hostname: str = "localhost"
     gpu_count: int | None = None  # `nvidia-smi -L` lines; None when not probed/absent
     root: Path = Path("/")  # where /etc/volcano/*.host live (a temp dir in tests)
-    sysfs_root: Path = Path("/sys")
+    sysfs_root: Path = Path(SYSFS_ROOT_DEFAULT)
     slurm_hosts: tuple[str, ...] | None = None  # `scontrol show hostnames`, when available
     # Whether the installed torchrun takes --signals-to-handle (torch >= 2.10); False makes
     # the plan leave the flag out and forward only the signals old torchrun handles.
@@ -79,15 +79,15 @@ def int_var(env: Env, name: str, *, minimum: int = 0, hint: str = "") -> int | N
 
 def rdzv_port(env: Env) -> tuple[int, tuple[str, ...]]:
     """The port for endpoints torchpod builds itself (TORCHPOD_RDZV_PORT, else 29400)."""
-    found = get(env, "TORCHPOD_RDZV_PORT")
+    found = get(env, ENV_RDZV_PORT.name)
     if found is None:
-        return DEFAULT_RDZV_PORT, ()
-    port = parse_port(found[0], found[1], hint="e.g. TORCHPOD_RDZV_PORT=29400")
+        return RDZV_PORT_DEFAULT, ()
+    port = parse_port(found[0], found[1], hint=f"e.g. {ENV_RDZV_PORT.name}={RDZV_PORT_DEFAULT}")
     notes = ()
-    if port in EPHEMERAL_PORTS:
+    if port in _EPHEMERAL:
         notes = (
-            f"TORCHPOD_RDZV_PORT={port} is inside the ephemeral range 32768-60999; an "
-            "outgoing connection may hold it when the store starts",
+            f"{ENV_RDZV_PORT.name}={port} is inside the ephemeral range {_EPHEMERAL.start}-{_EPHEMERAL.stop - 1}; "
+            "an outgoing connection may hold it when the store starts",
         )
     return port, notes
 
@@ -118,7 +118,7 @@ def master_endpoint(env: Env, addr_names: Sequence[str], port_names: Sequence[st
         port, how = given.port, f"the port in {addr[0]}"
     else:
         port, notes = rdzv_port(env)
-        how = "TORCHPOD_RDZV_PORT" if get(env, "TORCHPOD_RDZV_PORT") else f"default {DEFAULT_RDZV_PORT}"
+        how = ENV_RDZV_PORT.name if get(env, ENV_RDZV_PORT.name) else f"default {RDZV_PORT_DEFAULT}"
     ep = Endpoint(given.host, port)
     if given.port is not None:
         notes = (f"{addr[0]}={addr[1]} holds a port: host {given.host}, port {given.port}",) + notes

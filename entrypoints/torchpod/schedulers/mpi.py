@@ -10,6 +10,7 @@ rank is a node index. MPI names no rendezvous host: forward it with
 
 from __future__ import annotations
 
+from ..contract import RDZV_PORT_DEFAULT
 from ..errors import InputError
 from ..options import UserOptions
 from .common import Detection, Env, Facts, NodeCount, get, master_endpoint, parse_int, stable_id
@@ -63,6 +64,6 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
         notes=tuple(notes),
         endpoint_hint=(
             "MPI names no rendezvous host; forward one with `mpirun -x MASTER_ADDR=<first "
-            "node> -x MASTER_PORT=29400`, or pass --rdzv-endpoint HOST:PORT"
+            f"node> -x MASTER_PORT={RDZV_PORT_DEFAULT}`, or pass --rdzv-endpoint HOST:PORT"
         ),
     )

@@ -7,6 +7,7 @@ unless the user asked for standalone (TORCHPOD_SCHEDULER=standalone or --standal
 
 from __future__ import annotations
 
+from ..contract import ENV_SCHEDULER, setting
 from ..errors import InputError
 from ..options import UserOptions
 from .common import Detection, Env, Facts, NodeCount, get, stable_id
@@ -32,7 +33,7 @@ def claims(env: Env, user: UserOptions) -> bool:
 
 
 def _asked(env: Env, user: UserOptions) -> bool:
-    return user.standalone is not None or (env.get("TORCHPOD_SCHEDULER") or "").strip().lower() == NAME
+    return user.standalone is not None or setting(env, ENV_SCHEDULER).lower() == NAME
 
 
 def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:

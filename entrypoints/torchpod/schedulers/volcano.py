@@ -6,7 +6,7 @@ plugin sets, for every task, VC_<TASK>_HOSTS (comma-separated ``<job>-<task>-<i>
 and VC_<TASK>_NUM, with the task name upper-cased and ``-`` turned into ``_``, and
 mounts the same lists one per line as /etc/volcano/<task>.host. The pytorch plugin
 (distributed-framework/pytorch/pytorch.go) adds MASTER_ADDR (master pod 0),
-MASTER_PORT (23456 unless configured), WORLD_SIZE (master + worker pods) and RANK
+MASTER_PORT (contract.PYTORCHJOB_PORT unless configured), WORLD_SIZE (master + worker pods) and RANK
 (master 0, worker i -> i + 1).
 
 Node order: master task hosts first, then worker hosts, matching the pytorch plugin's

@@ -12,8 +12,7 @@ from dataclasses import dataclass, replace
 
 from torchpod.errors import InputError
 from torchpod.fabric import presets as presets_mod
-from torchpod.fabric.site import SITE_DEPS, SITE_LIB
-from torchpod.schedulers.common import DEFAULT_RDZV_PORT
+from torchpod.contract import ETCD_PORT, PYTORCHJOB_PORT, RDZV_PORT_DEFAULT, SITE_DEPS, SITE_LIB, TRAINER_PORT
 from torchpod.values import Endpoint
 
 # Kubernetes schedulers render YAML; HPC schedulers render a batch script. The names are
@@ -26,13 +25,9 @@ RDMA = ("none", "hostnetwork", "device-plugin")
 RDZV = ("c10d", "etcd")
 RUNTIMES = ("apptainer", "enroot", "podman", "docker", "none")
 
-# The c10d port of each job: training-operator's PyTorchJobDefaultPort and the Volcano
-# pytorch plugin's DefaultPort are both 23456; Trainer v2 fixes 29500 (kubeflow/trainer
-# pkg/constants ContainerTrainerPort); a worker-only Volcano job names none, so the port
-# is the one torchpod picks for endpoints it builds from host lists.
-C10D_PORT = 23456
-TRAINER_PORT = 29500
-ETCD_PORT = 2379
+# The c10d port of each job comes from torchpod.contract (PYTORCHJOB_PORT, TRAINER_PORT,
+# RDZV_PORT_DEFAULT for a worker-only Volcano job, which names none).
+C10D_PORT = PYTORCHJOB_PORT
 
 # Bounds on the counts: far above any cluster torchpod targets, low enough that a typo
 # (1e11 nodes, 800 GPUs) is caught here rather than by the scheduler hours later.
@@ -115,7 +110,7 @@ class JobSpec:
     @property
     def port(self) -> int:
         if self.scheduler == "volcano":
-            return DEFAULT_RDZV_PORT
+            return RDZV_PORT_DEFAULT
         return TRAINER_PORT if self.scheduler == "trainer" else C10D_PORT
 
     @property
@@ -190,7 +185,7 @@ def _check_label(flag: str, value, pattern: re.Pattern, limit: int, form: str) -
 def _check_endpoint(value) -> None:
     """HOST:PORT (or [IPv6]:PORT) with a port of 1-65535, as torch's etcd-v2 rendezvous
     parses it (parse_rendezvous_endpoint, torch/distributed/elastic/rendezvous/utils.py)."""
-    form = "expected HOST:PORT with a port of 1-65535, e.g. etcd.infra:2379"
+    form = f"expected HOST:PORT with a port of 1-65535, e.g. etcd.infra:{ETCD_PORT}"
     if not isinstance(value, str):
         raise InputError(f"--etcd-endpoint={value!r}; {form}")
     if value.startswith("["):
