@@ -13,17 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from torchpod.arch import Arch
+from torchpod.contract import EXAMPLES_DIR, LABEL_KEYS, Arch, label
 from torchpod.errors import InputError, RuntimeFailure
 from .definitions import DEBIAN_PACKAGE, ImageDef
 
 # glibc of each Debian release: manylinux wheels up to this version run on it.
 DEBIAN_GLIBC = {"bullseye": (2, 31), "bookworm": (2, 36), "trixie": (2, 41)}
-LABEL_PREFIX = "io.torchpod"
 # Runtime packages every image needs besides the definition's rdma-core list.
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "libstdc++6")
-# Where the example workloads live in every image (the Dockerfile's EXAMPLES_DIR).
-EXAMPLES_DIR = "/opt/torchpod/examples"
 # Where a wheelhouse is mounted inside the payload stage (the Dockerfile's bind mount).
 WHEELHOUSE_MOUNT = "/wheels"
 
@@ -218,12 +215,12 @@ def labels(defn: ImageDef, arch: Arch, found: Mapping[str, str], *, created: str
         "org.opencontainers.image.created": created,
         "org.opencontainers.image.revision": revision,
         "org.opencontainers.image.base.name": defn.base.label,
-        f"{LABEL_PREFIX}.definition": f"images/{defn.path.name}",
-        f"{LABEL_PREFIX}.arch": arch.name,
+        label("definition"): f"images/{defn.path.name}",
+        label("arch"): arch.name,
     }
-    for key in ("torch", "torchvision", "cuda", "nccl", "python", "rdma-core", "nccl-net-plugin", "libfabric"):
+    for key in LABEL_KEYS:
         if found.get(key):
-            out[f"{LABEL_PREFIX}.{key}"] = found[key]
+            out[label(key)] = found[key]
     return out
 
 

@@ -22,9 +22,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from torchpod.arch import Arch, normalise_arch
+from torchpod.contract import IMAGE_PLUGIN, Arch, normalise_arch
 from torchpod.errors import InputError, RuntimeFailure
-from torchpod.fabric.site import IMAGE_PLUGIN as SITE_PLUGIN
 from . import commands
 from .commands import Builder
 from .definitions import ImageDef
@@ -240,16 +239,16 @@ def netplugin_facts(client, ref: str, nccl: str) -> dict[str, str]:
 
     container = client.containers.create(ref, entrypoint=["true"])
     try:
-        stream, _ = container.get_archive(str(Path(SITE_PLUGIN).parent))
+        stream, _ = container.get_archive(str(Path(IMAGE_PLUGIN).parent))
         tar = tarfile.open(fileobj=io.BytesIO(b"".join(stream)))
     finally:
         container.remove(force=True)
     members = {Path(m.name).name: m for m in tar.getmembers()}
-    member = members.get(Path(SITE_PLUGIN).name)
+    member = members.get(Path(IMAGE_PLUGIN).name)
     while member is not None and member.issym():
         member = members.get(Path(member.linkname).name)
     if member is None or not member.isfile():
-        raise RuntimeFailure(f"{ref}: the net plugin stage left no {SITE_PLUGIN}")
+        raise RuntimeFailure(f"{ref}: the net plugin stage left no {IMAGE_PLUGIN}")
     info = plugin.read(tar.extractfile(member).read())
     want = netplugin.wanted(tuple(int(x) for x in nccl.split(".")) if nccl else None)
     api = sorted(set(info.exported) & set(want), reverse=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from torchpod.contract import ENV_RDZV_TIMEOUT
 from torchpod.errors import InputError
 from . import runner, topology
 
@@ -132,7 +133,7 @@ def run(client, req: DemoRequest, out=sys.stdout) -> int:
         out.flush()
 
     labels = {"torchpod.demo": job}
-    env = {"PYTHONUNBUFFERED": "1", "TORCHPOD_RDZV_TIMEOUT": "120"}
+    env = {"PYTHONUNBUFFERED": "1", ENV_RDZV_TIMEOUT.name: "120"}
     if not req.gpus:
         env["OMP_NUM_THREADS"] = "1"
     workload = [] if req.manifest else command(req.workload)  # a manifest's pods carry their own args

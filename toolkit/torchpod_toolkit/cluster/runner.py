@@ -27,12 +27,13 @@ from typing import Callable, Iterable, Mapping, Sequence
 import docker
 import requests
 
+# RESULT_PREFIX: examples/common.py prints it (tests/unit/test_contract.py holds the two equal)
+from torchpod.contract import EXAMPLES_DIR as EXAMPLES
+from torchpod.contract import RESULT_PREFIX
 from torchpod.errors import RuntimeFailure
 
-from ..commands import EXAMPLES_DIR as EXAMPLES
 from .topology import IP_OF_NODE0, Node, Topology
 
-RESULT_PREFIX = "TORCHPOD_RESULT "  # printed by examples/common.py; keep the two in step
 # What a container that went away (or an engine that timed out) raises through the SDK.
 ENGINE_ERRORS = (docker.errors.APIError, requests.exceptions.RequestException)
 # What `container.wait(timeout=...)` raises when the deadline passes: a ReadTimeout, which

@@ -40,10 +40,12 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
+from torchpod.contract import PYTORCHJOB_PORT
 from torchpod.errors import InputError
 
+from ..manifests.operators import K8S_ENV as K8S
+
 IP_OF_NODE0 = "{node0_ip}"  # replaced by the runner once node 0 has an address
-K8S = (("KUBERNETES_SERVICE_HOST", "10.96.0.1"), ("KUBERNETES_SERVICE_PORT", "443"))
 
 
 @dataclass(frozen=True)
@@ -279,7 +281,7 @@ def build(
     job_id: str,
     *,
     nproc: Sequence[int] | None = None,
-    port: int = 23456,
+    port: int = PYTORCHJOB_PORT,
     host_network: bool = False,
     extra_env: Mapping[str, str] | None = None,
     hosts: Sequence[str] | None = None,

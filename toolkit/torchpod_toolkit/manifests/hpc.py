@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 import shlex
 
+from torchpod.contract import ENV_PRESET
+
 from .spec import JobSpec
 
 # Variables a container started by Docker must be handed explicitly (docker run has no
@@ -133,7 +135,7 @@ def _torchpod(spec: JobSpec) -> list[str]:
 
 
 def _env_pairs(spec: JobSpec) -> list[str]:
-    return [f"TORCHPOD_PRESET={spec.preset}"] if spec.preset else []
+    return [f"{ENV_PRESET.name}={spec.preset}"] if spec.preset else []
 
 
 def _enroot_ref(image: str) -> str:

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .spec import ETCD_PORT, JobSpec
+from torchpod.contract import ENV_PRESET, ETCD_PORT
+
+from .spec import JobSpec
 
 Obj = dict[str, Any]
 
@@ -48,7 +50,7 @@ def container(spec: JobSpec, *, name: str = CONTAINER, args: list[str] | None = 
               downward: tuple[tuple[str, str], ...] = (), port_name: str | None = PORT_NAME) -> Obj:
     env: list[Obj] = []
     if spec.preset:
-        env.append({"name": "TORCHPOD_PRESET", "value": spec.preset})
+        env.append({"name": ENV_PRESET.name, "value": spec.preset})
     env += [_downward(n, p) for n, p in downward]
     resources: dict[str, str] = {}
     if spec.gpus_per_node:
@@ -182,7 +184,7 @@ def train_job(spec: JobSpec) -> Obj:
                     # explicit: the torch plugin's default "auto" would be the CPU count on a CPU job
                     "numProcPerNode": spec.nproc}
     if spec.preset:
-        trainer["env"] = [{"name": "TORCHPOD_PRESET", "value": spec.preset}]
+        trainer["env"] = [{"name": ENV_PRESET.name, "value": spec.preset}]
     resources = container(spec).get("resources")
     if resources:
         trainer["resourcesPerNode"] = resources
@@ -221,7 +223,7 @@ def runai_command(spec: JobSpec) -> list[str]:
     if spec.rdma == "device-plugin":
         argv += ["--extended-resource", f"{spec.rdma_resource}=1"]
     if spec.preset:
-        argv += ["-e", f"TORCHPOD_PRESET={spec.preset}"]
+        argv += ["-e", f"{ENV_PRESET.name}={spec.preset}"]
     return argv + ["--", *launcher_args(spec)]
 
 

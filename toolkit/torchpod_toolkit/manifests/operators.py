@@ -11,7 +11,7 @@ runs the same pods as containers. Written from the operators' sources:
   after the job, and for every task VC_<TASK>_HOSTS (``<pod>.<job>``, comma-separated) and
   VC_<TASK>_NUM, task names upper-cased with '-' -> '_', plus /etc/volcano/<task>.host
   (svc/svc.go GenerateHosts); ``pytorch`` (distributed-framework/pytorch/pytorch.go) adds
-  MASTER_ADDR ``<job>-<master>-0.<job>``, MASTER_PORT (--port, 23456), WORLD_SIZE (master +
+  MASTER_ADDR ``<job>-<master>-0.<job>``, MASTER_PORT (--port, else contract.PYTORCHJOB_PORT), WORLD_SIZE (master +
   worker replicas) and RANK (master 0, worker i -> i + 1).
 - training-operator v1.9 (kubeflow/training-operator, pkg/controller.v1/pytorch/envvar.go,
   master.go, elastic.go): pods and per-pod Services ``<job>-<type>-<i>``; to every container
@@ -28,7 +28,7 @@ runs the same pods as containers. Written from the operators' sources:
   plugin): the runtime's replicated job ``node`` -> pods ``<job>-node-0-<i>`` of an Indexed
   Job (JOB_COMPLETION_INDEX, annotation batch.kubernetes.io/job-completion-index), subdomain
   = job; trainer.env, then PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK (the completion
-  index), PET_MASTER_ADDR ``<job>-node-0-0.<job>``, PET_MASTER_PORT 29500.
+  index), PET_MASTER_ADDR ``<job>-node-0-0.<job>``, PET_MASTER_PORT (contract.TRAINER_PORT).
 
 Kubernetes itself: KUBERNETES_SERVICE_HOST/PORT in every container; for a duplicated
 variable the last definition wins; under hostNetwork the pod's hostname is its node's.
@@ -41,8 +41,11 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from torchpod.contract import PYTORCHJOB_PORT, TRAINER_PORT
 from torchpod.errors import InputError
 
+# What Kubernetes sets in every container (the API server's Service); the harness's
+# non-manifest scenarios (cluster/topology.py) set the same.
 K8S_ENV = (("KUBERNETES_SERVICE_HOST", "10.96.0.1"), ("KUBERNETES_SERVICE_PORT", "443"))
 Obj = Mapping[str, Any]
 
@@ -177,7 +180,7 @@ def volcano(job: Obj, node_names: Sequence[str] = ()) -> list[Pod]:
             if torch_flags is not None and t["name"] in (master_task, worker_task):
                 total = sum(x["replicas"] for x in tasks if x["name"] in (master_task, worker_task))
                 env += [("MASTER_ADDR", hosts[master_task][0]),
-                        ("MASTER_PORT", torch_flags.get("port", "23456")),
+                        ("MASTER_PORT", torch_flags.get("port", str(PYTORCHJOB_PORT))),
                         ("WORLD_SIZE", str(total)),
                         ("RANK", str(i + 1 if t["name"] == worker_task else 0))]
             listed = hosts[t["name"]][i]
@@ -203,8 +206,9 @@ def pytorchjob(job: Obj, node_names: Sequence[str] = ()) -> list[Pod]:
     elastic = spec.get("elasticPolicy")
 
     def port_of(rtype: str) -> int:
-        # the operator's defaulter adds pytorchjob-port 23456 when the container has none
-        return _port(_main_container(replicas[rtype]["template"]["spec"], "pytorch"), "pytorchjob-port", 23456)
+        # the operator's defaulter adds pytorchjob-port when the container has none
+        return _port(_main_container(replicas[rtype]["template"]["spec"], "pytorch"), "pytorchjob-port",
+                     PYTORCHJOB_PORT)
 
     pods, k = [], 0
     for rtype in order:
@@ -256,9 +260,6 @@ def pytorchjob(job: Obj, node_names: Sequence[str] = ()) -> list[Pod]:
                             labels=tuple(labels.items()), host_network=hostnet))
             k += 1
     return pods
-
-
-TRAINER_PORT = 29500
 
 
 def trainjob(job: Obj, node_names: Sequence[str] = ()) -> list[Pod]:

@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from . import hpc, kube
+from torchpod.contract import ENV_PRESET, SITE_DEPS
 from torchpod.errors import InputError, RuntimeFailure
 
 from .spec import MAX_GPUS_PER_NODE, MAX_NODES, JobSpec, check, parse_count
@@ -112,12 +113,12 @@ def header(spec: JobSpec, filename: str) -> list[str]:
         lines.append("WARNING --privileged: every host device and capability is open to the container "
                      "(and AppArmor/seccomp are off); use it only to rule out a permissions problem")
     if spec.preset:
-        lines.append(f"Fabric: TORCHPOD_PRESET={spec.preset}; the launcher applies that shape's NCCL settings")
+        lines.append(f"Fabric: {ENV_PRESET.name}={spec.preset}; the launcher applies that shape's NCCL settings")
     binds = spec.fabric_binds()
     if binds and (spec.kube or spec.runtime != "none"):
         lines.append("Net plugin: bound in from the host, where the launcher looks for it: "
                      + ", ".join(f"{h} -> {c}" for h, c in binds)
-                     + ("; add the plugin's other dependencies under /opt/torchpod/site/deps"
+                     + (f"; add the plugin's other dependencies under {SITE_DEPS}"
                         if spec.fabric == "slingshot" else ""))
     lines.append(f"Regenerate: {invoke_line(spec)}")
     for line in lines:  # spec.check's grammars make this hold; a bug must not write a file
