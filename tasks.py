@@ -280,3 +280,18 @@ def manifests(c, scheduler="", nodes="2", gpus_per_node="8", image="", name="tra
 def bench_rendezvous(c, nodes="2,4,8", repeats=1):
     """Time docker run -> first all-reduce, torchpod run vs hand-written torchrun."""
     c.run(f"{sys.executable} {ROOT / 'bench' / 'rendezvous.py'} --nodes {nodes} --repeats {repeats}", pty=False)
+
+
+@task(help={
+    "check": "write nothing; fail when docs/measurements.md differs from bench/results/*.json",
+})
+def measurements(c, check=False):
+    """Render the measurements table of docs/measurements.md from bench/results/*.json."""
+    from torchpod_toolkit import measurements as measurements_mod
+
+    page = ROOT / "docs" / "measurements.md"
+    try:
+        changed = measurements_mod.update(page, ROOT / "bench" / "results", check=check)
+    except TorchpodError as exc:
+        raise _abort(exc) from None
+    print(f"{'wrote' if changed else 'unchanged'} {page.relative_to(ROOT)}")
