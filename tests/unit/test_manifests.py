@@ -302,10 +302,11 @@ def test_an_efa_pod_mounts_the_efa_installers_tree_read_only():
     assert {"name": "site-0", "mountPath": "/opt/amazon", "readOnly": True} in pod["containers"][0]["volumeMounts"]
 
 
-def test_readme_shows_the_current_pbs_script_that_fixes_seed_001():
+def test_the_docs_show_the_current_pbs_script_that_fixes_seed_001():
     script = (EXAMPLES / "pbs" / "ddp.pbs-pals.sh").read_text()
     launch = next(line for line in script.splitlines() if line.startswith("mpiexec "))
-    assert launch in (ROOT / "README.md").read_text(), "README's PBS example is stale: copy it from the file"
+    page = ROOT / "docs" / "manifests.md"
+    assert launch in page.read_text(), "docs/manifests.md's PBS example is stale: copy it from the file"
 
 
 def test_podman_passes_every_variable_family_the_launcher_reads():

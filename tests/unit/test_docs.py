@@ -1,0 +1,78 @@
+"""README.md and docs/: the README stays a two-minute read whose commands are the ones CI
+runs, every link between the pages resolves, and the figures written there that data
+decides (how many CI images) agree with that data."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from torchpod_toolkit.definitions import load_definitions
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+PAGES = sorted((ROOT / "docs").glob("*.md"))
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight",
+         9: "nine", 10: "ten", 11: "eleven", 12: "twelve"}
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading: lower case, punctuation dropped, spaces to '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.DOTALL)
+    return {slug(m) for m in re.findall(r"^#{1,6} (.+)$", text, flags=re.MULTILINE)}
+
+
+def test_the_readme_is_read_in_two_minutes():
+    assert len(README.read_text(encoding="utf-8").splitlines()) <= 120
+
+
+def test_the_readme_opens_with_the_two_commands_ci_runs():
+    text = README.read_text(encoding="utf-8")
+    first_block = re.search(r"```\n(.*?)```", text, flags=re.DOTALL).group(1)
+    assert first_block.splitlines() == [
+        "./setup.sh && invoke build --arch x86_64 && invoke demo --scheduler volcano --nodes 2",
+        "invoke test",
+    ]
+    assert text.index("```") < 30 * 80  # on the first screen
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^\./setup\.sh$", ci, flags=re.MULTILINE) and re.search(r"^invoke test$", ci, flags=re.MULTILINE)
+
+
+def test_the_readme_tells_no_history():
+    text = README.read_text(encoding="utf-8")
+    found = re.findall(r"\b(was|were|now|previous(?:ly)?|this session|no longer|used to)\b", text, flags=re.IGNORECASE)
+    assert not found, found
+
+
+@pytest.mark.parametrize("page", [README, *PAGES], ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_link_resolves(page):
+    for target in LINK.findall(page.read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", target):
+            continue
+        file, _, anchor = target.partition("#")
+        dest = (page.parent / file).resolve() if file else page
+        assert dest.exists(), f"{page.name}: {target} does not exist"
+        if anchor:
+            assert anchor in anchors(dest), f"{page.name}: {target}: no heading with that anchor in {dest.name}"
+
+
+def test_every_docs_page_is_reachable_from_the_readme():
+    linked = {(ROOT / t.partition("#")[0]).resolve() for t in LINK.findall(README.read_text(encoding="utf-8"))}
+    assert set(PAGES) <= linked, sorted(p.name for p in set(PAGES) - linked)
+
+
+def test_the_ci_image_count_written_in_the_docs_is_the_definitions():
+    ci = [d for d in load_definitions(ROOT / "images").values() if d.ci]
+    images = sum(len(d.arches) for d in ci)
+    text = " ".join((ROOT / "docs" / "images.md").read_text(encoding="utf-8").split())
+    assert f"CI builds {WORDS[len(ci)]} definitions (`ci: true`), {WORDS[images]} images in all" in text
+    for d in ci:
+        assert f"`{d.name}`" in text.split("images in all")[1].split("\n")[0]
+    testing = " ".join((ROOT / "docs" / "testing.md").read_text(encoding="utf-8").split())
+    assert f"the {WORDS[images]} CI images" in testing and f"({WORDS[images]} images" in testing
