@@ -21,7 +21,7 @@ fi
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   docker.io binfmt-support mmdebstrap arch-test etcd-server docker-registry slurm-client ca-certificates \
-  gcc libc6-dev make shellcheck >/dev/null
+  gcc libc6-dev make shellcheck iperf3 >/dev/null
 $SUDO apt-get install -y -qq --no-install-recommends "${QEMU_FROM[@]}" qemu-user-static >/dev/null
 
 log "enabling QEMU user emulation (binfmt_misc) for foreign-arch builds"

@@ -1,0 +1,60 @@
+"""pyproject.toml: the launcher's distribution needs nothing; every third-party module the
+build-host toolkit and tasks.py import is in the `toolkit` extra; `dev` is the toolkit plus
+the test tools, and setup.sh installs `dev` and the host tools the benches need."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+# import name -> distribution name, where they differ
+DISTRIBUTION = {"yaml": "pyyaml"}
+FIRST_PARTY = {"torchpod", "torchpod_toolkit"}
+
+
+def requirement_names(requirements: list[str]) -> set[str]:
+    return {re.match(r"[A-Za-z0-9_.-]+(?:\[[^\]]*\])?", r).group(0).lower() for r in requirements}
+
+
+def third_party_imports(paths) -> set[str]:
+    found = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                found |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    return found - set(sys.stdlib_module_names) - FIRST_PARTY
+
+
+def test_the_launcher_distribution_has_no_dependencies():
+    assert PROJECT["dependencies"] == []
+
+
+def test_the_toolkit_extra_covers_every_module_the_toolkit_imports():
+    imported = third_party_imports([*(ROOT / "toolkit").rglob("*.py"), ROOT / "tasks.py"])
+    declared = {n.split("[")[0] for n in requirement_names(PROJECT["optional-dependencies"]["toolkit"])}
+    assert imported, "the scan found no import at all"
+    missing = {DISTRIBUTION.get(m, m).lower() for m in imported} - declared
+    assert not missing, f"toolkit imports {sorted(missing)} but the `toolkit` extra does not declare them"
+
+
+def test_dev_is_the_toolkit_plus_the_test_tools():
+    dev = requirement_names(PROJECT["optional-dependencies"]["dev"])
+    assert "torchpod[toolkit]" in dev
+    assert {"pytest", "hypothesis", "pytest-testinfra"} <= dev
+
+
+def test_setup_installs_dev_and_the_benches_host_tools():
+    setup = (ROOT / "setup.sh").read_text()
+    assert "pip install -q -e '.[dev]'" in setup
+    apt = " ".join(re.findall(r"apt-get install (?:[^\n]*\\\n)*[^\n]*", setup))
+    assert re.search(r"\biperf3\b", apt), "bench/allreduce.py bind-mounts the host's iperf3"
