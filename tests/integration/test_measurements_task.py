@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def invoke(*args: str) -> subprocess.CompletedProcess:
     # the tree under test, whatever `pip install -e` points at (as pyproject's pytest pythonpath)
     path = os.pathsep.join([str(ROOT / "entrypoints"), str(ROOT / "toolkit"), os.environ.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True, text=True, check=False,
-                          env={**os.environ, "PYTHONPATH": path}, timeout=120)
+    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True, text=True,
+                          check=False, env={**os.environ, "PYTHONPATH": path}, timeout=120)
 
 
 def test_check_passes_on_the_committed_page_and_writes_nothing():

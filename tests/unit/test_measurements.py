@@ -46,7 +46,8 @@ def test_the_table_has_one_markdown_row_per_figure():
 
 def test_figures_come_from_the_json_not_from_the_renderer():
     results = copy.deepcopy(REAL)
-    results["images.json"]["arches"]["x86_64"]["image_bytes"] = 2 * results["images.json"]["arches"]["x86_64"]["payload_bytes"]
+    x86 = results["images.json"]["arches"]["x86_64"]
+    x86["image_bytes"] = 2 * x86["payload_bytes"]
     results["toolkit_edit.json"]["cached_steps"] = 7
     results["slurm.json"]["median_s"] = {"sbatch": 6.0, "harness": 3.0}
     table = m.render(results)
@@ -78,7 +79,8 @@ _DELETE = object()
 
 @pytest.mark.parametrize("name, key, value, needle", [
     ("images.json", "arches.x86_64.cold_build_s", _DELETE, "arches.x86_64.cold_build_s is missing"),
-    ("images.json", "arches.x86_64.cold_build_s", "78.6", "arches.x86_64.cold_build_s='78.6'; expected a positive number"),
+    ("images.json", "arches.x86_64.cold_build_s", "78.6",
+     "arches.x86_64.cold_build_s='78.6'; expected a positive number"),
     ("images.json", "arches.x86_64.cold_build_s", True, "arches.x86_64.cold_build_s=True; expected a positive number"),
     ("images.json", "arches.x86_64.cold_build_s", -1, "arches.x86_64.cold_build_s=-1; expected a positive number"),
     ("images.json", "arches.x86_64.payload_bytes", 0, "arches.x86_64.payload_bytes=0; expected a positive number"),

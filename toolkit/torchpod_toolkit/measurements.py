@@ -43,6 +43,10 @@ def _shown(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def _full(key: str, where: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
 class Result:
     """One result file's data with typed, named access: every bad value is one line."""
 
@@ -67,39 +71,36 @@ class Result:
                                  "expected the key the bench writes (re-run it)")
         return node
 
-    def number(self, key: str, base: Any = None, where: str = "", positive: bool = True) -> float:
+    def number(self, key: str, base: Any = None, where: str = "") -> float:
         value = self.get(key, base, where)
-        full = f"{where}.{key}" if where else key
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or value < 0 or (positive and value == 0):
-            raise self.bad(full, value, "a positive number" if positive else "a number >= 0")
+                or value <= 0:
+            raise self.bad(_full(key, where), value, "a positive number")
         return float(value)
 
     def count(self, key: str, base: Any = None, where: str = "", limit: int = 10**6) -> int:
         value = self.get(key, base, where)
         if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < limit:
-            raise self.bad(f"{where}.{key}" if where else key, value, "a positive integer")
+            raise self.bad(_full(key, where), value, "a positive integer")
         return value
 
     def text(self, key: str, base: Any = None, where: str = "") -> str:
         value = self.get(key, base, where)
         if not isinstance(value, str) or not _CELL_TEXT.fullmatch(value):
-            raise self.bad(f"{where}.{key}" if where else key, value,
-                            "1-120 characters of letters, digits, spaces and ._/+:,()-")
+            raise self.bad(_full(key, where), value, "1-120 characters of letters, digits, spaces and ._/+:,()-")
         return value
 
     def flag(self, key: str, base: Any = None, where: str = "") -> bool:
         value = self.get(key, base, where)
         if not isinstance(value, bool):
-            raise self.bad(f"{where}.{key}" if where else key, value, "true or false")
+            raise self.bad(_full(key, where), value, "true or false")
         return value
 
     def items(self, key: str, kind: type = dict, base: Any = None, where: str = "") -> list:
         """A non-empty list (``kind=list``) or mapping's items (``kind=dict``) at ``key``."""
         value = self.get(key, base, where)
         if not isinstance(value, kind) or not value:
-            raise self.bad(f"{where}.{key}" if where else key, value,
-                            "a non-empty list" if kind is list else "a non-empty mapping")
+            raise self.bad(_full(key, where), value, "a non-empty list" if kind is list else "a non-empty mapping")
         return list(value.items()) if kind is dict else value
 
     def mapping(self, base: Any, where: str) -> dict:
