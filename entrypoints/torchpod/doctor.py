@@ -23,34 +23,59 @@ import json
 import os
 import re
 import resource
-from dataclasses import asdict, dataclass
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from . import nccl_log, netplugin, readers
+from .contract import SYSFS_ROOT_DEFAULT
 from .errors import InputError
-from .fabric import FabricReport, detect_fabric, site
+from .fabric import FABRICS, FabricReport, by_name, detect_fabric, site
+from .fabric.findings import Finding, Severity
 
+OK, WARN, FAIL = Severity.OK, Severity.WARN, Severity.FAIL
 GiB = 1 << 30
 # NCCL pins its IB buffers; container runtimes default to 64 KiB or 8 MiB of locked memory.
 MEMLOCK_NEEDED = GiB
 SHM_WANTED = GiB  # NCCL's intra-node buffers live in /dev/shm; Docker's default is 64 MiB
-PROVIDER_OF = {"roce": "mlx5", "infiniband": "mlx5", "efa": "efa"}
+# The fabric findings that become rows of their own, by the code's topic (findings.py).
+ROW_OF_TOPIC = {"user": "user-setting", "gid": "gid"}
 
 
 @dataclass(frozen=True)
 class Check:
+    """One row of the report: a check's name and its finding."""
+
     name: str
-    status: str  # ok, warn, fail
-    detail: str
-    fix: str = ""
+    finding: Finding
+
+    @property
+    def status(self) -> str:
+        return self.finding.severity.value
+
+    @property
+    def detail(self) -> str:
+        return self.finding.message
+
+    @property
+    def fix(self) -> str:
+        return self.finding.fix
+
+    def as_dict(self) -> dict[str, str]:
+        return {"name": self.name, "status": self.status, "detail": self.detail, "fix": self.fix,
+                "code": self.finding.code}
+
+
+def _row(name: str, what: str, severity: Severity, detail: str, fix: str = "") -> Check:
+    return Check(name, Finding(f"doctor.{name}.{what}", severity, detail, fix))
 
 
 @dataclass(frozen=True)
 class Machine:
     """What gather() read; tests build one by hand."""
 
-    sysfs_root: Path = Path("/sys")
+    sysfs_root: Path = Path(SYSFS_ROOT_DEFAULT)
     proc_root: Path = Path("/proc")
     uverbs: tuple[str, ...] = ()  # /dev/infiniband/uverbs*
     memlock: int | None = None  # bytes; None: unlimited
@@ -58,7 +83,7 @@ class Machine:
     verbs_error: str | None = None  # why libibverbs.so.1 did not load; None: it loaded
     providers: tuple[str, ...] = ()  # verbs providers whose library dlopens (/etc/libibverbs.d/<name>.driver)
     net_plugins: tuple[str, ...] = ()  # libnccl-net*.so NCCL would find
-    gpu_count: int | None = None
+    gpu_count: int | None = None  # gpus.visible: the count the plan's nproc uses too
     net_probe: dict | None = None  # netplugin.run_probe: NCCL's plugin, loaded as NCCL would
     fi_providers: tuple[str, ...] | None = None  # `fi_info -l`; None: no fi_info
     fi_devices: tuple[str, ...] = ()  # providers `fi_info -p NAME` finds a device for (efa, cxi)
@@ -66,34 +91,23 @@ class Machine:
 
 
 def gather(env: Mapping[str, str], sysfs_root: Path, gpu_count: int | None) -> Machine:
-    """Read the machine (the only impure part of the doctor)."""
+    """Read what the doctor checks beyond cli.gather_facts (the only impure part of the
+    doctor): ``gpu_count`` comes from there (gpus.visible), never counted again here."""
     soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     try:
         stat = os.statvfs("/dev/shm")
         shm = stat.f_blocks * stat.f_frsize
     except OSError:
         shm = None
-    providers: list[str] = []
-    try:
-        ctypes.CDLL("libibverbs.so.1", mode=ctypes.RTLD_GLOBAL)  # providers resolve against it
-        verbs_error = None
-        for driver in sorted(glob.glob("/etc/libibverbs.d/*.driver")):
-            name = Path(driver).stem
-            for lib in glob.glob(f"/usr/lib/*/libibverbs/lib{name}-rdmav*.so"):
-                try:
-                    ctypes.CDLL(lib)
-                    providers.append(name)
-                    break
-                except OSError:
-                    continue
-    except OSError as exc:
-        verbs_error = str(exc)
+    verbs_error, providers = _verbs_providers()
     libs = site.find(env, Path("/"))
     # the workers' search path: the site's directories first, as the plan sets it
     search = ":".join([*libs.dirs, *([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else [])])
     probe_env = {**env, "LD_LIBRARY_PATH": search} if search else dict(env)
+    # The probe is the check itself (the plugin loaded as NCCL loads it), not a reading: it
+    # keeps netplugin's own bound, so a plugin on a slow shared file system is not failed.
     net_probe = netplugin.run_probe(probe_env, [n for n, _ in netplugin.candidates(env)])
-    providers_ = _fi_providers(env, libs)
+    fi_providers, fi_devices = _libfabric(env, libs)
     dirs = [d for d in search.split(":") if d]
     plugins = [p for d in dirs for p in sorted(glob.glob(os.path.join(d, "libnccl-net*.so")))]
     found = ctypes.util.find_library("nccl-net")
@@ -102,47 +116,49 @@ def gather(env: Mapping[str, str], sysfs_root: Path, gpu_count: int | None) -> M
     return Machine(
         sysfs_root=sysfs_root, uverbs=tuple(sorted(glob.glob("/dev/infiniband/uverbs*"))),
         memlock=None if soft == resource.RLIM_INFINITY else soft, shm_bytes=shm, verbs_error=verbs_error,
-        providers=tuple(providers),
-        net_plugins=tuple(plugins), gpu_count=gpu_count, net_probe=net_probe,
-        fi_providers=providers_, fi_devices=_fi_devices(env, libs, providers_),
+        providers=tuple(providers), net_plugins=tuple(plugins), gpu_count=gpu_count, net_probe=net_probe,
+        fi_providers=fi_providers, fi_devices=fi_devices,
     )
 
 
-def _fi_info(env: Mapping[str, str], libs: site.SiteLibs, *args: str):
-    """`fi_info ARGS` with the site's libfabric first (its bin/ first on PATH); None: no fi_info."""
-    import shutil
-    import subprocess
+def _verbs_providers() -> tuple[str | None, list[str]]:
+    """(why libibverbs.so.1 does not load or None, the verbs providers whose library loads)."""
+    providers: list[str] = []
+    try:
+        ctypes.CDLL("libibverbs.so.1", mode=ctypes.RTLD_GLOBAL)  # providers resolve against it
+    except OSError as exc:
+        return str(exc), providers
+    for driver in sorted(glob.glob("/etc/libibverbs.d/*.driver")):
+        name = Path(driver).stem
+        for lib in glob.glob(f"/usr/lib/*/libibverbs/lib{name}-rdmav*.so"):
+            try:
+                ctypes.CDLL(lib)
+                providers.append(name)
+                break
+            except OSError:
+                continue
+    return None, providers
 
+
+# The libfabric providers of the fabrics reached through the net plugin (efa, cxi).
+FI_PROVIDERS = tuple(f.fi_provider for f in FABRICS if f.fi_provider)
+
+
+def _libfabric(env: Mapping[str, str], libs: site.SiteLibs) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    """(providers libfabric was built with, `fi_info -l`; None: no fi_info) and the device
+    providers for which `fi_info -p NAME` finds a device here (it answers -61, No data
+    available, when the NIC is not in this container). The site's libfabric first (its bin/
+    first on PATH); every `fi_info` side by side, under the one helper bound."""
     bins = [str(Path(d).parent / "bin") for d in libs.dirs]
     tool = shutil.which("fi_info", path=":".join([*bins, env.get("PATH", os.defpath)]))
     if tool is None:
-        return None
+        return None, ()
     search = ":".join([*libs.dirs, env.get("LD_LIBRARY_PATH", "")]).strip(":")
-    try:
-        return subprocess.run([tool, *args], capture_output=True, text=True, errors="replace", timeout=5,
-                              env={**env, "LD_LIBRARY_PATH": search})
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-
-
-def _fi_providers(env: Mapping[str, str], libs: site.SiteLibs) -> tuple[str, ...] | None:
-    """Providers libfabric was built with (`fi_info -l`, no hardware needed); None: no fi_info."""
-    done = _fi_info(env, libs, "-l")
-    if done is None:
-        return None
-    return tuple(sorted({m.split(";")[0] for m in re.findall(r"^(\S+?):", done.stdout, re.M)}))
-
-
-def _fi_devices(env: Mapping[str, str], libs: site.SiteLibs, providers: tuple[str, ...] | None) -> tuple[str, ...]:
-    """The device providers (efa, cxi) for which `fi_info -p NAME` finds a device here; it
-    answers -61 (No data available) when the NIC is not in this container."""
-    out = []
-    for name in ("efa", "cxi"):
-        if providers and name in providers:
-            done = _fi_info(env, libs, "-p", name)
-            if done is not None and done.returncode == 0:
-                out.append(name)
-    return tuple(out)
+    asks = {"list": [tool, "-l"], **{name: [tool, "-p", name] for name in FI_PROVIDERS}}
+    answers = readers.run_helpers(asks, env={**env, "LD_LIBRARY_PATH": search})
+    listed, _ = answers["list"]
+    providers = tuple(sorted({m.split(";")[0] for m in re.findall(r"^(\S+?):", listed or "", re.M)}))
+    return providers, tuple(n for n in FI_PROVIDERS if n in providers and not answers[n][1])
 
 
 def _size(n: int | None) -> str:
@@ -152,114 +168,121 @@ def _size(n: int | None) -> str:
 
 
 def _rdma_checks(fabric: FabricReport, m: Machine) -> list[Check]:
+    record = by_name(fabric.fabric)
+    provider = record.verbs_provider if record else None
+    if provider is None:
+        return []
     out = []
-    if fabric.fabric in ("roce", "infiniband", "efa"):
-        if m.uverbs:
-            out.append(Check("uverbs", "ok", f"{len(m.uverbs)} device nodes under /dev/infiniband"))
-        else:
-            out.append(Check("uverbs", "fail", "no /dev/infiniband/uverbs* in this container: NCCL cannot open "
-                             "the RDMA devices sysfs shows", "mount /dev/infiniband (hostPath) or request the RDMA "
-                             "device plugin's resource (e.g. rdma/rdma_shared_device_a)"))
-        if m.memlock is not None and m.memlock < MEMLOCK_NEEDED:
-            out.append(Check("memlock", "fail", f"locked-memory limit {_size(m.memlock)}: NCCL cannot register "
-                             "its IB buffers", "docker run --ulimit memlock=-1, or raise the pod's RLIMIT_MEMLOCK "
-                             "(capability IPC_LOCK alone does not raise the runtime's default)"))
-        else:
-            out.append(Check("memlock", "ok", f"locked-memory limit {_size(m.memlock)}"))
-        provider = PROVIDER_OF.get(fabric.fabric)
-        if m.verbs_error is not None:
-            out.append(Check("verbs", "fail", f"libibverbs.so.1 does not load: {m.verbs_error}",
-                             "use a torchpod image (rdma-core is in it) or install libibverbs1"))
-        elif provider not in m.providers:
-            out.append(Check("verbs", "fail", f"no loadable {provider} verbs provider (loadable: "
-                             f"{', '.join(m.providers) or 'none'})", "install ibverbs-providers"))
-        else:
-            out.append(Check("verbs", "ok", f"libibverbs loads; {provider} provider present"))
+    if m.uverbs:
+        out.append(_row("uverbs", "ok", OK, f"{len(m.uverbs)} device nodes under /dev/infiniband"))
+    else:
+        out.append(_row("uverbs", "missing", FAIL, "no /dev/infiniband/uverbs* in this container: NCCL cannot open "
+                        "the RDMA devices sysfs shows", "mount /dev/infiniband (hostPath) or request the RDMA "
+                        "device plugin's resource (e.g. rdma/rdma_shared_device_a)"))
+    if m.memlock is not None and m.memlock < MEMLOCK_NEEDED:
+        out.append(_row("memlock", "low", FAIL, f"locked-memory limit {_size(m.memlock)}: NCCL cannot register "
+                        "its IB buffers", "docker run --ulimit memlock=-1, or raise the pod's RLIMIT_MEMLOCK "
+                        "(capability IPC_LOCK alone does not raise the runtime's default)"))
+    else:
+        out.append(_row("memlock", "ok", OK, f"locked-memory limit {_size(m.memlock)}"))
+    if m.verbs_error is not None:
+        out.append(_row("verbs", "no-libibverbs", FAIL, f"libibverbs.so.1 does not load: {m.verbs_error}",
+                        "use a torchpod image (rdma-core is in it) or install libibverbs1"))
+    elif provider not in m.providers:
+        out.append(_row("verbs", "no-provider", FAIL, f"no loadable {provider} verbs provider (loadable: "
+                        f"{', '.join(m.providers) or 'none'})", "install ibverbs-providers"))
+    else:
+        out.append(_row("verbs", "ok", OK, f"libibverbs loads; {provider} provider present"))
     return out
-
-
-FI_PROVIDER_OF = {"efa": "efa", "slingshot": "cxi"}
 
 
 def _plugin_checks(env: Mapping[str, str], fabric: FabricReport, m: Machine) -> list[Check]:
     """EFA and Slingshot: the plugin NCCL would load, loaded the way NCCL loads it."""
-    if fabric.fabric not in ("efa", "slingshot"):
+    record = by_name(fabric.fabric)
+    if record is None or record.fi_provider is None:
         return []
     out = []
     libs = site.find(env, m.root)
     if "NCCL_NET_PLUGIN" in env and libs.plugin and libs.plugin.endswith("/libnccl-net.so"):
-        out.append(Check("net-plugin-env", "fail", f"NCCL_NET_PLUGIN={env['NCCL_NET_PLUGIN']} is set while the site "
-                         f"injects {libs.plugin}: NCCL then never tries libnccl-net.so",
-                         "unset NCCL_NET_PLUGIN (NCCL tries libnccl-net.so only when it is unset)"))
-    probe = m.net_probe or {}
+        out.append(_row("net-plugin-env", "blocks-default", FAIL, f"NCCL_NET_PLUGIN={env['NCCL_NET_PLUGIN']} is set "
+                        f"while the site injects {libs.plugin}: NCCL then never tries libnccl-net.so",
+                        "unset NCCL_NET_PLUGIN (NCCL tries libnccl-net.so only when it is unset)"))
+    out += _probe_checks(env, fabric, m.net_probe or {})
+    out += _fi_checks(env, record.fi_provider, m)
+    return out
+
+
+def _probe_checks(env: Mapping[str, str], fabric: FabricReport, probe: dict) -> list[Check]:
     why = "; ".join(f"{n}: {w}" for n, w in netplugin.candidates(env)) or "NCCL_NET_PLUGIN=none"
-    if probe.get("loaded"):
-        out.append(Check("net-plugin", "ok", f"{probe.get('path')} loads with RTLD_NOW ({why})"))
-        want, chosen = probe.get("wanted") or [], probe.get("chosen")
-        exported = ", ".join(f"v{v}" for v in probe.get("exported") or ()) or "none"
-        if chosen:
-            out.append(Check("net-plugin-api", "ok", f"exports {exported}; NCCL {probe.get('nccl') or '?'} takes "
-                             f"ncclNetPlugin_v{chosen}, name {probe.get('plugin_name')!r}"))
-        else:
-            out.append(Check("net-plugin-api", "fail", f"exports {exported}; NCCL {probe.get('nccl') or '?'} tries "
-                             + ", ".join(f"v{v}" for v in want) + ": none matches, NCCL ignores the plugin",
-                             "use an aws-ofi-nccl release built for this NCCL"))
-        fabric_lib = probe.get("libfabric")
-        if fabric_lib:
-            out.append(Check("libfabric", "ok", f"{fabric_lib['path']} (version {fabric_lib.get('version') or '?'}, "
-                             f"ABI {fabric_lib.get('abi') or '?'})"))
-        else:
-            out.append(Check("libfabric", "warn", "the plugin mapped no libfabric.so.1",
-                             "check that the plugin is aws-ofi-nccl (it links libfabric)"))
-    elif probe.get("skipped"):
-        out.append(Check("net-plugin", "fail", probe["skipped"], "unset NCCL_NET_PLUGIN"))
-    else:
+    if probe.get("skipped"):
+        return [_row("net-plugin", "skipped", FAIL, probe["skipped"], "unset NCCL_NET_PLUGIN")]
+    if not probe.get("loaded"):
         errors = "; ".join(t["error"] for t in probe.get("tried") or ()) or probe.get("crashed") or "not found"
-        out.append(Check("net-plugin", "fail", f"{fabric.fabric} needs the aws-ofi-nccl NCCL net plugin; NCCL would "
-                         f"load none ({why}): {errors}",
-                         f"bind-mount the site's plugin and libfabric at {site.SITE_LIB} (or set TORCHPOD_SITE_LIB), "
-                         "or use an image variant that carries one"))
-    needed = FI_PROVIDER_OF[fabric.fabric]
-    if m.fi_providers is None:
-        out.append(Check("fi-provider", "warn", f"no fi_info: cannot list libfabric's providers (needs {needed})",
-                         "inject the site's fi_info beside its libfabric (…/bin)"))
-    elif needed not in m.fi_providers:
-        out.append(Check("fi-provider", "fail", f"libfabric has no {needed} provider (has "
-                         f"{', '.join(m.fi_providers) or 'none'})", f"inject the site's libfabric built with {needed}"))
-    elif needed not in m.fi_devices:
-        out.append(Check("fi-provider", "fail", f"libfabric has the {needed} provider but `fi_info -p {needed}` finds "
-                         "no device in this container", f"pass the {needed} devices in (e.g. /dev/cxi* or /dev/infiniband "
-                         "for EFA, or the device plugin's resource)"))
+        return [_row("net-plugin", "not-loaded", FAIL, f"{fabric.fabric} needs the aws-ofi-nccl NCCL net plugin; "
+                     f"NCCL would load none ({why}): {errors}",
+                     f"bind-mount the site's plugin and libfabric at {site.SITE_LIB} (or set TORCHPOD_SITE_LIB), "
+                     "or use an image variant that carries one")]
+    out = [_row("net-plugin", "ok", OK, f"{probe.get('path')} loads with RTLD_NOW ({why})")]
+    want, chosen = probe.get("wanted") or [], probe.get("chosen")
+    exported = ", ".join(f"v{v}" for v in probe.get("exported") or ()) or "none"
+    if chosen:
+        out.append(_row("net-plugin-api", "ok", OK, f"exports {exported}; NCCL {probe.get('nccl') or '?'} takes "
+                        f"ncclNetPlugin_v{chosen}, name {probe.get('plugin_name')!r}"))
     else:
-        out.append(Check("fi-provider", "ok", f"libfabric has the {needed} provider and sees its device"))
+        out.append(_row("net-plugin-api", "no-match", FAIL, f"exports {exported}; NCCL {probe.get('nccl') or '?'} "
+                        "tries " + ", ".join(f"v{v}" for v in want) + ": none matches, NCCL ignores the plugin",
+                        "use an aws-ofi-nccl release built for this NCCL"))
+    fabric_lib = probe.get("libfabric")
+    if fabric_lib:
+        out.append(_row("libfabric", "ok", OK, f"{fabric_lib['path']} (version {fabric_lib.get('version') or '?'}, "
+                        f"ABI {fabric_lib.get('abi') or '?'})"))
+    else:
+        out.append(_row("libfabric", "unmapped", WARN, "the plugin mapped no libfabric.so.1",
+                        "check that the plugin is aws-ofi-nccl (it links libfabric)"))
+    return out
+
+
+def _fi_checks(env: Mapping[str, str], needed: str, m: Machine) -> list[Check]:
+    out = []
+    if m.fi_providers is None:
+        out.append(_row("fi-provider", "no-fi-info", WARN, f"no fi_info: cannot list libfabric's providers (needs "
+                        f"{needed})", "inject the site's fi_info beside its libfabric (…/bin)"))
+    elif needed not in m.fi_providers:
+        out.append(_row("fi-provider", "missing", FAIL, f"libfabric has no {needed} provider (has "
+                        f"{', '.join(m.fi_providers) or 'none'})", f"inject the site's libfabric built with {needed}"))
+    elif needed not in m.fi_devices:
+        out.append(_row("fi-provider", "no-device", FAIL, f"libfabric has the {needed} provider but `fi_info -p "
+                        f"{needed}` finds no device in this container", f"pass the {needed} devices in (e.g. /dev/cxi* "
+                        "or /dev/infiniband for EFA, or the device plugin's resource)"))
+    else:
+        out.append(_row("fi-provider", "ok", OK, f"libfabric has the {needed} provider and sees its device"))
     given = env.get("FI_PROVIDER")
     if given and m.fi_providers is not None and given not in m.fi_providers:
-        out.append(Check("fi-provider-env", "fail", f"FI_PROVIDER={given} names a provider this libfabric lacks "
-                         f"(has {', '.join(m.fi_providers) or 'none'})", "unset FI_PROVIDER: aws-ofi-nccl picks it"))
+        out.append(_row("fi-provider-env", "unknown", FAIL, f"FI_PROVIDER={given} names a provider this libfabric "
+                        f"lacks (has {', '.join(m.fi_providers) or 'none'})", "unset FI_PROVIDER: aws-ofi-nccl picks it"))
     return out
 
 
 def preflight(env: Mapping[str, str], m: Machine) -> tuple[FabricReport, list[Check]]:
     fabric = detect_fabric(env, m.sysfs_root, m.proc_root, m.root)
-    checks = [Check("fabric", "ok", f"{fabric.fabric or 'none'}: {fabric.notes[0]}" if fabric.notes else
-                    f"{fabric.fabric or 'none'}")]
+    name = fabric.fabric or "none"
+    first = fabric.findings[0] if fabric.findings else None
+    checks = [Check("fabric", Finding(first.code if first else "fabric.none", OK,
+                                      f"{name}: {first.message}" if first else name))]
     checks += _rdma_checks(fabric, m)
     checks += _plugin_checks(env, fabric, m)
-    for note in fabric.notes[1:]:
-        if note.startswith("your "):
-            checks.append(Check("user-setting", "warn", note, "unset it to let torchpod choose, or correct it"))
-        elif "GID" in note:
-            checks.append(Check("gid", "warn" if "differs" in note or "unreadable" in note else "ok", note))
+    # the fabric's own findings, by code: a reworded message changes no row and no verdict
+    checks += [Check(ROW_OF_TOPIC[f.topic], f) for f in fabric.findings[1:] if f.topic in ROW_OF_TOPIC]
     if m.shm_bytes is not None and m.shm_bytes < SHM_WANTED:
-        checks.append(Check("shm", "warn", f"/dev/shm is {_size(m.shm_bytes)}: NCCL's intra-node buffers may not fit",
-                            "docker run --shm-size=8g, or an emptyDir with medium: Memory at /dev/shm"))
+        checks.append(_row("shm", "small", WARN, f"/dev/shm is {_size(m.shm_bytes)}: NCCL's intra-node buffers may "
+                           "not fit", "docker run --shm-size=8g, or an emptyDir with medium: Memory at /dev/shm"))
     elif m.shm_bytes is not None:
-        checks.append(Check("shm", "ok", f"/dev/shm is {_size(m.shm_bytes)}"))
+        checks.append(_row("shm", "ok", OK, f"/dev/shm is {_size(m.shm_bytes)}"))
     if not m.gpu_count:
-        checks.append(Check("gpus", "warn", "no GPU visible: NCCL cannot run here (gloo will)",
-                            "run with the GPUs exposed (--gpus all, nvidia.com/gpu resources)"))
+        checks.append(_row("gpus", "none", WARN, "no GPU visible: NCCL cannot run here (gloo will)",
+                           "run with the GPUs exposed (--gpus all, nvidia.com/gpu resources)"))
     else:
-        checks.append(Check("gpus", "ok", f"{m.gpu_count} GPUs visible"))
+        checks.append(_row("gpus", "ok", OK, f"{m.gpu_count} GPUs visible"))
     return fabric, checks
 
 
@@ -271,13 +294,14 @@ def _shown(text: str) -> str:
 
 def report(checks: Sequence[Check], verdict: nccl_log.Verdict | None, fmt: str) -> str:
     if fmt == "json":
-        data: dict = {"checks": [asdict(c) for c in checks]}
+        data: dict = {"checks": [c.as_dict() for c in checks]}
         if verdict is not None:
             data.update(transport=verdict.transport, gdrdma=verdict.gdrdma, evidence=list(verdict.evidence),
                         nccl_version=verdict.nccl_version, log_notes=list(verdict.notes))
         return json.dumps(data, indent=2)
     width = max(len(c.name) for c in checks)
-    lines = [f"{c.status:4}  {c.name:{width}}  {c.detail}" + (f" | fix: {c.fix}" if c.fix and c.status != "ok" else "")
+    lines = [f"{c.status:4}  {c.name:{width}}  {c.detail}" + (f" | fix: {c.fix}" if c.fix and c.finding.severity is not OK
+                                                                else "")
              for c in checks]
     if verdict is not None:
         lines.append(f"transport: {verdict.transport}" + (" (GPUDirect RDMA)" if verdict.gdrdma else "")
@@ -302,7 +326,8 @@ def read_log(path: str) -> nccl_log.Verdict:
 
 
 def exit_code(fabric: FabricReport, checks: Sequence[Check], verdict: nccl_log.Verdict | None) -> int:
-    if any(c.status == "fail" for c in checks):
+    """1 when a check's finding is FAIL, or sockets on a node where a fabric was found."""
+    if any(c.finding.severity is FAIL for c in checks):
         return 1
     if verdict is not None and verdict.transport == "socket" and fabric.fabric is not None:
         return 1
@@ -311,7 +336,7 @@ def exit_code(fabric: FabricReport, checks: Sequence[Check], verdict: nccl_log.V
 
 def refusal(checks: Sequence[Check]) -> str | None:
     """For `torchpod run` under TORCHPOD_DOCTOR=1: one line when a check failed."""
-    failed = [c for c in checks if c.status == "fail"]
+    failed = [c for c in checks if c.finding.severity is FAIL]
     if not failed:
         return None
     return ("TORCHPOD_DOCTOR=1 and the preflight failed: " + "; ".join(f"{c.name}: {c.detail} (fix: {c.fix})"

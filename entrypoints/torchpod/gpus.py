@@ -35,21 +35,28 @@ def needs_probe(env: Mapping[str, str]) -> bool:
     return nvidia is None or nvidia.strip().lower() == "all"
 
 
-def default_nproc(env: Mapping[str, str], gpu_count: int | None) -> tuple[str, str]:
-    """(nproc_per_node, why) from visible GPUs; 1 on a CPU-only node."""
+def visible(env: Mapping[str, str], listed: int | None) -> tuple[int, str]:
+    """(GPUs this process may use, why): the one count the plan's nproc and the doctor share.
+    ``listed``: the GPUs `nvidia-smi -L` printed (None when it was not asked or did not answer)."""
     cuda = env.get("CUDA_VISIBLE_DEVICES")
     if cuda is not None:
         n = visible_count(cuda)
-        if n:
-            return str(n), f"{n} GPUs in CUDA_VISIBLE_DEVICES"
-        return "1", f"CUDA_VISIBLE_DEVICES={cuda!r} hides every GPU: 1 CPU process"
+        return (n, f"{n} GPUs in CUDA_VISIBLE_DEVICES") if n else (0, f"CUDA_VISIBLE_DEVICES={cuda!r} hides every GPU")
     nvidia = env.get("NVIDIA_VISIBLE_DEVICES")
     if nvidia is not None and nvidia.strip().lower() in _NO_GPU:
-        return "1", f"NVIDIA_VISIBLE_DEVICES={nvidia!r}: no GPU, 1 CPU process"
+        return 0, f"NVIDIA_VISIBLE_DEVICES={nvidia!r} exposes no GPU"
     if nvidia is not None and nvidia.strip().lower() != "all":
         n = visible_count(nvidia)
         if n:
-            return str(n), f"{n} GPUs in NVIDIA_VISIBLE_DEVICES"
-    if gpu_count:
-        return str(gpu_count), f"{gpu_count} GPUs listed by `nvidia-smi -L`"
-    return "1", "no GPU visible: 1 CPU process"
+            return n, f"{n} GPUs in NVIDIA_VISIBLE_DEVICES"
+    if listed:
+        return listed, f"{listed} GPUs listed by `nvidia-smi -L`"
+    return 0, "no GPU visible"
+
+
+def default_nproc(env: Mapping[str, str], gpu_count: int | None) -> tuple[str, str]:
+    """(nproc_per_node, why) from visible GPUs; 1 on a CPU-only node."""
+    n, why = visible(env, gpu_count)
+    if n:
+        return str(n), why
+    return "1", f"{why}: 1 CPU process"

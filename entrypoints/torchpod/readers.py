@@ -15,7 +15,10 @@ device (``/dev/zero`` never ends), a directory, a sparse 1 GB file or binary dat
   a caller for whom "unreadable" is a fact, such as sysfs, can tell it from hostility);
 - logs are streamed line by line (``Lines``) with a per-line cap: an over-long line is cut
   at the cap and the rest skipped up to its newline, so work and memory stay linear in the
-  input and bounded by the cap, whatever the file holds.
+  input and bounded by the cap, whatever the file holds;
+- what a helper tool prints (`nvidia-smi`, `scontrol`, `fi_info`) is read by ``run_helpers``:
+  the tools of one reading run side by side under one deadline (HELPER_TIMEOUT_S), in any
+  encoding (undecodable bytes replaced).
 
 Errors are InputError (exit 2): every file read here is an input of the launch.
 """
@@ -23,8 +26,11 @@ Errors are InputError (exit 2): every file read here is an input of the launch.
 from __future__ import annotations
 
 import os
+import signal
 import stat
-from typing import Iterator
+import subprocess
+import time
+from typing import Iterator, Mapping, Sequence
 
 from .errors import InputError
 
@@ -36,6 +42,11 @@ DATA_CAP = 1 * MiB  # files torchpod ships (presets.json)
 LIBRARY_CAP = 512 * MiB  # a shared library whose ELF headers are read (libfabric.so.1)
 LINE_CAP = 16 * KiB  # one log line; NCCL's INFO lines are a few hundred bytes
 _CHUNK = 1 * MiB
+# No reading of the machine waits longer than this for a helper tool: `scontrol` without a
+# readable slurm.conf retries for ~20 s, a wedged driver can hang `nvidia-smi`. Each answer
+# has a fallback of its own (torchpod's host-list parser, the CUDA variables, one process;
+# the doctor reports a tool that did not answer).
+HELPER_TIMEOUT_S = 2.0
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -181,3 +192,37 @@ class Lines:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def run_helpers(commands: Mapping[str, Sequence[str]], timeout: float = HELPER_TIMEOUT_S,
+              env: Mapping[str, str] | None = None) -> dict[str, tuple[str | None, str]]:
+    """Run helper tools side by side; key -> (stdout, why): why is "" for a tool that exited 0
+    within ``timeout`` of the start; a tool that exited non-zero keeps its stdout, one that
+    could not start or missed the deadline has None. ``env``: the tools' environment (None: ours).
+
+    Each tool runs in a session of its own, and one that misses the deadline has its whole
+    process group killed: a child it forked cannot keep the pipe (and this launch) open.
+    """
+    answers: dict[str, tuple[str | None, str]] = {}
+    started: dict[str, subprocess.Popen] = {}
+    for key, argv in commands.items():
+        try:
+            started[key] = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                            stdin=subprocess.DEVNULL, text=True, errors="replace",
+                                            start_new_session=True, env=None if env is None else dict(env))
+        except (OSError, ValueError) as exc:  # ValueError: a NUL in an argument (a variable's value)
+            answers[key] = (None, f"could not start ({getattr(exc, 'strerror', None) or exc})")
+    deadline = time.monotonic() + timeout
+    for key, proc in started.items():
+        try:
+            out, _ = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.communicate()
+            answers[key] = (None, f"did not answer within {timeout:g} s")
+            continue
+        answers[key] = (out, "") if proc.returncode == 0 else (out, f"failed (exit {proc.returncode})")
+    return answers

@@ -1,11 +1,13 @@
 """Network fabric detection: the NCCL settings that follow from the node's RDMA hardware.
 
-One module per fabric, tried in the order of FABRICS (most specific first): Slingshot
-(cxi NICs), EFA, InfiniBand, RoCE. Each ``detect(env, inventory, socket_if)`` returns a
-FabricReport or None; the first report wins. Its ``env`` is added to torchrun's
-environment by the resolver, which never changes a variable the user set: a user value
-that contradicts the hardware becomes a note instead. Nothing found: no NCCL variable,
-one note. Pure: reads only under the sysfs and proc roots it is given (sysfs.py).
+One module per fabric, each with its record in FABRICS (registry.py), tried in that order
+(most specific first): Slingshot (cxi NICs), EFA, InfiniBand, RoCE. Each record's
+``detect(env, inventory, socket_if)`` returns a FabricReport or None; the first report
+wins. Its ``env`` is added to torchrun's environment by the resolver, which never changes a
+variable the user set: a user value that contradicts the hardware becomes a finding
+instead (findings.py: a code and a severity the doctor reads, a message the plan's notes
+show). Nothing found: no NCCL variable, one finding. Pure: reads only under the sysfs and
+proc roots it is given (sysfs.py).
 """
 
 from __future__ import annotations
@@ -13,29 +15,32 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-from . import efa, hca, infiniband, presets, roce, site, slingshot
+from . import hca, presets, site
+from .findings import Finding, Severity, info, user
+from .record import PLUGIN_NET, Fabric
+from .registry import FABRICS, by_name
 from .report import FabricReport
 from .sysfs import NAME_RE, Inventory, default_route_interface, read
-
-FABRICS = (slingshot, efa, infiniband, roce)
 
 # Interfaces that never carry the traffic between nodes: loopback, container bridges and
 # the host ends of veth pairs.
 _LOCAL_ONLY = ("lo", "docker", "veth", "br-", "virbr", "cni", "flannel", "cali")
 
 
-def socket_interface(proc_root: Path) -> tuple[str | None, str]:
+def socket_interface(proc_root: Path) -> tuple[str | None, Finding]:
     """NCCL_SOCKET_IFNAME for bootstrap and out-of-band traffic: the interface of the
-    default route, unless it is local-only; and the note that says so."""
+    default route, unless it is local-only; and the finding that says so."""
     name = default_route_interface(proc_root)
     if name is None:
-        return None, f"no IPv4 default route in {proc_root}/net/route: NCCL_SOCKET_IFNAME left to NCCL"
+        return None, info("socket.ifname.no-route", f"no IPv4 default route in {proc_root}/net/route: "
+                          "NCCL_SOCKET_IFNAME left to NCCL")
     if not NAME_RE.fullmatch(name):
-        return None, (f"the default route leaves through {ascii(name)}, not an interface name NCCL can be "
-                      "given: NCCL_SOCKET_IFNAME left to NCCL")
+        return None, info("socket.ifname.bad-name", f"the default route leaves through {ascii(name)}, not an "
+                          "interface name NCCL can be given: NCCL_SOCKET_IFNAME left to NCCL")
     if name.startswith(_LOCAL_ONLY):
-        return None, f"the default route leaves through {name}, a local-only interface: NCCL_SOCKET_IFNAME left to NCCL"
-    return name, f"NCCL_SOCKET_IFNAME={name}: the interface of the default route"
+        return None, info("socket.ifname.local-only", f"the default route leaves through {name}, a local-only "
+                          "interface: NCCL_SOCKET_IFNAME left to NCCL")
+    return name, info("socket.ifname.route", f"NCCL_SOCKET_IFNAME={name}: the interface of the default route")
 
 
 def detect_fabric(env: Mapping[str, str], sysfs_root: Path, proc_root: Path = Path("/proc"),
@@ -48,60 +53,67 @@ def detect_fabric(env: Mapping[str, str], sysfs_root: Path, proc_root: Path = Pa
     if inventory.ignored:
         shown = ", ".join(ascii(p) for p in inventory.ignored[:8])
         more = f" and {len(inventory.ignored) - 8} more" if len(inventory.ignored) > 8 else ""
-        report = FabricReport(report.fabric, report.env, (*report.notes, f"ignored sysfs entries whose names are "
-                              f"not device names (letters, digits, '_', '.', '@', '+', '-'): {shown}{more}"))
+        report = FabricReport(report.fabric, report.env, (*report.findings, info(
+            "sysfs.ignored", f"ignored sysfs entries whose names are not device names (letters, digits, '_', '.', "
+            f"'@', '+', '-'): {shown}{more}")))
     return report
-
-
-# Every aws-ofi-nccl version answers to this name (<= 1.11 know only it; later ones rename
-# themselves to it when NCCL_NET asks). Naming the network makes NCCL fail at init when the
-# plugin cannot load, instead of falling back to sockets (NVIDIA/nccl src/plugin/net.cc).
-PLUGIN_NET = "AWS Libfabric"
 
 
 def with_plugin(env: Mapping[str, str], report: FabricReport, libs: site.SiteLibs,
                 own_plugin: str | None) -> FabricReport:
     """EFA and Slingshot: the injected plugin (else the image's own) and what NCCL needs to use it."""
-    if report.fabric not in ("efa", "slingshot"):
+    fabric = by_name(report.fabric)
+    if fabric is None or not fabric.needs_plugin:
         return report
-    merged, notes = dict(report.env), list(report.notes)
+    merged, notes = dict(report.env), list(report.findings)
     if libs.plugin:
         user_ld = env.get("LD_LIBRARY_PATH", "")
         merged["LD_LIBRARY_PATH"] = ":".join([*libs.dirs, *([user_ld] if user_ld else [])])
-        notes.append(f"NCCL net plugin {libs.plugin} from {libs.source}; LD_LIBRARY_PATH starts with "
-                     f"{':'.join(libs.dirs)}, so it and its libfabric ({libs.libfabric or 'none beside it'}) "
-                     "win over the image's")
+        notes.append(info("site.plugin.injected", f"NCCL net plugin {libs.plugin} from {libs.source}; "
+                          f"LD_LIBRARY_PATH starts with {':'.join(libs.dirs)}, so it and its libfabric "
+                          f"({libs.libfabric or 'none beside it'}) win over the image's"))
         if "NCCL_NET_PLUGIN" in env and libs.plugin.endswith("/libnccl-net.so"):
-            notes.append(f"your NCCL_NET_PLUGIN={env['NCCL_NET_PLUGIN']!r} stops NCCL from trying the injected "
-                         "libnccl-net.so (NCCL tries it only when NCCL_NET_PLUGIN is unset; CSCS known issue)")
+            notes.append(user("site.user.net-plugin", f"your NCCL_NET_PLUGIN={env['NCCL_NET_PLUGIN']!r} stops NCCL "
+                              "from trying the injected libnccl-net.so (NCCL tries it only when NCCL_NET_PLUGIN is "
+                              "unset; CSCS known issue)"))
     elif own_plugin:
         merged["NCCL_NET_PLUGIN"] = own_plugin
-        notes.append(f"NCCL_NET_PLUGIN={own_plugin}: this image's own plugin (nothing injected)")
+        notes.append(info("site.plugin.image", f"NCCL_NET_PLUGIN={own_plugin}: this image's own plugin "
+                          "(nothing injected)"))
     else:
-        notes.append("no NCCL net plugin: none injected (TORCHPOD_SITE_LIB, " + site.SITE_LIB + ", "
-                     "/opt/amazon/{ofi-nccl,efa}, /opt/cray/libfabric) and this image carries none: "
-                     "NCCL will use sockets")
+        notes.append(info("site.plugin.none", "no NCCL net plugin: none injected (TORCHPOD_SITE_LIB, "
+                          f"{site.SITE_LIB}, /opt/amazon/{{ofi-nccl,efa}}, /opt/cray/libfabric) and this image "
+                          "carries none: NCCL will use sockets"))
         return FabricReport(report.fabric, tuple(merged.items()), tuple(notes))
-    merged["NCCL_NET"] = PLUGIN_NET
-    notes.append(f"NCCL_NET={PLUGIN_NET}: a plugin that cannot load fails at init instead of falling back to sockets")
-    if report.fabric == "slingshot":
-        for var, value in slingshot.PLUGIN_ENV:
-            merged.setdefault(var, value)
-        notes.append("Slingshot settings " + ", ".join(f"{k}={v}" for k, v in slingshot.PLUGIN_ENV)
-                     + f" ({slingshot.PLUGIN_ENV_SOURCE})")
+    notes += _plugin_env(fabric, merged)
     return FabricReport(report.fabric, tuple(merged.items()), tuple(notes))
 
 
+def _plugin_env(fabric: Fabric, merged: dict[str, str]) -> list[Finding]:
+    """The record's plugin environment into ``merged`` (never over a value already there)."""
+    for setting in fabric.plugin_env:
+        merged.setdefault(setting.var, setting.value)
+    out = [info("site.net.named", f"NCCL_NET={PLUGIN_NET.value}: a plugin that cannot load fails at init "
+                "instead of falling back to sockets")]
+    own = [s for s in fabric.plugin_env if s is not PLUGIN_NET]
+    if own:
+        sources = dict.fromkeys(s.source for s in own)
+        out.append(info(f"{fabric.name}.settings", f"{fabric.name.capitalize()} settings "
+                        + ", ".join(f"{s.var}={s.value}" for s in own) + f" ({'; '.join(sources)})"))
+    return out
+
+
 def detected(env: Mapping[str, str], inventory: Inventory, proc_root: Path) -> FabricReport:
-    for module in FABRICS:
-        report = module.detect(env, inventory, lambda: socket_interface(proc_root))
+    for fabric in FABRICS:
+        report = fabric.detect(env, inventory, lambda: socket_interface(proc_root))
         if report is not None:
             return report
     found = ", ".join(inventory.devices)
-    return FabricReport(notes=(
-        f"RDMA devices {found} under {inventory.root}/class/infiniband, none with an active port: no NCCL settings"
-        if found else f"no RDMA fabric detected under {inventory.root}: no NCCL settings (NCCL uses sockets)",
-    ))
+    if found:
+        return FabricReport(findings=(info("fabric.none.inactive", f"RDMA devices {found} under {inventory.root}"
+                                           "/class/infiniband, none with an active port: no NCCL settings"),))
+    return FabricReport(findings=(info("fabric.none", f"no RDMA fabric detected under {inventory.root}: no NCCL "
+                                       "settings (NCCL uses sockets)"),))
 
 
 def with_preset(env: Mapping[str, str], report: FabricReport, inventory: Inventory) -> FabricReport:
@@ -110,22 +122,29 @@ def with_preset(env: Mapping[str, str], report: FabricReport, inventory: Invento
     if preset is None:
         return report
     merged = dict(report.env)
-    notes = list(report.notes)
-    notes.append(f"TORCHPOD_PRESET={preset.name}: {preset.source}")
+    notes = list(report.findings)
+    notes.append(info("preset.chosen", f"TORCHPOD_PRESET={preset.name}: {preset.source}"))
     if report.fabric not in (None, preset.fabric):
-        notes.append(f"preset {preset.name} is for {preset.fabric} but this node shows {report.fabric}")
+        notes.append(info("preset.other-fabric", f"preset {preset.name} is for {preset.fabric} but this node shows "
+                          f"{report.fabric}"))
     for var, value, source in preset.env:
+        # the GID choice is the doctor's "gid" row, whoever made it
+        topic, severity = ("gid", Severity.OK) if var == "NCCL_IB_GID_INDEX" else ("value", Severity.INFO)
         if merged.get(var) not in (None, value):
-            notes.append(f"{var}={value} from preset {preset.name} over detection's {merged[var]} ({source})")
+            notes.append(Finding(f"preset.{topic}.over-detection", severity, f"{var}={value} from preset "
+                                 f"{preset.name} over detection's {merged[var]} ({source})"))
         elif source != preset.source:
-            notes.append(f"{var}={value} from preset {preset.name} ({source})")
+            notes.append(Finding(f"preset.{topic}.sourced", severity, f"{var}={value} from preset {preset.name} "
+                                 f"({source})"))
         merged[var] = value
         if var == "NCCL_IB_HCA" and inventory.ports:
             missing = [n for n in value.lstrip("^=").split(",")
                        if not any(hca.selects("=" + n, p.device, p.port) for p in inventory.ports)]
             if missing:
-                notes.append(f"preset {preset.name} names {', '.join(missing)}, which this node does not have")
+                notes.append(info("preset.hca.missing", f"preset {preset.name} names {', '.join(missing)}, which "
+                                  "this node does not have"))
     return FabricReport(report.fabric or preset.fabric, tuple(merged.items()), tuple(notes))
 
 
-__all__ = ["FABRICS", "FabricReport", "detect_fabric", "socket_interface"]
+__all__ = ["FABRICS", "Fabric", "FabricReport", "Finding", "Severity", "by_name", "detect_fabric",
+           "socket_interface"]

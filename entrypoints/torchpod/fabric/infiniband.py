@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from .findings import info, user
+from .record import Fabric
 from .report import FabricReport
 from .sysfs import Inventory
 from .verbs import SocketProbe, active_ports, common_env
@@ -19,5 +21,10 @@ def detect(env: Mapping[str, str], inv: Inventory, socket_if: SocketProbe) -> Fa
         return None
     added, notes = common_env(env, chosen, socket_if)
     if env.get("NCCL_IB_GID_INDEX") is not None:
-        notes.append(f"your NCCL_IB_GID_INDEX={env['NCCL_IB_GID_INDEX']!r} has no effect on InfiniBand")
-    return FabricReport(NAME, tuple(added), (f"InfiniBand: {len(chosen)} active ports", *notes))
+        notes.append(user("infiniband.user.gid-index-ignored",
+                          f"your NCCL_IB_GID_INDEX={env['NCCL_IB_GID_INDEX']!r} has no effect on InfiniBand"))
+    return FabricReport(NAME, tuple(added), (info("infiniband.found", f"InfiniBand: {len(chosen)} active ports"),
+                                             *notes))
+
+
+FABRIC = Fabric(NAME, detect, verbs_provider="mlx5")

@@ -18,10 +18,13 @@ from typing import Mapping
 
 from .. import readers
 from ..errors import InputError
+from .registry import NAMES, by_name
 
 PRESETS_FILE = Path(__file__).with_name("presets.json")
-FABRICS = ("roce", "infiniband", "efa", "slingshot")
-_PRESET_KEYS = {"fabric", "gpus_per_node", "source", "env", "shm"}
+# fabric_settings: true takes the fabric record's plugin environment (NCCL_NET and the
+# fabric's settings, each with its citation) before the preset's own env, so a fabric's
+# settings are written once, in its module.
+_PRESET_KEYS = {"fabric", "gpus_per_node", "source", "env", "shm", "fabric_settings"}
 
 
 @dataclass(frozen=True)
@@ -41,21 +44,41 @@ def _preset(path: Path, name: str, raw: object) -> Preset:
     unknown = set(raw) - _PRESET_KEYS
     if unknown:
         raise InputError(f"{where}: unknown key {sorted(unknown)[0]!r}; expected one of {', '.join(sorted(_PRESET_KEYS))}")
-    if raw.get("fabric") not in FABRICS:
-        raise InputError(f"{where}.fabric={raw.get('fabric')!r}; expected one of {', '.join(FABRICS)}")
+    if raw.get("fabric") not in NAMES:
+        raise InputError(f"{where}.fabric={raw.get('fabric')!r}; expected one of {', '.join(NAMES)}")
+    inherited = _fabric_settings(where, raw)
     if not isinstance(raw.get("gpus_per_node"), int) or raw["gpus_per_node"] < 1:
         raise InputError(f"{where}.gpus_per_node={raw.get('gpus_per_node')!r}; expected a count >= 1")
-    if not isinstance(raw.get("source"), str) or not raw["source"].strip():
+    # without a source of its own, the preset cites the fabric's settings (the last ones listed)
+    source = raw.get("source", inherited[-1][2] if inherited else None)
+    if not isinstance(source, str) or not source.strip():
         raise InputError(f"{where}.source is missing; expected the upstream document the values come from")
     shm = raw.get("shm", "")
     if shm and not (isinstance(shm, str) and re.fullmatch(r"[1-9][0-9]*[MG]i", shm)):
         raise InputError(f"{where}.shm={shm!r}; expected a Kubernetes size such as '32Gi'")
-    env = []
+    env = list(inherited)
     for var, spec in (raw.get("env") or {}).items():
         if not isinstance(spec, dict) or set(spec) - {"value", "source"} or not isinstance(spec.get("value"), str):
             raise InputError(f"{where}.env.{var}={spec!r}; expected {{\"value\": \"...\"[, \"source\": \"...\"]}}")
-        env.append((var, spec["value"], spec.get("source") or raw["source"]))
-    return Preset(name, raw["fabric"], raw["gpus_per_node"], raw["source"], tuple(env), shm)
+        if any(var == known for known, _, _ in inherited):
+            raise InputError(f"{where}.env.{var} is also one of fabric {raw['fabric']}'s settings (fabric_settings); "
+                             "expected each variable once")
+        env.append((var, spec["value"], spec.get("source") or source))
+    return Preset(name, raw["fabric"], raw["gpus_per_node"], source, tuple(env), shm)
+
+
+def _fabric_settings(where: str, raw: dict) -> list[tuple[str, str, str]]:
+    """(variable, value, source) of the fabric record's plugin environment, when asked for."""
+    flag = raw.get("fabric_settings", False)
+    if not isinstance(flag, bool):
+        raise InputError(f"{where}.fabric_settings={flag!r}; expected true or false")
+    fabric = by_name(raw["fabric"]) if flag else None
+    if fabric is None:
+        return []
+    if not fabric.plugin_env:
+        raise InputError(f"{where}.fabric_settings is true but fabric {fabric.name!r} has no settings; expected "
+                         "it only for a fabric reached through the net plugin (efa, slingshot)")
+    return [(s.var, s.value, s.source) for s in fabric.plugin_env]
 
 
 def load(path: Path = PRESETS_FILE) -> dict[str, Preset]:

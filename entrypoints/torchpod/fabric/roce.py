@@ -14,6 +14,8 @@ from __future__ import annotations
 from typing import Mapping
 
 from ..values import ascii_int
+from .findings import Finding, Severity, info, ok, user
+from .record import Fabric
 from .report import FabricReport
 from .sysfs import Inventory, Port
 from .verbs import SocketProbe, active_ports, common_env
@@ -25,43 +27,59 @@ def _first_v2_ipv4(port: Port) -> int | None:
     return next((g.index for g in port.gids if g.ipv4 and g.roce_v2), None)
 
 
+def _skipped(p: Port) -> Finding:
+    if any(g.type is None for g in p.gids):
+        return Finding("roce.gid.port-unreadable", Severity.WARN,
+                       f"{p.device}:{p.port} skipped: no RoCE v2 IPv4 GID (some GID types unreadable: not mapped "
+                       "into this container's sysfs?)", "map the host's sysfs GID attributes into the container")
+    return ok("roce.gid.port-skipped", f"{p.device}:{p.port} skipped: no RoCE v2 IPv4 GID")
+
+
 def detect(env: Mapping[str, str], inv: Inventory, socket_if: SocketProbe) -> FabricReport | None:
     ethernet = active_ports(inv, "Ethernet")
     if not ethernet:
         return None
     chosen = [p for p in ethernet if _first_v2_ipv4(p) is not None]
-    skipped = [p for p in ethernet if _first_v2_ipv4(p) is None]
-    notes = [f"RoCE: {len(chosen)} active ports with a RoCE v2 IPv4 GID"]
-    for p in skipped:
-        unread = any(g.type is None for g in p.gids)
-        notes.append(f"{p.device}:{p.port} skipped: no RoCE v2 IPv4 GID"
-                     + (" (some GID types unreadable: not mapped into this container's sysfs?)" if unread else ""))
+    notes = [info("roce.found", f"RoCE: {len(chosen)} active ports with a RoCE v2 IPv4 GID")]
+    notes += [_skipped(p) for p in ethernet if _first_v2_ipv4(p) is None]
     if not chosen:
-        return FabricReport(NAME, (), tuple(notes + ["no RoCE v2 IPv4 GID on any port: NCCL settings left to NCCL"]))
+        notes.append(ok("roce.gid.none", "no RoCE v2 IPv4 GID on any port: NCCL settings left to NCCL"))
+        return FabricReport(NAME, (), tuple(notes))
     added, more = common_env(env, chosen, socket_if)
     notes += more
     indices = {f"{p.device}:{p.port}": _first_v2_ipv4(p) for p in chosen}
     if len(set(indices.values())) == 1:
         index = next(iter(indices.values()))
         added.append(("NCCL_IB_GID_INDEX", str(index)))
-        notes.append(f"NCCL_IB_GID_INDEX={index}: the RoCE v2 IPv4-mapped GID on every chosen port")
+        notes.append(ok("roce.gid.chosen", f"NCCL_IB_GID_INDEX={index}: the RoCE v2 IPv4-mapped GID on every "
+                        "chosen port"))
     else:
         shown = ", ".join(f"{k}: {v}" for k, v in indices.items())
-        notes.append(f"RoCE v2 IPv4 GID index differs per port ({shown}): NCCL_IB_GID_INDEX left to NCCL "
-                     ">= 2.21.5, which picks it per device")
-    user = env.get("NCCL_IB_GID_INDEX")
-    number = ascii_int(user) if user is not None else None
-    if user is not None and number is None:
-        notes.append(f"your NCCL_IB_GID_INDEX={user!r} is not a number of ASCII digits; NCCL reads it with "
-                     "strtoll and will not use the index you meant")
-    elif number is not None:
-        wrong = []
-        for p in chosen:
-            gid = next((g for g in p.gids if g.index == number), None)
-            if gid is None or not (gid.ipv4 and gid.roce_v2):
-                what = "an empty slot" if gid is None else f"{gid.type or 'an unreadable type'} {gid.gid}"
-                wrong.append(f"{p.device}:{p.port} has {what} there")
-        if wrong:
-            notes.append(f"your NCCL_IB_GID_INDEX={number} is not a RoCE v2 IPv4 GID ({'; '.join(wrong)}); "
-                         "NCCL uses it as given")
+        notes.append(Finding("roce.gid.differs", Severity.WARN, f"RoCE v2 IPv4 GID index differs per port ({shown}): "
+                             "NCCL_IB_GID_INDEX left to NCCL >= 2.21.5, which picks it per device",
+                             "use NCCL >= 2.21.5, or give every port its RoCE v2 IPv4 GID at the same index"))
+    notes += _user_gid_index(env, chosen)
     return FabricReport(NAME, tuple(added), tuple(notes))
+
+
+def _user_gid_index(env: Mapping[str, str], chosen: list[Port]) -> list[Finding]:
+    given = env.get("NCCL_IB_GID_INDEX")
+    if given is None:
+        return []
+    number = ascii_int(given)
+    if number is None:
+        return [user("roce.user.gid-index-not-digits", f"your NCCL_IB_GID_INDEX={given!r} is not a number of ASCII "
+                     "digits; NCCL reads it with strtoll and will not use the index you meant")]
+    wrong = []
+    for p in chosen:
+        gid = next((g for g in p.gids if g.index == number), None)
+        if gid is None or not (gid.ipv4 and gid.roce_v2):
+            what = "an empty slot" if gid is None else f"{gid.type or 'an unreadable type'} {gid.gid}"
+            wrong.append(f"{p.device}:{p.port} has {what} there")
+    if not wrong:
+        return []
+    return [user("roce.user.gid-index-not-v2", f"your NCCL_IB_GID_INDEX={number} is not a RoCE v2 IPv4 GID "
+                 f"({'; '.join(wrong)}); NCCL uses it as given")]
+
+
+FABRIC = Fabric(NAME, detect, verbs_provider="mlx5")

@@ -25,14 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from ..contract import IMAGE_PLUGIN, SITE_DEPS, SITE_LIB
 from ..errors import InputError
+from . import efa, slingshot
 
-SITE_LIB = "/opt/torchpod/site/lib"
-SITE_DEPS = "/opt/torchpod/site/deps"  # the plugin's and libfabric's dependencies (libcxi.so.1, ...)
-HOST_DIRS = ("/opt/amazon/ofi-nccl/lib", "/opt/amazon/ofi-nccl/lib64", "/opt/amazon/efa/lib",
-             "/opt/amazon/efa/lib64", "/opt/cray/libfabric/*/lib64", "/opt/cray/libfabric/*/lib")
-# Where an image variant carries its own plugin (built into the image, not injected).
-IMAGE_PLUGIN = "/opt/torchpod/nccl-net/lib/libnccl-net.so"
+# The vendors' install paths, from the fabric records (EFA's before HPE's, as before they
+# were records: the order is LD_LIBRARY_PATH's when a node has both).
+HOST_DIRS = (*efa.FABRIC.lib_dirs, *slingshot.FABRIC.lib_dirs)
 # NCCL tries libnccl-net.so when NCCL_NET_PLUGIN is unset; aws-ofi-nccl >= 1.15 installs
 # libnccl-net-ofi.so beside it.
 PLUGIN_NAMES = ("libnccl-net.so", "libnccl-net-ofi.so")

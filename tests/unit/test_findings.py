@@ -1,0 +1,165 @@
+"""Typed findings (torchpod.fabric.findings), the one FABRICS table (torchpod.fabric.registry)
+and the one GPU count (torchpod.gpus.visible): the doctor's rows and exit codes follow codes
+and severities, never the words of a message."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fabric_cases import FIXTURES, write_node
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torchpod import gpus
+from torchpod.doctor import Machine, exit_code, preflight, refusal
+from torchpod.fabric import FABRICS, by_name, detect_fabric, presets, slingshot
+from torchpod.fabric.findings import Finding, Severity
+from torchpod.fabric.registry import NAMES
+from torchpod.fabric.site import SITE_LIB
+
+# Environments that make the detectors and the site search say every kind of finding:
+# users' variables that contradict the hardware, presets over and beside detection.
+ENVS = (
+    {},
+    {"NCCL_IB_GID_INDEX": "1", "NCCL_IB_HCA": "=mlx5_9", "FI_PROVIDER": "verbs"},
+    {"NCCL_IB_GID_INDEX": "\u0663", "NCCL_NET_PLUGIN": "ofi"},
+    {"TORCHPOD_PRESET": "oci-bm-gpu-h100.8"},
+    {"TORCHPOD_PRESET": "hpe-slingshot-gh200", "FI_PROVIDER": "efa"},
+)
+LOADED = {"loaded": "libnccl-net.so", "path": f"{SITE_LIB}/libnccl-net.so", "tried": [], "exported": [10, 9],
+          "nccl": "2.30.7", "wanted": [12, 11, 10], "chosen": 10, "plugin_name": "Libfabric",
+          "libfabric": {"path": f"{SITE_LIB}/libfabric.so.1", "abi": "FABRIC_1.8", "version": "2.1"}}
+MACHINES = (  # a healthy node, and one where every machine check fails or warns
+    {"uverbs": ("/dev/infiniband/uverbs0",), "shm_bytes": 8 << 30, "providers": ("efa", "mlx5"), "gpu_count": 8,
+     "net_probe": LOADED, "fi_providers": ("cxi", "efa", "tcp"), "fi_devices": ("cxi", "efa")},
+    {"memlock": 64 << 10, "shm_bytes": 64 << 20, "verbs_error": "libibverbs.so.1: cannot open shared object file",
+     "net_probe": {"loaded": None, "tried": [{"name": "libnccl-net.so", "error": "not found"}]}},
+)
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory) -> dict[str, tuple[Path, Path, Path]]:
+    """Every fabric fixture written out once, with a site plugin injected under its root."""
+    out = {}
+    for name, case in FIXTURES.items():
+        root = tmp_path_factory.mktemp(name)
+        lib = root / SITE_LIB.lstrip("/")
+        lib.mkdir(parents=True)
+        (lib / "libnccl-net.so").write_bytes(b"")
+        out[name] = (root, *write_node(root, case))
+    return out
+
+
+def verdicts(nodes) -> list:
+    """Every row's (name, status, code) and every exit code and refusal-or-not, over every
+    fixture x environment x machine."""
+    got = []
+    for name, (root, sysfs, proc) in sorted(nodes.items()):
+        for env in ENVS:
+            for machine in MACHINES:
+                fabric, checks = preflight({**(FIXTURES[name].get("env") or {}), **env},
+                                           Machine(sysfs_root=sysfs, proc_root=proc, root=root, **machine))
+                got.append((name, fabric.fabric, tuple((c.name, c.status, c.finding.code) for c in checks),
+                            exit_code(fabric, checks, None), refusal(checks) is None))
+    return got
+
+
+@pytest.fixture(scope="module")
+def baseline(nodes) -> list:
+    return verdicts(nodes)
+
+
+def test_the_baseline_covers_every_kind_of_row(baseline):
+    rows = {(name, status) for b in baseline for name, status, _ in b[2]}
+    assert {("user-setting", "warn"), ("gid", "ok"), ("gid", "warn"), ("uverbs", "fail"), ("net-plugin", "ok"),
+            ("net-plugin", "fail"), ("fi-provider", "ok"), ("fi-provider-env", "fail")} <= rows
+    assert {b[3] for b in baseline} == {0, 1}
+
+
+@settings(deadline=None, max_examples=12)
+@given(words=st.text(max_size=40))
+def test_rewording_every_message_changes_no_row_and_no_exit_code(nodes, baseline, words):
+    """Every finding (the fabric's and the doctor's own) is built through Finding: give each
+    a message of arbitrary Unicode, control characters included, and a fix to match."""
+    original = Finding.__post_init__
+
+    def reworded(self):
+        original(self)
+        object.__setattr__(self, "message", f"{words}{len(self.code)}")
+        object.__setattr__(self, "fix", words[::-1])
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Finding, "__post_init__", reworded)
+        assert verdicts(nodes) == baseline
+
+
+@pytest.mark.parametrize("code, severity", [("roce", Severity.OK), ("Roce.gid", Severity.OK),
+                                            ("roce.gid differs", Severity.WARN), ("roce.gid.\u00e9", Severity.OK),
+                                            ("roce.gid", "warn"), ("a.b.c.d.e", Severity.OK), ("", Severity.OK)])
+def test_a_finding_needs_a_code_of_its_grammar_and_a_severity(code, severity):
+    with pytest.raises(ValueError, match="finding code"):
+        Finding(code, severity, "message")
+
+
+def test_codes_name_conditions_not_wording(nodes):
+    """Every code a fixture produces follows <area>.<topic>[.<what>]; one code, one severity."""
+    seen: dict[str, Severity] = {}
+    for name, (root, sysfs, proc) in nodes.items():
+        for env in ENVS:
+            for f in detect_fabric({**(FIXTURES[name].get("env") or {}), **env}, sysfs, proc, root).findings:
+                assert seen.setdefault(f.code, f.severity) is f.severity, f.code
+    assert {"roce.gid.chosen", "roce.gid.differs", "verbs.user.hca-selects-none", "slingshot.settings",
+            "site.plugin.injected", "preset.gid.over-detection"} <= set(seen)
+
+
+# --- one FABRICS ----------------------------------------------------------------------------
+
+def test_one_record_per_fabric_and_presets_name_only_those():
+    assert NAMES == ("slingshot", "efa", "infiniband", "roce") and len(set(NAMES)) == len(FABRICS)
+    assert {p.fabric for p in presets.shipped().values()} <= set(NAMES)
+    assert [f.name for f in FABRICS if f.needs_plugin] == ["slingshot", "efa"]
+    assert by_name(None) is None and by_name("efa").binds == (("/opt/amazon", "/opt/amazon"),)
+
+
+def test_bad_fabric_name_is_one_line():
+    from torchpod.errors import InputError
+
+    with pytest.raises(InputError, match="fabric 'ib' is not known; expected one of slingshot, efa"):
+        by_name("ib")
+
+
+def test_slingshot_settings_are_written_once_and_the_preset_takes_them_from_the_record():
+    shipped = json.loads((Path(presets.__file__).with_name("presets.json")).read_text())
+    written = json.dumps(shipped)
+    assert not [s.var for s in slingshot.SETTINGS if s.var in written], "a Slingshot setting is written twice"
+    preset = presets.shipped()["hpe-slingshot-gh200"]
+    record = by_name("slingshot")
+    assert [(v, x) for v, x, _ in preset.env][:len(record.plugin_env)] == [(s.var, s.value) for s in record.plugin_env]
+    assert preset.source == slingshot.SETTINGS_SOURCE
+
+
+def test_the_plan_and_the_preset_set_the_same_slingshot_values(nodes):
+    root, sysfs, proc = nodes["gh200_slingshot_node"]
+    detected = dict(detect_fabric({}, sysfs, proc, root).env)
+    preset = dict(detect_fabric({"TORCHPOD_PRESET": "hpe-slingshot-gh200"}, sysfs, proc, root).env)
+    assert {s.var: s.value for s in by_name("slingshot").plugin_env}.items() <= detected.items()
+    assert detected == preset
+
+
+# --- GPUs counted once ------------------------------------------------------------------------
+
+GPU_LISTS = st.one_of(st.none(), st.text(max_size=12),
+                      st.lists(st.sampled_from(["0", "1", "7", "-1", "GPU-ab12", "MIG-1", "all", "none", "void",
+                                                " 2", "\u0663"]), max_size=4).map(",".join))
+
+
+@settings(deadline=None, max_examples=300)
+@given(cuda=GPU_LISTS, nvidia=GPU_LISTS, listed=st.one_of(st.none(), st.integers(0, 16)))
+def test_nproc_and_the_doctor_count_the_same_gpus(cuda, nvidia, listed):
+    env = {k: v for k, v in (("CUDA_VISIBLE_DEVICES", cuda), ("NVIDIA_VISIBLE_DEVICES", nvidia)) if v is not None}
+    count, why = gpus.visible(env, listed)
+    nproc, nwhy = gpus.default_nproc(env, listed)
+    assert count >= 0 and int(nproc) == max(1, count) and nwhy.startswith(why)
+    if "CUDA_VISIBLE_DEVICES" in env:
+        assert count == gpus.visible_count(env["CUDA_VISIBLE_DEVICES"])
