@@ -21,19 +21,16 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from . import __version__, doctor, readers, script
+from . import __version__, doctor, gpus, readers, script
 from .contract import ENV_DOCTOR, ENV_HOSTNAME, ENV_SYSFS_ROOT, SETTINGS, SYSFS_ROOT_DEFAULT, Setting, setting
 from .errors import InputError, RuntimeFailure, TorchpodError
-from .gpus import needs_probe, visible_count
+from .gpus import needs_probe
 from .plan import LaunchPlan, command, to_json, to_shell
 from .resolve import resolve
 from .schedulers import slurm
@@ -74,14 +71,14 @@ BENCHES = {"allreduce": "torchpod.bench_allreduce"}  # workloads: run through to
 DOCTOR_OPTIONS = ("--sysfs-root", "--nccl-log", "--format")
 
 
-# No launch waits longer than this for a helper tool: `scontrol` without a readable
-# slurm.conf retries for ~20 s, a wedged driver can hang `nvidia-smi`. Both have an answer
-# of their own to fall back to (torchpod's host-list parser, the CUDA variables, one process).
-HELPER_TIMEOUT_S = 2.0
+# The one bound on a helper tool, for the plan's reading and the doctor's (readers.py says why).
+HELPER_TIMEOUT_S = readers.HELPER_TIMEOUT_S
 
 
 def gather_facts(env: Mapping[str, str]) -> Facts:
-    """Ask the machine what the pure resolver needs: hostname, GPUs, Slurm hosts.
+    """Ask the machine what the pure resolver needs: hostname, GPUs, Slurm hosts. The
+    doctor takes these from here too, and reads only what it checks beyond them itself
+    (doctor.gather), through the same runner and bound (readers.run_helpers).
 
     The helper tools run side by side under one deadline (HELPER_TIMEOUT_S), so a launch
     waits that long at most, however many of them hang."""
@@ -92,18 +89,18 @@ def gather_facts(env: Mapping[str, str]) -> Facts:
     nodelist = slurm.nodelist(env)
     if nodelist and _expandable(*nodelist) and shutil.which("scontrol"):
         helpers["slurm"] = ["scontrol", "show", "hostnames", nodelist[1]]
-    answers = run_helpers(helpers)
+    answers = readers.run_helpers(helpers)
     notes: list[str] = []
     gpu_count = slurm_hosts = None
     if "gpus" in answers:
         out, why = answers["gpus"]
-        if out is not None:
+        if out is not None and not why:
             gpu_count = sum(1 for line in out.splitlines() if line.startswith("GPU "))
         else:
             notes.append(f"nvidia-smi -L {why}: GPUs not counted")
     if "slurm" in answers:
         out, why = answers["slurm"]
-        if out is not None and out.split():
+        if out is not None and not why and out.split():
             slurm_hosts = tuple(out.split())
         else:
             notes.append(f"scontrol show hostnames {why or 'printed nothing'}: "
@@ -140,38 +137,6 @@ def torchrun_accepts(option: str) -> bool:
     except TorchpodError:
         return True
     return f'"{option}"' in text
-
-
-def run_helpers(commands: Mapping[str, list[str]], timeout: float = HELPER_TIMEOUT_S
-                ) -> dict[str, tuple[str | None, str]]:
-    """Run helper tools side by side; key -> (stdout, "") for each that succeeded within
-    ``timeout`` of the start, else (None, why).
-
-    Each tool runs in a session of its own, and one that misses the deadline has its whole
-    process group killed: a child it forked cannot keep the pipe (and this launch) open.
-    """
-    answers: dict[str, tuple[str | None, str]] = {}
-    started: dict[str, subprocess.Popen] = {}
-    for key, argv in commands.items():
-        try:
-            started[key] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                            stdin=subprocess.DEVNULL, text=True, start_new_session=True)
-        except (OSError, ValueError) as exc:  # ValueError: a NUL in an argument (a variable's value)
-            answers[key] = (None, f"could not start ({getattr(exc, 'strerror', None) or exc})")
-    deadline = time.monotonic() + timeout
-    for key, proc in started.items():
-        try:
-            out, _ = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.communicate()
-            answers[key] = (None, f"did not answer within {timeout:g} s")
-            continue
-        answers[key] = (out, "") if proc.returncode == 0 else (None, f"failed (exit {proc.returncode})")
-    return answers
 
 
 def child_env(env: Mapping[str, str], plan: LaunchPlan) -> dict[str, str]:
@@ -229,14 +194,6 @@ def _dispatch(args: list[str], env: dict[str, str]) -> int:
     return run(inv, env, Path.cwd())
 
 
-def visible_gpus(env: Mapping[str, str], facts: Facts) -> int:
-    """GPUs this process may use: the CUDA/NVIDIA variables' list, else `nvidia-smi -L`."""
-    listed = env.get("CUDA_VISIBLE_DEVICES", env.get("NVIDIA_VISIBLE_DEVICES"))
-    if listed is not None and listed.strip().lower() != "all":
-        return visible_count(listed)
-    return facts.gpu_count or 0
-
-
 def _doctor_options(args: list[str]) -> dict[str, str]:
     opts: dict[str, str] = {}
     i = 0
@@ -261,7 +218,7 @@ def run_doctor(args: list[str], env: dict[str, str]) -> int:
     verdict = doctor.read_log(opts["--nccl-log"]) if "--nccl-log" in opts else None
     facts = gather_facts(env)
     sysfs = Path(opts["--sysfs-root"]) if "--sysfs-root" in opts else facts.sysfs_root
-    fabric, checks = doctor.preflight(env, doctor.gather(env, sysfs, visible_gpus(env, facts)))
+    fabric, checks = doctor.preflight(env, doctor.gather(env, sysfs, gpus.visible(env, facts.gpu_count)[0]))
     print(doctor.report(checks, verdict, opts.get("--format", "text")))
     return doctor.exit_code(fabric, checks, verdict)
 
@@ -269,7 +226,7 @@ def run_doctor(args: list[str], env: dict[str, str]) -> int:
 def run(inv: Invocation, env: dict[str, str], cwd: Path) -> int:
     facts = gather_facts(env)
     if setting(env, ENV_DOCTOR) == "1":
-        _, checks = doctor.preflight(env, doctor.gather(env, facts.sysfs_root, visible_gpus(env, facts)))
+        _, checks = doctor.preflight(env, doctor.gather(env, facts.sysfs_root, gpus.visible(env, facts.gpu_count)[0]))
         refused = doctor.refusal(checks)
         if refused:
             raise RuntimeFailure(refused)
