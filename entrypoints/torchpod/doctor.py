@@ -157,7 +157,9 @@ def _libfabric(env: Mapping[str, str], libs: site.SiteLibs) -> tuple[tuple[str, 
     asks = {"list": [tool, "-l"], **{name: [tool, "-p", name] for name in FI_PROVIDERS}}
     answers = readers.run_helpers(asks, env={**env, "LD_LIBRARY_PATH": search})
     listed, _ = answers["list"]
-    providers = tuple(sorted({m.split(";")[0] for m in re.findall(r"^(\S+?):", listed or "", re.M)}))
+    if listed is None:  # it did not start or answer in time: as if there were no fi_info
+        return None, ()
+    providers = tuple(sorted({m.split(";")[0] for m in re.findall(r"^(\S+?):", listed, re.M)}))
     return providers, tuple(n for n in FI_PROVIDERS if n in providers and not answers[n][1])
 
 

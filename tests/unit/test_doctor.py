@@ -163,3 +163,59 @@ def test_run_with_torchpod_doctor_refuses_on_a_failed_preflight(tmp_path, monkey
     assert not started
     assert cli.main(["train.py"], {"TORCHPOD_SYSFS_ROOT": str(sysfs), "CUDA_VISIBLE_DEVICES": ""}) == 0  # without it
     assert started
+
+
+# --- the machine read once: one runner, one bound, one GPU count ------------------------------
+
+FI_INFO = """#!/bin/sh
+echo "$*" >> "{calls}"
+case "$1" in
+  -l) printf 'cxi:\\n    version: 1.0\\ntcp:\\n    version: 1.0\\nshm:\\n    version: 1.0\\n' ;;
+  -p) [ "$2" = cxi ] || exit 61; echo "provider: cxi" ;;
+esac
+{tail}
+"""
+
+
+def _tool(folder: Path, name: str, text: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(text)
+    (folder / name).chmod(0o755)
+
+
+def test_fi_info_is_asked_side_by_side_through_the_one_runner(tmp_path):
+    from torchpod import doctor
+
+    calls = tmp_path / "calls"
+    _tool(tmp_path / "bin", "fi_info", FI_INFO.format(calls=calls, tail=""))
+    providers, devices = doctor._libfabric({"PATH": str(tmp_path / "bin")}, doctor.site.SiteLibs())
+    assert providers == ("cxi", "shm", "tcp") and devices == ("cxi",)
+    assert sorted(calls.read_text().split("\n")[:-1]) == ["-l", "-p cxi", "-p efa"]
+    assert doctor._libfabric({"PATH": str(tmp_path / "nothing")}, doctor.site.SiteLibs()) == (None, ())
+
+
+def test_a_hanging_fi_info_costs_one_helper_bound(tmp_path):
+    import time
+
+    from torchpod import doctor, readers
+
+    _tool(tmp_path / "bin", "fi_info", FI_INFO.format(calls=tmp_path / "calls", tail="exec /bin/sleep 300"))
+    started = time.monotonic()
+    providers, devices = doctor._libfabric({"PATH": str(tmp_path / "bin")}, doctor.site.SiteLibs())
+    # three fi_info calls hang side by side: one bound, not three (the doctor then reports it)
+    assert time.monotonic() - started < 3 * readers.HELPER_TIMEOUT_S
+    assert providers is None and devices == ()  # reported as "no fi_info" (a warning), as before
+
+
+def test_the_doctor_asks_nvidia_smi_once_and_counts_the_gpus_the_plan_counts(tmp_path, monkeypatch, capsys):
+    from torchpod import gpus
+
+    calls = tmp_path / "calls"
+    _tool(tmp_path / "bin", "nvidia-smi", f'#!/bin/sh\necho x >> "{calls}"\n'
+          "echo 'GPU 0: NVIDIA H100 (UUID: GPU-1)'\necho 'GPU 1: NVIDIA H100 (UUID: GPU-2)'\n")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    code = cli.main(["doctor", "--sysfs-root", str(tmp_path), "--format", "json"], {"PATH": str(tmp_path / "bin")})
+    rows = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert code == 0 and calls.read_text() == "x\n"
+    assert rows["gpus"]["detail"] == "2 GPUs visible" and rows["gpus"]["code"] == "doctor.gpus.ok"
+    assert gpus.default_nproc({}, 2)[0] == "2"

@@ -103,6 +103,11 @@ def test_unknown_preset_is_one_line_listing_the_known_ones(tmp_path):
     ('{"x": {"fabric": "roce", "gpus_per_node": 8, "source": "s", "env": {"NCCL_IB_TC": {"value": 41}}}}',
      "x.env.NCCL_IB_TC="),
     ("{not json", "cannot be read as JSON"),
+    ('{"x": {"fabric": "slingshot", "gpus_per_node": 4, "fabric_settings": "yes"}}', "x.fabric_settings='yes'"),
+    ('{"x": {"fabric": "roce", "gpus_per_node": 8, "fabric_settings": true}}', "fabric 'roce' has no settings"),
+    ('{"x": {"fabric": "slingshot", "gpus_per_node": 4, "fabric_settings": true, "env": {"NCCL_CROSS_NIC": '
+     '{"value": "0"}}}}', "x.env.NCCL_CROSS_NIC is also one of fabric slingshot's settings"),
+    ('{"x": {"fabric": "slingshot", "gpus_per_node": 4}}', "x.source is missing"),
 ])
 def test_bad_presets_file_names_the_preset_and_key(tmp_path, text, needle):
     from torchpod.errors import InputError
