@@ -9,8 +9,13 @@ variables that contradict the hardware, the NCCL net plugin a fabric needs, GPUs
 ``--nccl-log`` it also says which transport NCCL really used (torchpod.nccl_log), quoting
 the lines that prove it.
 
-Exit 0 when nothing failed; 1 when a check failed or the log shows sockets on a node with
-RDMA hardware; 2 for bad input. `torchpod run` with TORCHPOD_DOCTOR=1 runs the preflight
+Each row is a ``Check``: a name and a typed Finding (torchpod.fabric.findings). The
+fabric's own findings become rows by their code's topic (ROW_OF_TOPIC), and which checks
+apply follows the fabric's record (verbs provider, libfabric provider): no row, status or
+exit code depends on a message's words.
+
+Exit 0 when nothing failed; 1 when a check's finding is FAIL or the log shows sockets on a
+node with RDMA hardware; 2 for bad input. `torchpod run` with TORCHPOD_DOCTOR=1 runs the preflight
 first and refuses to start on a failure.
 """
 

@@ -151,10 +151,11 @@ def probe(names: Sequence[str], nccl: tuple[int, ...] | None) -> dict:
         plugin_name = None
         if exported:
             plugin_name = ctypes.c_char_p.in_dll(lib, f"ncclNetPlugin_v{chosen or exported[0]}").value
-        out = {"loaded": name, "path": _mapped(r"^" + re.escape(os.path.basename(name)).replace(r"\.so", r".*\.so")) or name,
-               "tried": tried, "exported": exported, "nccl": ".".join(map(str, nccl)) if nccl else None,
-               "wanted": list(want), "chosen": chosen,
-               "plugin_name": plugin_name.decode(errors="replace") if plugin_name else None, "libfabric": None}
+        path = _mapped(r"^" + re.escape(os.path.basename(name)).replace(r"\.so", r".*\.so")) or name
+        out: dict = {"loaded": name, "path": path,
+                     "tried": tried, "exported": exported, "nccl": ".".join(map(str, nccl)) if nccl else None,
+                     "wanted": list(want), "chosen": chosen,
+                     "plugin_name": plugin_name.decode(errors="replace") if plugin_name else None, "libfabric": None}
         fabric = _mapped(r"^libfabric\.so")
         if fabric:
             info: dict = {"path": fabric, "abi": _abi(fabric), "version": None}
