@@ -7,8 +7,8 @@
 #PBS -j oe
 # torchpod pbs job 'ddp': 2 nodes x 4 GPUs, image registry.example.com/torchpod/pytorch:2.13.0-cuda13.0
 # Submit: qsub ddp.pbs.sh   (container runtime: apptainer; pbsdsh)
-# Rendezvous: c10d on node 0, port 23456; torchpod derives it from the scheduler
-# Regenerate: invoke manifests --scheduler pbs --nodes 2 --gpus-per-node 4 --image registry.example.com/torchpod/pytorch:2.13.0-cuda13.0 --name ddp --runtime apptainer -- /opt/torchpod/examples/ddp_resnet.py --steps 200
+# Rendezvous: c10d on node 0, port 29400; torchpod derives it from the scheduler
+# Regenerate: invoke manifests --scheduler pbs --nodes 2 --image registry.example.com/torchpod/pytorch:2.13.0-cuda13.0 --gpus-per-node 4 --name ddp --runtime apptainer -- /opt/torchpod/examples/ddp_resnet.py --steps 200
 set -euo pipefail
 cd "$PBS_O_WORKDIR"
 

@@ -1,7 +1,7 @@
 #!/bin/bash
 # shellcheck disable=SC2016,SC1003  # single-quoted words reach torchpod as written, on purpose
 # torchpod runai job 'train': 2 nodes x 8 GPUs, image registry.example.com/torchpod/pytorch:2.13.0-cuda13.0
-# Regenerate: invoke manifests --scheduler runai --nodes 2 --gpus-per-node 8 --image registry.example.com/torchpod/pytorch:2.13.0-cuda13.0 --name train -- /opt/torchpod/examples/ddp_resnet.py --steps 200
+# Regenerate: invoke manifests --scheduler runai --nodes 2 --image registry.example.com/torchpod/pytorch:2.13.0-cuda13.0 --gpus-per-node 8 --name train -- /opt/torchpod/examples/ddp_resnet.py --steps 200
 # The Run:ai CLI line for the job; train.runai.yaml is the PyTorchJob it corresponds to.
 # Flags as in the Run:ai CLI reference (`runai training pytorch submit`, v2.18+).
 exec runai training pytorch submit train \

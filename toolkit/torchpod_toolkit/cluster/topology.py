@@ -8,7 +8,9 @@ runs it as containers, and the launcher's unit fixtures (tests/unit/fixtures/
 schedulers.yaml, ``model:`` entries) render single nodes from it with real-world names.
 Nothing here touches Docker, the environment or the clock.
 
-Scenarios (``SCENARIOS``). The Kubernetes ones (runai, kubeflow, kubeflow-elastic,
+Scenarios (``SCENARIOS``): one per renderable job kind (manifests/jobs.py, which also
+says the detector each one must produce), plus env and mpi, which no manifest renders.
+The Kubernetes ones (runai, kubeflow, kubeflow-elastic,
 trainer, volcano, volcano-master) are not written here: ``_from_manifest`` renders the job
 with `invoke manifests`' renderer and takes each pod from the operator model
 (torchpod_toolkit.manifests.operators, written from the Volcano, training-operator and
@@ -43,6 +45,7 @@ from typing import Callable, Mapping, Sequence
 from torchpod.contract import PYTORCHJOB_PORT
 from torchpod.errors import InputError
 
+from ..manifests import jobs
 from ..manifests.operators import K8S_ENV as K8S
 
 IP_OF_NODE0 = "{node0_ip}"  # replaced by the runner once node 0 has an address
@@ -155,26 +158,25 @@ HARNESS_IMAGE = "torchpod/harness:model"
 HARNESS_COMMAND = ("workload.py",)
 
 
-def _from_manifest(scenario: str) -> "Builder":
+def _from_manifest(kind: str) -> "Builder":
     """A Kubernetes scenario: render the job's manifest with `invoke manifests`' renderer
     and take each pod from the operator model (manifests/operators.py), so the harness
     runs exactly what a generated manifest makes the operator create."""
 
-    def builder(job: Job) -> tuple[str, Raw]:
+    def builder(job: Job) -> Raw:
         from ..manifests import kube, operators, spec as mspec
 
         same = len(set(job.nproc)) == 1 and job.nproc[0] > 1
         request = mspec.check(mspec.JobSpec(
-            scenario, job.nodes, HARNESS_IMAGE, HARNESS_COMMAND, name=job.name,
+            kind, job.nodes, HARNESS_IMAGE, HARNESS_COMMAND, name=job.name,
             gpus_per_node=job.nproc[0] if same else 0,
             rdma="hostnetwork" if job.host_network else "none"))
-        nodes = [(p.hostname, p.dns_names, p.env, p.files) for p in operators.pods(kube.objects(request))]
-        return ("kubeflow" if scenario in ("kubeflow", "kubeflow-elastic", "trainer") else scenario.split("-")[0]), nodes
+        return [(p.hostname, p.dns_names, p.env, p.files) for p in operators.pods(kube.objects(request))]
 
     return builder
 
 
-def _env(job: Job) -> tuple[str, Raw]:
+def _env(job: Job) -> Raw:
     pods = _master_and_workers(job)
     nodes = []
     for i, pod in enumerate(pods):
@@ -184,7 +186,7 @@ def _env(job: Job) -> tuple[str, Raw]:
             ("NPROC_PER_NODE", str(job.nproc[i])),
         )
         nodes.append((pod, (pod,), env, ()))
-    return "env", nodes
+    return nodes
 
 
 def _pbs_nodes(job: Job):
@@ -201,16 +203,16 @@ def _pbs_nodes(job: Job):
     return fqdn, short, common, ((path, nodefile),)
 
 
-def _pbs(job: Job) -> tuple[str, Raw]:
+def _pbs(job: Job) -> Raw:
     fqdn, short, common, files = _pbs_nodes(job)
     nodes = []
     for i in range(job.nodes):
         env = common + (("PBS_NODENUM", str(i)), ("PBS_TASKNUM", f"{i + 1:08X}"))
         nodes.append((short[i], (fqdn[i], short[i]), env, files))
-    return "pbs", nodes
+    return nodes
 
 
-def _pbs_pals(job: Job) -> tuple[str, Raw]:
+def _pbs_pals(job: Job) -> Raw:
     fqdn, short, common, files = _pbs_nodes(job)
     nodes = []
     for i in range(job.nodes):
@@ -220,10 +222,10 @@ def _pbs_pals(job: Job) -> tuple[str, Raw]:
             ("PALS_APID", f"{job.name}-apid"),
         )
         nodes.append((short[i], (fqdn[i], short[i]), env, files))
-    return "pbs", nodes
+    return nodes
 
 
-def _slurm(job: Job) -> tuple[str, Raw]:
+def _slurm(job: Job) -> Raw:
     hosts = [job.host(i, f"{job.name}-c{i + 1:02d}") for i in range(job.nodes)]
     compressed = compress_hostlist(hosts)
     jobid, n = job.job_number, job.nodes
@@ -240,10 +242,10 @@ def _slurm(job: Job) -> tuple[str, Raw]:
             ("SLURM_PROCID", str(i)), ("SLURM_LOCALID", "0"), ("SLURMD_NODENAME", host),
         )
         nodes.append((host, (host,), env, ()))
-    return "slurm", nodes
+    return nodes
 
 
-def _mpi(job: Job) -> tuple[str, Raw]:
+def _mpi(job: Job) -> Raw:
     hosts = [job.host(i, f"{job.name}-node{i + 1}") for i in range(job.nodes)]
     nodes = []
     for i, host in enumerate(hosts):
@@ -255,23 +257,28 @@ def _mpi(job: Job) -> tuple[str, Raw]:
             ("MASTER_ADDR", IP_OF_NODE0), ("MASTER_PORT", str(job.port)),
         )
         nodes.append((host, (host,), env, ()))
-    return "mpi", nodes
+    return nodes
 
 
-Builder = Callable[[Job], tuple[str, Raw]]
+Builder = Callable[[Job], Raw]
 
-SCENARIOS: dict[str, Builder] = {
-    "runai": _from_manifest("runai"),
-    "kubeflow": _from_manifest("kubeflow"),
-    "kubeflow-elastic": _from_manifest("kubeflow-elastic"),
-    "trainer": _from_manifest("trainer"),
-    "volcano": _from_manifest("volcano"),
-    "volcano-master": _from_manifest("volcano-master"),
-    "env": _env,
-    "pbs": _pbs,
-    "pbs-pals": _pbs_pals,
-    "slurm": _slurm,
-    "mpi": _mpi,
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    detector: str  # the torchpod.schedulers NAME `torchpod plan` must detect on its nodes
+    build: Builder
+
+
+# The nodes of each HPC job kind, written from the batch systems' own sources (above).
+_HPC_NODES: dict[str, Builder] = {"slurm": _slurm, "pbs": _pbs, "pbs-pals": _pbs_pals}
+
+SCENARIOS: dict[str, Scenario] = {
+    **{k.scenario: Scenario(k.scenario, k.detector, _from_manifest(k.name) if k.kube else _HPC_NODES[k.name])
+       for k in jobs.KINDS},
+    # conventions no manifest renders: their detectors are named here, the one place
+    "env": Scenario("env", "env", _env),
+    "mpi": Scenario("mpi", "mpi", _mpi),
 }
 
 
@@ -302,7 +309,7 @@ def build(
         raise InputError(f"hosts={list(hosts)} needs {nodes} names, one per node")
     job = Job(_dns(job_id), nodes, counts, port, tuple(hosts) if hosts else None, job_number, host_network,
               pbs_slots)
-    scheduler, raw = SCENARIOS[scenario](job)
+    scheduler, raw = SCENARIOS[scenario].detector, SCENARIOS[scenario].build(job)
     extra = tuple((extra_env or {}).items())
     out, notes = [], []
     for i, (hostname, names, env, files) in enumerate(raw):
@@ -328,12 +335,8 @@ def from_manifest(docs: Sequence[Mapping], host_network_names: bool = True) -> T
     job = operators.job_object(docs)
     pods = operators.pods(docs)
     kind = job["kind"]
-    if kind == "Job":
-        scheduler = "volcano"
-    elif kind == "PyTorchJob" and any(k == "RUNAI_JOB_NAME" for k, _ in pods[0].env):
-        scheduler = "runai"
-    else:
-        scheduler = "kubeflow"
+    model = operators.MODELS[(job["apiVersion"], kind)]
+    scheduler = jobs.of_pods(model, {k for k, _ in pods[0].env} if pods else set()).detector
     nodes = tuple(Node(index=i, hostname=p.hostname, names=p.dns_names, env=p.env, files=p.files,
                        command=p.args) for i, p in enumerate(pods))
     notes = ("host network: hostnames are node names nobody resolves; listed names connect",) \

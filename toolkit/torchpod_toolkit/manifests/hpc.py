@@ -285,3 +285,7 @@ def pbs_script(spec: JobSpec, header: list[str]) -> str:
         lines += ["# mpiprocs=1: one PBS_NODEFILE line per node, so pbsdsh starts one launcher per node",
                   line([*fan, "/bin/bash", "-c", PBSDSH_CD_EXEC, "bash", Sh('"$PBS_O_WORKDIR"'), *cmd])]
     return "\n".join(lines) + "\n"
+
+
+# The batch script of each HPC job kind, by its submit command (jobs.KINDS).
+SCRIPTS = {"sbatch": slurm_script, "qsub": pbs_script}

@@ -19,20 +19,11 @@ from pathlib import Path
 
 import yaml
 
-from . import hpc, kube
+from . import hpc, jobs, kube
 from torchpod.contract import ENV_PRESET, SITE_DEPS
 from torchpod.errors import InputError, RuntimeFailure
 
-from .spec import MAX_GPUS_PER_NODE, MAX_NODES, JobSpec, check, parse_count
-
-OPERATORS = {
-    "volcano": "Volcano >= 1.9 (its env and svc job plugins)",
-    "volcano-master": "Volcano >= 1.9 (its env, svc and pytorch job plugins)",
-    "kubeflow": "Kubeflow training-operator >= 1.7 (PET_* variables)",
-    "kubeflow-elastic": "Kubeflow training-operator >= 1.7 (elasticPolicy)",
-    "trainer": "Kubeflow Trainer v2 with the torch-distributed ClusterTrainingRuntime",
-    "runai": "Run:ai with its PyTorch (training-operator) support",
-}
+from .spec import JobSpec, check, default, flag, options, parse_counts, required
 
 
 @dataclass(frozen=True)
@@ -42,32 +33,18 @@ class Output:
 
 
 def invoke_line(spec: JobSpec) -> str:
-    """The `invoke manifests` command that renders ``spec`` again."""
-    argv = ["invoke", "manifests", "--scheduler", spec.scheduler, "--nodes", str(spec.nodes),
-            "--gpus-per-node", str(spec.gpus_per_node), "--image", spec.image, "--name", spec.name]
-    if spec.namespace != "default":
-        argv += ["--namespace", spec.namespace]
-    if spec.rdma != "none":
-        argv += ["--rdma", spec.rdma]
-    if spec.rdma_resource:
-        argv += ["--rdma-resource", spec.rdma_resource]
-    if spec.privileged:
-        argv += ["--privileged"]
-    if spec.preset:
-        argv += ["--preset", spec.preset]
-    if spec.rdzv != "c10d":
-        argv += ["--rdzv", spec.rdzv]
-        argv += ["--etcd-server"] if spec.etcd_server else ["--etcd-endpoint", spec.etcd_endpoint]
-    if not spec.kube:
-        argv += ["--runtime", spec.runtime]
-    if spec.queue:
-        argv += ["--queue", spec.queue]
-    if not spec.kube and spec.walltime != "01:00:00":
-        argv += ["--walltime", spec.walltime]
-    if spec.scheduler == "runai" and spec.project != "team-a":
-        argv += ["--project", spec.project]
-    if spec.site_lib:
-        argv += ["--site-lib", spec.site_lib]
+    """The `invoke manifests` command that renders ``spec`` again: every option (spec.options,
+    in their declared order) whose value is not its default, those marked ``always``, and
+    only for the jobs an option applies to."""
+    argv = ["invoke", "manifests"]
+    for name, how in options():
+        value = getattr(spec, name)
+        if (how.only is not None and not how.only(spec)) or (not how.always and value == default(name)):
+            continue
+        if isinstance(value, bool):
+            argv += [flag(name)] if value else []
+        else:
+            argv += [flag(name), str(value)]
     return " ".join(hpc.quote(a, ascii_only=True) for a in [*argv, "--", *spec.command])
 
 
@@ -90,15 +67,14 @@ def pod_security(spec: JobSpec) -> str:
 
 def header(spec: JobSpec, filename: str) -> list[str]:
     gpus = f"{spec.gpus_per_node} GPUs" if spec.gpus_per_node else "CPU only"
+    kind = jobs.kind(spec.scheduler)
     lines = [f"torchpod {spec.scheduler} job '{spec.name}': {spec.nodes} nodes x {gpus}, image {spec.image}"]
-    if spec.kube:
-        lines.append(f"Submit: kubectl apply -f {filename}   (needs {OPERATORS[spec.scheduler]})")
+    if kind.kube:
+        lines.append(f"Submit: {kind.submit} {filename}   (needs {kind.requires})")
         lines.append(f"Pod Security: namespace level {pod_security(spec)}")
-    elif spec.scheduler == "slurm":
-        lines.append(f"Submit: sbatch {filename}   (container runtime: {spec.runtime})")
     else:
-        lines.append(f"Submit: qsub {filename}   (container runtime: {spec.runtime}"
-                     + ("; Cray PALS mpiexec)" if spec.scheduler == "pbs-pals" else "; pbsdsh)"))
+        lines.append(f"Submit: {kind.submit} {filename}   (container runtime: {spec.runtime}"
+                     + (f"; {kind.fan_out})" if kind.fan_out else ")"))
     if spec.rdzv == "etcd":
         where = "the etcd Pod and Service in this file" if spec.etcd_server else "an etcd you run"
         lines.append(f"Rendezvous: etcd-v2 at {spec.etcd_endpoint} ({where}; it must serve the v2 API)")
@@ -142,14 +118,11 @@ def _yaml(docs) -> str:
 def render(spec: JobSpec) -> list[Output]:
     """The files for ``spec`` (checked first: bad input raises before anything is built)."""
     spec = check(spec)
+    kind = jobs.kind(spec.scheduler)
     base = f"{spec.name}.{spec.scheduler}"
-    if spec.scheduler == "slurm":
-        name = f"{base}.sbatch"
-        return [Output(name, hpc.slurm_script(spec, header(spec, name)))]
-    if spec.scheduler in ("pbs", "pbs-pals"):
-        name = f"{base}.sh"
-        return [Output(name, hpc.pbs_script(spec, header(spec, name)))]
-    name = f"{base}.yaml"
+    name = f"{base}.{kind.suffix}"
+    if not kind.kube:
+        return [Output(name, hpc.SCRIPTS[kind.submit](spec, header(spec, name)))]
     out = [Output(name, "\n".join(header(spec, name)) + "\n" + _yaml(kube.objects(spec)))]
     if spec.scheduler == "runai":
         sh = f"{base}.sh"
@@ -266,28 +239,22 @@ def split_words(line: str) -> list[str]:
     return words
 
 
-class _Parser:
-    """argparse for the Regenerate line's flags (tasks.py's manifests), failing with one
-    InputError instead of printing usage and exiting."""
+def _parser():
+    """argparse for the Regenerate line's flags (spec.options: the flags of tasks.py's
+    manifests), failing with one InputError instead of printing usage and exiting."""
+    import argparse
 
-    VALUE_FLAGS = ("--scheduler", "--image", "--name", "--namespace", "--rdma", "--rdma-resource", "--preset",
-                   "--rdzv", "--etcd-endpoint", "--runtime", "--queue", "--walltime", "--project", "--site-lib",
-                   "--nodes", "--gpus-per-node")
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str):
+            raise InputError(f"{message}; expected the flags of `invoke manifests`")
 
-    @classmethod
-    def parse(cls, argv: list[str]):
-        import argparse
-
-        class Parser(argparse.ArgumentParser):
-            def error(self, message: str):
-                raise InputError(f"{message}; expected the flags of `invoke manifests`")
-
-        p = Parser(prog="invoke manifests", add_help=False, allow_abbrev=False)
-        for flag in cls.VALUE_FLAGS:
-            p.add_argument(flag)
-        p.add_argument("--privileged", action="store_true")
-        p.add_argument("--etcd-server", action="store_true")
-        return p.parse_args(argv)
+    p = Parser(prog="invoke manifests", add_help=False, allow_abbrev=False)
+    for name, _ in options():
+        if isinstance(default(name), bool):
+            p.add_argument(flag(name), dest=name, action="store_true")
+        else:
+            p.add_argument(flag(name), dest=name)
+    return p
 
 
 def parse_invoke_line(line: str) -> JobSpec:
@@ -303,15 +270,10 @@ def parse_invoke_line(line: str) -> JobSpec:
     if "--" in argv:
         at = argv.index("--")
         argv, command = argv[:at], argv[at + 1:]
-    given = {k: v for k, v in vars(_Parser.parse(argv)).items() if v not in (None, False)}
-    if "nodes" in given:
-        given["nodes"] = parse_count("--nodes", given["nodes"], minimum=1, maximum=MAX_NODES)
-    if "gpus_per_node" in given:
-        given["gpus_per_node"] = parse_count("--gpus-per-node", given["gpus_per_node"], minimum=0,
-                                             maximum=MAX_GPUS_PER_NODE)
-    for required in ("scheduler", "nodes", "image"):
-        if required not in given:
-            raise InputError(f"the line has no --{required}; expected a full `invoke manifests` line")
+    given = parse_counts({k: v for k, v in vars(_parser().parse_args(argv)).items() if v not in (None, False)})
+    for name in required():
+        if name not in given:
+            raise InputError(f"the line has no {flag(name)}; expected a full `invoke manifests` line")
     return JobSpec(command=tuple(command), **given)
 
 

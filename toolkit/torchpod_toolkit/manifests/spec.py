@@ -8,26 +8,23 @@ InputError naming the flag, the value and the fix. Nothing is rendered or writte
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import Callable
 
 from torchpod.errors import InputError
+from torchpod.fabric import by_name as fabric_record
 from torchpod.fabric import presets as presets_mod
-from torchpod.contract import ETCD_PORT, PYTORCHJOB_PORT, RDZV_PORT_DEFAULT, SITE_DEPS, SITE_LIB, TRAINER_PORT
-from torchpod.values import Endpoint
+from torchpod.contract import ETCD_PORT, SITE_LIB
 
-# Kubernetes schedulers render YAML; HPC schedulers render a batch script. The names are
-# the containers-as-nodes harness's scenario names (cluster/topology.py), so a rendered
-# job and the harness's job of the same name are one thing.
-KUBE = ("volcano", "volcano-master", "kubeflow", "kubeflow-elastic", "trainer", "runai")
-HPC = ("slurm", "pbs", "pbs-pals")
-SCHEDULERS = KUBE + HPC
+from . import jobs
+
+# Kubernetes schedulers render YAML; HPC schedulers render a batch script: jobs.KINDS.
+KUBE, HPC = jobs.KUBE, jobs.HPC
+SCHEDULERS = jobs.NAMES
 RDMA = ("none", "hostnetwork", "device-plugin")
 RDZV = ("c10d", "etcd")
 RUNTIMES = ("apptainer", "enroot", "podman", "docker", "none")
 
-# The c10d port of each job comes from torchpod.contract (PYTORCHJOB_PORT, TRAINER_PORT,
-# RDZV_PORT_DEFAULT for a worker-only Volcano job, which names none).
-C10D_PORT = PYTORCHJOB_PORT
 
 # Bounds on the counts: far above any cluster torchpod targets, low enough that a typo
 # (1e11 nodes, 800 GPUs) is caught here rather than by the scheduler hours later.
@@ -67,26 +64,60 @@ GPU_RESOURCE = "nvidia.com/gpu"
 
 
 @dataclass(frozen=True)
+class Option:
+    """How one JobSpec field is asked for on `invoke manifests`' command line. Declared with
+    the field (``option``), it makes the task's flag and help, the Regenerate line
+    (render.invoke_line) and its parser (render.parse_invoke_line): the flag is the field's
+    name with '-' for '_', as invoke spells it."""
+
+    help: str
+    cli_default: str | None = None  # the task's default where it differs from the field's
+    count: tuple[int, int] | None = None  # a whole number in [min, max], typed as text
+    always: bool = False  # the Regenerate line names it even at its default
+    only: Callable[["JobSpec"], bool] | None = None  # the Regenerate line names it only for these jobs
+
+
+def option(default=MISSING, **how):
+    """A JobSpec field that is also an `invoke manifests` option (see Option)."""
+    return field(default=default, metadata={"option": Option(**how)})
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+@dataclass(frozen=True)
 class JobSpec:
-    scheduler: str
-    nodes: int
-    image: str
-    command: tuple[str, ...]  # the training script and its arguments
-    name: str = "train"
-    gpus_per_node: int = 8  # 0: a CPU job (no GPU resources, one process per node)
-    rdma: str = "none"
-    rdma_resource: str = ""  # device-plugin resource, e.g. rdma/rdma_shared_device_a
-    privileged: bool = False
-    preset: str = ""
-    rdzv: str = "c10d"
-    etcd_endpoint: str = ""  # HOST:PORT of an existing etcd with the v2 API
-    etcd_server: bool = False  # render an etcd Pod and Services next to the job
-    runtime: str = ""  # HPC container runtime; "" means apptainer for HPC schedulers
-    namespace: str = "default"
-    queue: str = ""  # Volcano queue, Slurm partition or PBS queue; "" leaves the default
-    walltime: str = "01:00:00"
-    project: str = "team-a"  # Run:ai project
-    site_lib: str = ""  # Slingshot: the host directory with the site's aws-ofi-nccl plugin
+    # Field order is the order of the Regenerate line's flags; the first four are positional.
+    scheduler: str = option(help=jobs.choices(), cli_default="", always=True)
+    nodes: int = option(help=f"nodes (pods) in the job, 1 to {MAX_NODES}", cli_default="2",
+                        count=(1, MAX_NODES), always=True)
+    image: str = option(help="the image, pinned: REGISTRY/torchpod/pytorch:TAG or @sha256:DIGEST",
+                        cli_default="", always=True)
+    command: tuple[str, ...] = field()  # the training script and its arguments (after `--`)
+    # 0: a CPU job (no GPU resources, one process per node)
+    gpus_per_node: int = option(8, help=f"GPUs per node, 0 (a CPU job) to {MAX_GPUS_PER_NODE}",
+                                count=(0, MAX_GPUS_PER_NODE), always=True)
+    name: str = option("train", help="job name (a DNS label)", always=True)
+    namespace: str = option("default", help="Kubernetes namespace")
+    rdma: str = option("none", help="none, hostnetwork (OKE style) or device-plugin")
+    rdma_resource: str = option("", help="the RDMA device plugin's resource, e.g. rdma/rdma_shared_device_a")
+    privileged: bool = option(False, help="privileged containers (the file's header says what that opens)")
+    preset: str = option("", help="a shape preset (torchpod/fabric/presets.json): the launcher applies its "
+                                  "NCCL settings")
+    rdzv: str = option("c10d", help="c10d (default) or etcd")
+    # HOST:PORT of an existing etcd with the v2 API; spec.check fills in the etcd Pod's for --etcd-server
+    etcd_endpoint: str = option("", help="HOST:PORT of an etcd serving the v2 API (with --rdzv etcd)",
+                                only=lambda s: not s.etcd_server)
+    etcd_server: bool = option(False, help="render an etcd Pod and Service next to the job (with --rdzv etcd)")
+    # "" means apptainer for HPC schedulers, none for Kubernetes (spec.check)
+    runtime: str = option("", help="HPC container runtime: apptainer (default), enroot, podman, docker or none",
+                          always=True, only=lambda s: not s.kube)
+    queue: str = option("", help="Volcano queue, Slurm partition or PBS queue")
+    walltime: str = option("01:00:00", help="HPC wall time, HH:MM:SS", only=lambda s: not s.kube)
+    project: str = option("team-a", help="Run:ai project", only=lambda s: s.scheduler == "runai")
+    site_lib: str = option("", help="Slingshot presets: the host directory with the site's aws-ofi-nccl "
+                                    "build (libnccl-net.so)")
 
     @property
     def fabric(self) -> str:
@@ -95,13 +126,12 @@ class JobSpec:
 
     def fabric_binds(self) -> tuple[tuple[str, str], ...]:
         """(host path, container path) a container runtime binds for the fabric's net plugin
-        and libfabric, where the launcher looks for them (torchpod.fabric.site)."""
-        if self.fabric == "efa":  # the EFA installer: libfabric in efa/, aws-ofi-nccl in ofi-nccl/
-            return (("/opt/amazon", "/opt/amazon"),)
-        if self.fabric == "slingshot":  # HPE's libfabric and libcxi, the site's plugin build
-            return ((self.site_lib, SITE_LIB), ("/opt/cray/libfabric", "/opt/cray/libfabric"),
-                    ("/usr/lib64/libcxi.so.1", f"{SITE_DEPS}/libcxi.so.1"))
-        return ()
+        and libfabric, where the launcher looks for them: the fabric's record
+        (torchpod.fabric FABRICS); its site-plugin entry is this job's --site-lib."""
+        record = fabric_record(self.fabric) if self.fabric else None
+        if record is None:
+            return ()
+        return tuple((self.site_lib if host is None else host, inside) for host, inside in record.binds)
 
     @property
     def kube(self) -> bool:
@@ -109,9 +139,8 @@ class JobSpec:
 
     @property
     def port(self) -> int:
-        if self.scheduler == "volcano":
-            return RDZV_PORT_DEFAULT
-        return TRAINER_PORT if self.scheduler == "trainer" else C10D_PORT
+        """The job's c10d port (jobs.KINDS)."""
+        return jobs.kind(self.scheduler).port
 
     @property
     def etcd_service(self) -> str:
@@ -128,6 +157,41 @@ class JobSpec:
         if self.preset and presets_mod.load()[self.preset].shm:
             return presets_mod.load()[self.preset].shm
         return f"{max(2, 8 * self.gpus_per_node)}Gi"
+
+
+def options() -> list[tuple[str, Option]]:
+    """(field name, Option) of every `invoke manifests` option, in declaration order."""
+    return [(f.name, f.metadata["option"]) for f in fields(JobSpec) if "option" in f.metadata]
+
+
+def required() -> tuple[str, ...]:
+    """The options with no default: a Regenerate line must name them."""
+    return tuple(f.name for f in fields(JobSpec) if "option" in f.metadata and f.default is MISSING)
+
+
+def default(name: str):
+    """The field's default (MISSING for a required one)."""
+    return next(f.default for f in fields(JobSpec) if f.name == name)
+
+
+def cli_options() -> list[tuple[str, object, str]]:
+    """(parameter name, the task's default, help) of each option, for tasks.py: counts and
+    required values are typed as text, so their task default is text too."""
+    out = []
+    for name, how in options():
+        value = default(name)
+        task_default = how.cli_default if how.cli_default is not None else str(value) if how.count else value
+        out.append((name, task_default, how.help))
+    return out
+
+
+def parse_counts(given: dict) -> dict:
+    """``given`` with every count option present parsed (parse_count, its flag and bounds)."""
+    out = dict(given)
+    for name, how in options():
+        if how.count and name in out:
+            out[name] = parse_count(flag(name), out[name], minimum=how.count[0], maximum=how.count[1])
+    return out
 
 
 def parse_count(flag: str, text, *, minimum: int, maximum: int) -> int:
@@ -262,9 +326,8 @@ def check(spec: JobSpec) -> JobSpec:
     """The spec, normalised; else one InputError naming the flag and the fix."""
     if spec.scheduler not in SCHEDULERS:
         raise InputError(f"--scheduler={spec.scheduler!r} is unknown; expected one of {', '.join(SCHEDULERS)}")
-    nodes = parse_count("--nodes", spec.nodes, minimum=1, maximum=MAX_NODES)
-    gpus = parse_count("--gpus-per-node", spec.gpus_per_node, minimum=0, maximum=MAX_GPUS_PER_NODE)
-    spec = replace(spec, nodes=nodes, gpus_per_node=gpus, command=check_command(spec.command))
+    counts = parse_counts({name: getattr(spec, name) for name, how in options() if how.count})
+    spec = replace(spec, **counts, command=check_command(spec.command))
     if spec.scheduler == "volcano-master" and spec.nodes < 2:
         raise InputError(f"--nodes={spec.nodes} with --scheduler volcano-master; expected 2 or more "
                          "(one master task and at least one worker), or --scheduler volcano")
