@@ -6,6 +6,7 @@ deliberate abort is ``Exit("what failed; how to fix")``. Command line beats code
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from torchpod.errors import TorchpodError
 from torchpod_toolkit.cluster.demo import WORKLOADS
 from torchpod_toolkit.cluster.topology import SCENARIOS
 from torchpod_toolkit.definitions import DEFAULT_IMAGE
+from torchpod_toolkit.manifests.spec import cli_options as manifest_options
 
 ROOT = Path(__file__).resolve().parent
 
@@ -201,33 +203,29 @@ def demo(c, scheduler="volcano", nodes=2, workload="ddp_resnet", timeout=600, gp
         raise Exit("torchpod: demo job failed; see the node output and the summary above", code=code)
 
 
-@task(help={
-    "scheduler": "volcano, volcano-master, kubeflow, kubeflow-elastic, trainer, runai, slurm, pbs or pbs-pals",
-    "nodes": "nodes (pods) in the job, 1 to 100000",
-    "gpus_per_node": "GPUs per node, 0 (a CPU job) to 64",
-    "image": "the image, pinned: REGISTRY/torchpod/pytorch:TAG or @sha256:DIGEST",
-    "name": "job name (a DNS label)",
-    "namespace": "Kubernetes namespace",
-    "rdma": "none, hostnetwork (OKE style) or device-plugin",
-    "rdma_resource": "the RDMA device plugin's resource, e.g. rdma/rdma_shared_device_a",
-    "privileged": "privileged containers (the file's header says what that opens)",
-    "preset": "a shape preset (torchpod/fabric/presets.json): the launcher applies its NCCL settings",
-    "rdzv": "c10d (default) or etcd",
-    "etcd_endpoint": "HOST:PORT of an etcd serving the v2 API (with --rdzv etcd)",
-    "etcd_server": "render an etcd Pod and Service next to the job (with --rdzv etcd)",
-    "runtime": "HPC container runtime: apptainer (default), enroot, podman, docker or none",
-    "queue": "Volcano queue, Slurm partition or PBS queue",
-    "walltime": "HPC wall time, HH:MM:SS",
-    "project": "Run:ai project",
-    "out": "directory to write the files into (default: print them)",
-    "refresh": "re-render every worked example in manifests/ from its own Regenerate line",
-    "site_lib": "Slingshot presets: the host directory with the site's aws-ofi-nccl build (libnccl-net.so)",
-    "force": "overwrite files in --out that exist with other content (by default they are kept and named)",
-})
-def manifests(c, scheduler="", nodes="2", gpus_per_node="8", image="", name="train", namespace="default",
-              rdma="none", rdma_resource="", privileged=False, preset="", rdzv="c10d", etcd_endpoint="",
-              etcd_server=False, runtime="", queue="", walltime="01:00:00", project="team-a", out="",
-              refresh=False, site_lib="", force=False):
+# The manifests task's options: JobSpec's (declared once, with the field: spec.Option), then
+# the task's own.
+_MANIFEST_OPTIONS = [*manifest_options(), *(
+    ("out", "", "directory to write the files into (default: print them)"),
+    ("refresh", False, "re-render every worked example in manifests/ from its own Regenerate line"),
+    ("force", False, "overwrite files in --out that exist with other content (by default they are kept and named)"),
+)]
+
+
+def _signature(options):
+    """Give a task body ``(c, **opts)`` the signature invoke reads its flags and defaults
+    from (invoke.tasks.Task.argspec: inspect.signature, which honours __signature__)."""
+    def wrap(body):
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        body.__signature__ = inspect.Signature(
+            [inspect.Parameter("c", kind)] + [inspect.Parameter(name, kind, default=value) for name, value, _ in options])
+        return body
+    return wrap
+
+
+@task(help={name: text for name, _, text in _MANIFEST_OPTIONS})
+@_signature(_MANIFEST_OPTIONS)
+def manifests(c, **opts):
     """Write a ready-to-submit job for a scheduler: `invoke manifests --scheduler S ... -- train.py ARGS`."""
     import shlex
 
@@ -235,7 +233,7 @@ def manifests(c, scheduler="", nodes="2", gpus_per_node="8", image="", name="tra
     from torchpod_toolkit.manifests.spec import JobSpec
 
     try:
-        if refresh:  # every example rendered first; a bad one stops the run before anything is written
+        if opts["refresh"]:  # every example rendered first; a bad one stops the run before anything is written
             examples = sorted(p for p in (ROOT / "manifests").rglob("*") if p.is_file() and p.name != "README.md")
             fresh: dict[Path, list] = {}
             for path in examples:
@@ -257,17 +255,13 @@ def manifests(c, scheduler="", nodes="2", gpus_per_node="8", image="", name="tra
             command = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else shlex.split(c.remainder)
         except ValueError as exc:
             raise TorchpodError(f"the script and its arguments: {exc}; expected `-- train.py [ARGS...]`") from None
-        spec = JobSpec(scheduler=scheduler, nodes=nodes, image=image, command=tuple(command),
-                       name=name, gpus_per_node=gpus_per_node, rdma=rdma, rdma_resource=rdma_resource,
-                       privileged=privileged, preset=preset, rdzv=rdzv, etcd_endpoint=etcd_endpoint,
-                       etcd_server=etcd_server, runtime=runtime, namespace=namespace, queue=queue,
-                       walltime=walltime, project=project, site_lib=site_lib)
+        spec = JobSpec(command=tuple(command), **{name: opts[name] for name, _, _ in manifest_options()})
         outputs = render_mod.render(spec)  # raises on bad input before anything is written
-        if not out:
+        if not opts["out"]:
             for o in outputs:
                 print(f"### {o.name}\n{o.text}")
             return
-        for path, changed in render_mod.write(out, outputs, force=force):
+        for path, changed in render_mod.write(opts["out"], outputs, force=opts["force"]):
             print(f"{'wrote' if changed else 'unchanged'} {path}")
     except TorchpodError as exc:
         raise _abort(exc) from None
