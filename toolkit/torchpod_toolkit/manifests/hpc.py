@@ -26,10 +26,13 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Optional
 
 from torchpod.contract import ENV_PRESET
 
-from .spec import JobSpec
+if TYPE_CHECKING:  # spec.py takes the runtime names from here (RUNTIMES)
+    from .spec import JobSpec
 
 # Variables a container started by Docker must be handed explicitly (docker run has no
 # prefix form): the ones torchpod's Slurm and PBS detectors read.
@@ -144,25 +147,32 @@ def _enroot_ref(image: str) -> str:
     return image.replace("/", "#", 1) if ("." in first or ":" in first) and "/" in image else image
 
 
+def _sif(spec: JobSpec, per_node: list) -> list[str]:
+    return ['SIF="${TORCHPOD_SIF:-$PWD/' + _label(spec.name) + '.sif}"  # on a filesystem every node sees',
+            '[ -f "$SIF" ] || ' + line(["apptainer", "pull", Sh('"$SIF"'), "docker://" + spec.image])]
+
+
+def _sqsh(spec: JobSpec, per_node: list) -> list[str]:
+    return ['SQSH="${TORCHPOD_SQSH:-$PWD/' + _label(spec.name) + '.sqsh}"  # on a filesystem every node sees',
+            '[ -f "$SQSH" ] || ' + line(["enroot", "import", "-o", Sh('"$SQSH"'),
+                                         "docker://" + _enroot_ref(spec.image)])]
+
+
+def _podman_pull(spec: JobSpec, per_node: list) -> list[str]:
+    return [line(["podman-hpc", "pull", spec.image]) + "  # podman-hpc migrates it to every node"]
+
+
+def _docker_pull(spec: JobSpec, per_node: list) -> list[str]:
+    pull = ["docker", "pull", "-q", spec.image]
+    if per_node[0] == "pbsdsh":  # a program, not a shell line: a fixed bash program discards the output
+        return [line([*per_node, "/bin/bash", "-c", PBSDSH_QUIET, "bash", *pull]) + "  # once per node"]
+    return [line([*per_node, *pull]) + " >/dev/null  # once per node"]
+
+
 def prepare(spec: JobSpec, per_node: list) -> list[str]:
     """Lines that fetch or convert the image once for the job (``per_node``: the argv
     prefix that runs a command once on every node)."""
-    name = _label(spec.name)
-    if spec.runtime == "apptainer":
-        return ['SIF="${TORCHPOD_SIF:-$PWD/' + name + '.sif}"  # on a filesystem every node sees',
-                '[ -f "$SIF" ] || ' + line(["apptainer", "pull", Sh('"$SIF"'), "docker://" + spec.image])]
-    if spec.runtime == "enroot":
-        return ['SQSH="${TORCHPOD_SQSH:-$PWD/' + name + '.sqsh}"  # on a filesystem every node sees',
-                '[ -f "$SQSH" ] || ' + line(["enroot", "import", "-o", Sh('"$SQSH"'),
-                                             "docker://" + _enroot_ref(spec.image)])]
-    if spec.runtime == "podman":
-        return [line(["podman-hpc", "pull", spec.image]) + "  # podman-hpc migrates it to every node"]
-    if spec.runtime == "docker":
-        pull = ["docker", "pull", "-q", spec.image]
-        if per_node[0] == "pbsdsh":  # a program, not a shell line: a fixed bash program discards the output
-            return [line([*per_node, "/bin/bash", "-c", PBSDSH_QUIET, "bash", *pull]) + "  # once per node"]
-        return [line([*per_node, *pull]) + " >/dev/null  # once per node"]
-    return []
+    return RUNTIMES[spec.runtime].prepare(spec, per_node)
 
 
 def _binds(spec: JobSpec, forward: tuple[str, ...], *, flags: bool = True) -> list:
@@ -180,46 +190,83 @@ def _binds(spec: JobSpec, forward: tuple[str, ...], *, flags: bool = True) -> li
     return out
 
 
+def _apptainer(spec: JobSpec, forward: tuple[str, ...]) -> list:
+    # exec, not run: the ENTRYPOINT is named explicitly; the environment passes through
+    out: list = ["apptainer", "exec", "--nv"]
+    for b in _binds(spec, forward):
+        out += ["--bind", b]
+    out += ["--pwd", WORKDIR]
+    for pair in _env_pairs(spec):
+        out += ["--env", pair]
+    return out + [Sh('"$SIF"'), *_torchpod(spec)]
+
+
+def _enroot(spec: JobSpec, forward: tuple[str, ...]) -> list:
+    out: list = ["enroot", "start"]
+    for b in _binds(spec, forward, flags=False):
+        out += ["--mount", b]
+    for pair in _env_pairs(spec):
+        out += ["--env", pair]
+    # the image's /etc/rc, which enroot import writes for a Docker image, is
+    # `exec ENTRYPOINT "$@"` (NVIDIA/enroot src/docker.sh): torchpod is not named again
+    return out + [Sh('"$SQSH"'), *_torchpod(spec)[1:]]
+
+
+def _engine_run(spec: JobSpec, out: list, forward: tuple[str, ...]) -> list:
+    """The rest of a podman-hpc / docker run: host network and IPC, binds, the image,
+    whose ENTRYPOINT is torchpod."""
+    out = out + ["--network", "host", "--ipc", "host"]
+    for b in _binds(spec, forward):
+        out += ["-v", b]
+    out += ["-w", WORKDIR]
+    for pair in _env_pairs(spec):
+        out += ["-e", pair]
+    return out + [spec.image, *_torchpod(spec)[1:]]
+
+
+def _podman(spec: JobSpec, forward: tuple[str, ...]) -> list:
+    out: list = ["podman-hpc", "run", "--rm", "--gpu"]
+    for prefix in sorted({name.split("_")[0] + "_*" for name in forward}):  # SLURM_*, or PBS_* and PALS_*
+        out += ["--env", prefix]
+    return _engine_run(spec, out, forward)
+
+
+def _docker(spec: JobSpec, forward: tuple[str, ...]) -> list:
+    out: list = ["docker", "run", "--rm", "--gpus", "all", "--ulimit", "memlock=-1"]
+    for name in forward:
+        out += ["-e", name]
+    return _engine_run(spec, out, forward)
+
+
+def _bare(spec: JobSpec, forward: tuple[str, ...]) -> list:
+    env = _env_pairs(spec)
+    return (["env", *env] if env else []) + _torchpod(spec)
+
+
 def container_command(spec: JobSpec, forward: tuple[str, ...]) -> list:
     """The argv that runs torchpod on one node under ``spec.runtime``."""
-    inner = _torchpod(spec)
-    env = _env_pairs(spec)
-    binds = _binds(spec, forward)
-    if spec.runtime == "apptainer":
-        # exec, not run: the ENTRYPOINT is named explicitly; the environment passes through
-        out: list = ["apptainer", "exec", "--nv"]
-        for b in binds:
-            out += ["--bind", b]
-        out += ["--pwd", WORKDIR]
-        for pair in env:
-            out += ["--env", pair]
-        return out + [Sh('"$SIF"'), *inner]
-    if spec.runtime == "enroot":
-        out = ["enroot", "start"]
-        for b in _binds(spec, forward, flags=False):
-            out += ["--mount", b]
-        for pair in env:
-            out += ["--env", pair]
-        # the image's /etc/rc, which enroot import writes for a Docker image, is
-        # `exec ENTRYPOINT "$@"` (NVIDIA/enroot src/docker.sh): torchpod is not named again
-        return out + [Sh('"$SQSH"'), *inner[1:]]
-    if spec.runtime in ("podman", "docker"):
-        if spec.runtime == "podman":
-            out = ["podman-hpc", "run", "--rm", "--gpu"]
-            for prefix in sorted({name.split("_")[0] + "_*" for name in forward}):  # SLURM_*, or PBS_* and PALS_*
-                out += ["--env", prefix]
-        else:
-            out = ["docker", "run", "--rm", "--gpus", "all", "--ulimit", "memlock=-1"]
-            for name in forward:
-                out += ["-e", name]
-        out += ["--network", "host", "--ipc", "host"]
-        for b in binds:
-            out += ["-v", b]
-        out += ["-w", WORKDIR]
-        for pair in env:
-            out += ["-e", pair]
-        return out + [spec.image, *inner[1:]]  # the image's ENTRYPOINT is torchpod
-    return (["env", *env] if env else []) + inner
+    return RUNTIMES[spec.runtime].command(spec, forward)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """One container runtime of the HPC scripts: how the job fetches the image once, and
+    the argv that runs torchpod in it on one node."""
+
+    name: str
+    prepare: Callable[..., list]  # (spec, per_node argv prefix) -> lines run once per job
+    command: Callable[..., list]  # (spec, the scheduler's variables to forward) -> argv
+    pyxis: bool = False  # under Slurm, srun runs the image itself (pyxis' --container-image)
+
+
+RUNTIMES: dict[str, Runtime] = {r.name: r for r in (
+    Runtime("apptainer", _sif, _apptainer),
+    Runtime("enroot", _sqsh, _enroot, pyxis=True),
+    Runtime("podman", _podman_pull, _podman),
+    Runtime("docker", _docker_pull, _docker),
+    Runtime("none", lambda spec, per_node: [], _bare),  # the nodes' own environment has torchpod
+)}
+DEFAULT_RUNTIME = "apptainer"  # what an HPC job uses when --runtime is not given
 
 
 def slurm_script(spec: JobSpec, header: list[str]) -> str:
@@ -237,7 +284,7 @@ def slurm_script(spec: JobSpec, header: list[str]) -> str:
     prep = prepare(spec, step)
     if prep:
         lines += ["# the image, fetched or converted once for the whole job", *prep, ""]
-    if spec.runtime == "enroot":
+    if RUNTIMES[spec.runtime].pyxis:
         # pyxis: --container-mounts=SRC:DST[:FLAGS][,...] (NVIDIA/pyxis README)
         mounts: list = []
         for b in _binds(spec, SLURM_VARS):

@@ -16,14 +16,14 @@ from torchpod.fabric import by_name as fabric_record
 from torchpod.fabric import presets as presets_mod
 from torchpod.contract import ETCD_PORT, SITE_LIB
 
-from . import jobs
+from . import hpc, jobs
 
 # Kubernetes schedulers render YAML; HPC schedulers render a batch script: jobs.KINDS.
 KUBE, HPC = jobs.KUBE, jobs.HPC
 SCHEDULERS = jobs.NAMES
 RDMA = ("none", "hostnetwork", "device-plugin")
 RDZV = ("c10d", "etcd")
-RUNTIMES = ("apptainer", "enroot", "podman", "docker", "none")
+RUNTIMES = tuple(hpc.RUNTIMES)  # one record per container runtime: hpc.RUNTIMES
 
 
 # Bounds on the counts: far above any cluster torchpod targets, low enough that a typo
@@ -111,7 +111,8 @@ class JobSpec:
                                 only=lambda s: not s.etcd_server)
     etcd_server: bool = option(False, help="render an etcd Pod and Service next to the job (with --rdzv etcd)")
     # "" means apptainer for HPC schedulers, none for Kubernetes (spec.check)
-    runtime: str = option("", help="HPC container runtime: apptainer (default), enroot, podman, docker or none",
+    runtime: str = option("", help="HPC container runtime: " + jobs.choices(tuple(
+                              n + " (default)" if n == hpc.DEFAULT_RUNTIME else n for n in hpc.RUNTIMES)),
                           always=True, only=lambda s: not s.kube)
     queue: str = option("", help="Volcano queue, Slurm partition or PBS queue")
     walltime: str = option("01:00:00", help="HPC wall time, HH:MM:SS", only=lambda s: not s.kube)
@@ -354,7 +355,7 @@ def check(spec: JobSpec) -> JobSpec:
             raise InputError(f"--gpus-per-node={spec.gpus_per_node} but preset {spec.preset} is a shape with "
                              f"{shape.gpus_per_node} GPUs; expected {shape.gpus_per_node} or fewer")
     spec = _check_rdzv(spec)
-    runtime = spec.runtime or ("apptainer" if not spec.kube else "none")
+    runtime = spec.runtime or (hpc.DEFAULT_RUNTIME if not spec.kube else "none")
     if runtime not in RUNTIMES:
         raise InputError(f"--runtime={spec.runtime!r} is unknown; expected one of {', '.join(RUNTIMES)}")
     if spec.kube and runtime != "none":
