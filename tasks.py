@@ -133,7 +133,7 @@ def wheels(c, image=DEFAULT_IMAGE, arch=""):
         raise _abort(exc) from None
 
 
-# Test tiers, in the order `all` runs them (README "Tests"): unit has no processes, servers
+# Test tiers, in the order `all` runs them (docs/testing.md, "Tiers"): unit has no processes, servers
 # or Docker; integration starts processes and local servers; image and cluster need Docker.
 TIERS = ("unit", "integration", "image", "cluster")
 
@@ -153,7 +153,7 @@ def test(c, tier="all", build_images=True, pytest_args=""):
         # and the images under test then always match the tree, never a stale build.
         for defn in (d for d in _defs().values() if d.ci):
             # a variant's upstream plugin source is unreachable here: CI builds it from the
-            # tests' stand-in plugin, through the same definition key (README, "CI")
+            # tests' stand-in plugin, through the same definition key (docs/images.md, "CI")
             build(c, image=defn.name, netplugin_tarball="test" if defn.aws_ofi_nccl else "")
         if os.environ.get("TORCHPOD_PRUNE_BUILD_CACHE") == "1":
             # CI builds once and never again: free BuildKit's cache (~18 GB) before the

@@ -1,6 +1,6 @@
 """Shared fixtures: the Docker engine, image definitions, tools, and container cleanup.
 
-Tiers (README "Tests"): ``unit`` (pure: no process, server or Docker), ``integration``
+Tiers (docs/testing.md, "Tiers"): ``unit`` (pure: no process, server or Docker), ``integration``
 (local processes and servers: torchrun, scontrol, HTTP), ``image`` (inside built images,
 a real registry), ``cluster`` (containers as nodes).
 
