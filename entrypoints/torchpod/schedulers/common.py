@@ -78,7 +78,8 @@ def int_var(env: Env, name: str, *, minimum: int = 0, hint: str = "") -> int | N
 
 
 def rdzv_port(env: Env) -> tuple[int, tuple[str, ...]]:
-    """The port for endpoints torchpod builds itself (TORCHPOD_RDZV_PORT, else 29400)."""
+    """The port for endpoints torchpod builds itself (TORCHPOD_RDZV_PORT, else
+    contract.RDZV_PORT_DEFAULT)."""
     found = get(env, ENV_RDZV_PORT.name)
     if found is None:
         return RDZV_PORT_DEFAULT, ()
@@ -95,7 +96,7 @@ def rdzv_port(env: Env) -> tuple[int, tuple[str, ...]]:
 def master_endpoint(env: Env, addr_names: Sequence[str], port_names: Sequence[str]
                     ) -> tuple[Endpoint, tuple[str, ...]] | None:
     """The one rule for MASTER_ADDR-style variables: the first address set, with the port
-    from the first port variable set, else TORCHPOD_RDZV_PORT / 29400. An address that
+    from the first port variable set, else rdzv_port's. An address that
     carries a port (``node0:1234``) is split, with a note; a port variable that disagrees
     with it is an error naming both. The note names where each came from; the
     ephemeral-port warning only when torchpod chose the port. None when no address

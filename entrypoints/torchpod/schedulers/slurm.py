@@ -15,6 +15,7 @@ import itertools
 import math
 import re
 
+from ..contract import ENV_SCHEDULER
 from ..errors import InputError
 from ..options import UserOptions
 from .common import (
@@ -253,7 +254,7 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
         raise InputError(
             f"{why} SLURM_JOB_NODELIST is empty or missing; expected the "
             "allocation's host list, e.g. 'gpu[001-004]'; run inside an sbatch/salloc "
-            "allocation, or unset " + ("SLURM_JOB_ID" if job else "TORCHPOD_SCHEDULER")
+            "allocation, or unset " + ("SLURM_JOB_ID" if job else ENV_SCHEDULER.name)
         )
     hosts = facts.slurm_hosts or expand_hostlist(*list_var)
     notes = [f"hosts from {list_var[0]}={list_var[1]}"]

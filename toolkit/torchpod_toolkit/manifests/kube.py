@@ -228,7 +228,7 @@ def runai_command(spec: JobSpec) -> list[str]:
 
 
 def etcd_objects(spec: JobSpec) -> list[Obj]:
-    """One etcd serving the v2 API and a Service in front of it (``<job>-etcd:2379``)."""
+    """One etcd serving the v2 API and a Service in front of it (``<job>-etcd:ETCD_PORT``)."""
     labels = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/instance": spec.etcd_service}
     pod = {
         "apiVersion": "v1", "kind": "Pod", "metadata": _meta(spec, spec.etcd_service, labels=labels),

@@ -1,0 +1,202 @@
+"""torchpod.contract: each shared fact written once, --help generated from the settings
+table, every TORCHPOD_* name the launcher mentions in that table, the Dockerfile and the
+example workloads in step with it, and its values held to the upstream facts they cite."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import torchpod.cli as cli
+from torchpod import contract
+from torchpod.contract import SETTINGS
+
+ROOT = Path(__file__).resolve().parents[2]
+LAUNCHER = ROOT / "entrypoints" / "torchpod"
+TOOLKIT = ROOT / "toolkit" / "torchpod_toolkit"
+NAME = re.compile(r"TORCHPOD_[A-Z_]*[A-Z]")
+
+
+def _sources(folder: Path, *patterns: str) -> list[Path]:
+    return sorted(p for pattern in patterns for p in folder.rglob(pattern) if "__pycache__" not in p.parts)
+
+
+def test_every_torchpod_name_in_the_launcher_is_in_the_table():
+    known = {s.name for s in SETTINGS} | set(contract.OUTPUTS)
+    for path in _sources(LAUNCHER, "*.py", "*.json"):
+        unknown = set(NAME.findall(path.read_text())) - known
+        assert not unknown, f"{path.relative_to(ROOT)} names {sorted(unknown)}: add them to contract.SETTINGS"
+
+
+def test_help_lists_every_setting_with_its_meaning_and_default(capsys):
+    assert cli.main(["--help"], {}) == 0
+    out = capsys.readouterr().out
+    flat = " ".join(out.split())
+    at = [out.index(f"  {s.name}\n") for s in SETTINGS]
+    assert at == sorted(at), "--help lists the settings in the table's order"
+    for s in SETTINGS:
+        assert " ".join(s.meaning.split()) in flat, s.name
+        if s.default is not None:
+            assert f"(default: {s.default})" in flat, s.name
+
+
+def test_help_names_the_two_settings_it_used_to_omit(capsys):
+    cli.main(["--help"], {})
+    out = capsys.readouterr().out
+    assert "TORCHPOD_SITE_LIB" in out and "TORCHPOD_SYSFS_ROOT" in out
+
+
+def test_the_table_has_one_record_per_name():
+    names = [s.name for s in SETTINGS]
+    assert len(names) == len(set(names)) and all(NAME.fullmatch(n) for n in names)
+    assert not set(names) & set(contract.OUTPUTS)
+
+
+# Reads of a setting by its literal name, e.g. env.get("TORCHPOD_X") or get(env, "TORCHPOD_X"):
+# the launcher reads settings through the table (contract.ENV_*.name).
+LITERAL_READ = re.compile(r"""(?:\.get\(|get\(env,\s*|env\[)\s*["']TORCHPOD_""")
+# Modules of the fabric package that still read a setting by name (owned by the fabric
+# work; each must leave this set once it reads contract.ENV_SITE_LIB / ENV_PRESET).
+PENDING = {"fabric/site.py", "fabric/presets.py"}
+
+
+def test_the_launcher_reads_settings_through_the_table():
+    readers = {str(p.relative_to(LAUNCHER)) for p in _sources(LAUNCHER, "*.py") if LITERAL_READ.search(p.read_text())}
+    assert readers - PENDING == set(), "read TORCHPOD_* through contract.ENV_*.name"
+    assert readers >= PENDING, f"{sorted(PENDING - readers)} no longer read by name: drop them from PENDING"
+
+
+@pytest.mark.parametrize("name, value, needle", [
+    ("TORCHPOD_SCHEDULER", "lsf", "is not a known scheduler"),
+    ("TORCHPOD_RDZV_PORT", "70000", "TORCHPOD_RDZV_PORT"),
+    ("TORCHPOD_RDZV_TIMEOUT", "soon", "TORCHPOD_RDZV_TIMEOUT"),
+    ("TORCHPOD_PRESET", "no-such-shape", "TORCHPOD_PRESET"),
+    ("TORCHPOD_SCHEDULER", "slurm\n; rm -rf /", "TORCHPOD_SCHEDULER"),
+])
+def test_a_bad_setting_is_one_line_naming_it(name, value, needle, capsys, tmp_path):
+    env = {name: value, "TORCHPOD_SYSFS_ROOT": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""}
+    if name in ("TORCHPOD_RDZV_PORT", "TORCHPOD_RDZV_TIMEOUT"):  # read only where an endpoint is built
+        env.update({"SLURM_JOB_ID": "1", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NODEID": "0",
+                    "SLURM_STEP_ID": "0", "TORCHPOD_HOSTNAME": "n1"})
+    assert cli.main(["plan", "--", "train.py"], env) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0] and name in err[0], err
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.text())
+def test_setting_is_the_value_without_surrounding_blanks(value):
+    for s in SETTINGS:
+        assert contract.setting({s.name: value}, s) == value.strip()
+        assert contract.setting({}, s) == ""
+
+
+@settings(deadline=None, max_examples=50)
+@given(st.lists(st.text(min_size=1), min_size=1, max_size=4))
+def test_environment_help_keeps_every_meaning_whole(meanings):
+    table = [contract.Setting(f"TORCHPOD_X{i}", m) for i, m in enumerate(meanings)]
+    text = cli.environment_help(table)
+    flat = " ".join(text.split())
+    for s in table:
+        assert f" {s.name} " in f" {flat} " and " ".join(s.meaning.split()) in flat
+
+
+# --- each literal once --------------------------------------------------------------
+SHARED = [r"\b23456\b", r"\b29500\b", r"\b29400\b", r"\b2379\b", r"/opt/torchpod/", r"""["']/sys["']""",
+          r"io\.torchpod\.", r"""["']TORCHPOD_RESULT """]
+
+
+def _code_only(path: Path) -> str:
+    """The file's code, its docstrings and comments left out: prose may name a value, the
+    code must take it from the contract."""
+    tree = ast.parse(path.read_text())
+    docs = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            docs.add(id(body[0].value))
+    parts = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, (str, int)) and id(node) not in docs:
+            parts.append(repr(node.value))
+    return "\n".join(parts)
+
+
+# Literals left in modules outside this change (an example port in values.py's error hints,
+# the result line bench_allreduce prints): each must leave this list once it imports the
+# contract's name, and the test fails if one is listed but gone.
+NOT_YET = {"entrypoints/torchpod/values.py": [r"\b29400\b"],
+           "entrypoints/torchpod/bench_allreduce.py": [r"""["']TORCHPOD_RESULT """]}
+
+
+@pytest.mark.parametrize("path", [p for p in _sources(LAUNCHER, "*.py") + _sources(TOOLKIT, "*.py")
+                                  + [ROOT / "tasks.py"] if p.name != "contract.py"],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_shared_literal_outside_the_contract(path):
+    code = _code_only(path)
+    found = [pattern for pattern in SHARED if re.search(pattern, code)]
+    assert found == NOT_YET.get(str(path.relative_to(ROOT)), []), \
+        f"{path.relative_to(ROOT)} writes {found}: import it from torchpod.contract"
+
+
+def test_the_contract_is_a_leaf_of_the_standard_library():
+    tree = ast.parse((LAUNCHER / "contract.py").read_text())
+    relative = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level}
+    assert relative <= {"arch"}, relative  # arch.py owns the architecture names; the contract re-exports them
+    assert contract.ARCHES is __import__("torchpod.arch").arch.ARCHES
+
+
+def test_the_dockerfile_names_the_contracts_image_paths():
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    for path in (contract.IMAGE_PLUGIN_DIR, contract.IMAGE_PLUGIN_LIBFABRIC):
+        assert path in dockerfile, path
+    # every /opt/torchpod path it writes is one the contract knows (or under one)
+    known = (contract.IMAGE_PLUGIN_DIR, contract.SITE_LIB, contract.SITE_DEPS, contract.EXAMPLES_DIR)
+    for used in set(re.findall(r"/opt/torchpod/[A-Za-z0-9_./-]*[A-Za-z0-9_]", dockerfile)):
+        assert used.startswith(known), used
+    assert "ARG EXAMPLES_DIR" in dockerfile  # filled from contract.EXAMPLES_DIR by commands.build_command
+    assert "pip_selection" not in dockerfile  # a function that does not exist
+
+
+def test_the_build_passes_the_contracts_examples_dir():
+    from torchpod_toolkit import commands
+
+    assert commands.EXAMPLES_DIR is contract.EXAMPLES_DIR
+
+
+def test_the_result_prefix_is_what_the_workloads_print():
+    tree = ast.parse((ROOT / "examples" / "common.py").read_text())
+    values = [n.value.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
+              and any(getattr(t, "id", "") == "RESULT_PREFIX" for t in n.targets)]
+    assert values == [contract.RESULT_PREFIX]
+    assert contract.RESULT_PREFIX in (LAUNCHER / "bench_allreduce.py").read_text()
+
+
+def test_labels_are_prefixed_and_distinct():
+    assert contract.label("arch") == "io.torchpod.arch"
+    assert len(set(contract.LABEL_KEYS)) == len(contract.LABEL_KEYS)
+
+
+# --- the values against the upstream facts they cite ----------------------------------
+def test_ports_are_the_upstream_defaults():
+    assert contract.PYTORCHJOB_PORT == 23456  # training-operator PyTorchJobDefaultPort; Volcano DefaultPort
+    assert contract.TRAINER_PORT == 29500  # kubeflow/trainer ContainerTrainerPort
+    assert contract.ETCD_PORT == 2379  # etcd's IANA client port
+    lo, hi = contract.EPHEMERAL_PORTS
+    assert not lo <= contract.RDZV_PORT_DEFAULT <= hi
+
+
+def test_torch_agrees_where_it_is_installed():
+    torch_run = pytest.importorskip("torch.distributed.run", reason="torch is not installed on this host")
+    from torch.distributed.elastic.rendezvous import c10d_rendezvous_backend as c10d
+
+    assert c10d.DEFAULT_PORT == contract.RDZV_PORT_DEFAULT
+    # --master-port defaults to None in the parser; run() fills in the port when it is unset
+    # (torch/distributed/run.py, run: `if args.master_port is None: args.master_port = 29500`)
+    source = Path(torch_run.__file__).read_text()
+    assert f"args.master_port = {contract.TORCHRUN_MASTER_PORT}" in source
