@@ -55,6 +55,62 @@ def test_only_the_launcher_and_examples_enter_the_build_context():
     assert sources and all(where.get(s, s).rstrip("/") in allowed for s in sources), sources
 
 
+# What the toolkit (and tasks.py) may take from the launcher: the contract (every shared fact)
+# and the error family, whole; beyond them only these documented public names.
+# (module, name) for `from module import name`; a module imported whole lists the attributes
+# the toolkit may use on it.
+TOOLKIT_MAY_IMPORT_WHOLE = {"torchpod.contract", "torchpod.errors"}
+LAUNCHER_PUBLIC_API = {
+    ("torchpod.arch", "Arch"),  # arch.py owns the architecture names; torchpod.contract re-exports them
+    ("torchpod.arch", "normalise_arch"),
+    ("torchpod.fabric", "by_name"),  # a fabric's record: the host paths a job binds for its net plugin
+    ("torchpod.fabric", "presets"),  # shape presets, through presets.load()
+    ("torchpod", "netplugin"),  # netplugin.wanted(): the plugin API versions an NCCL asks for
+}
+LAUNCHER_PUBLIC_ATTRIBUTES = {"presets": {"load"}, "netplugin": {"wanted"}}
+
+
+def _launcher_imports(path: Path) -> list[tuple[str, str, str]]:
+    """(module, name, local alias) of every import from the launcher package in ``path``."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out += [(a.name, "", a.asname or a.name) for a in node.names if a.name.split(".")[0] == "torchpod"]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and node.module.split(".")[0] == "torchpod":
+            out += [(node.module, a.name, a.asname or a.name) for a in node.names]
+    return out
+
+
+TOOLKIT_SOURCES = sorted(p for p in TOOLKIT.rglob("*.py") if "__pycache__" not in p.parts) + [ROOT / "tasks.py"]
+
+
+@pytest.mark.parametrize("path", TOOLKIT_SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_toolkit_takes_from_the_launcher_only_the_contract_and_public_names(path):
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for module, name, alias in _launcher_imports(path):
+        if module in TOOLKIT_MAY_IMPORT_WHOLE:
+            continue
+        assert (module, name) in LAUNCHER_PUBLIC_API, \
+            f"{path.relative_to(ROOT)} imports {name or module} from {module}: take it from torchpod.contract"
+        allowed = LAUNCHER_PUBLIC_ATTRIBUTES.get(name)
+        if allowed is not None:
+            used = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                    and isinstance(n.value, ast.Name) and n.value.id == alias}
+            assert used <= allowed, f"{path.relative_to(ROOT)} uses {sorted(used - allowed)} of {name}"
+
+
+def test_the_public_names_exist():
+    import importlib
+    import importlib.util
+
+    for module, name in LAUNCHER_PUBLIC_API:  # a name in the module, or a submodule of that name
+        found = hasattr(importlib.import_module(module), name) or importlib.util.find_spec(f"{module}.{name}")
+        assert found, (module, name)
+    for module, attrs in (("torchpod.fabric.presets", {"load"}), ("torchpod.netplugin", {"wanted"})):
+        assert all(callable(getattr(importlib.import_module(module), a)) for a in attrs)
+
+
 def test_toolkit_is_a_separate_package_the_launcher_never_names():
     assert (TOOLKIT / "__init__.py").exists()
     for path in LAUNCHER.rglob("*.py"):

@@ -1,0 +1,196 @@
+"""manifests/jobs.py: the one table of job kinds, checked against the launcher's detectors,
+the harness's scenarios, the operator models and the renderers; JobSpec's options declared
+once (flags, defaults, help, the Regenerate line and its parser); one record per runtime."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from torchpod import schedulers
+from torchpod.errors import InputError
+from torchpod.resolve import resolve
+from torchpod.schedulers.common import Facts
+from torchpod.torchrun_flags import split_command_line
+from torchpod_toolkit.cluster import topology
+from torchpod_toolkit.manifests import hpc, jobs, kube, operators, render, spec as spec_mod
+from torchpod_toolkit.manifests.spec import JobSpec, check
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE = "registry.example.com/torchpod/pytorch:2.13.0-cuda13.0"
+KINDS = [pytest.param(k, id=k.name) for k in jobs.KINDS]
+
+
+def _plans(topo, tmp_path):
+    plans = []
+    for node in topo.nodes:
+        env = dict(node.env)
+        for path, text in node.files:  # PBS_NODEFILE under a temp root
+            target = tmp_path / path.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+            env = {k: (str(target) if v == path else v) for k, v in env.items()}
+        env = {k: v.replace(topology.IP_OF_NODE0, "10.0.0.10") for k, v in env.items()}
+        env["CUDA_VISIBLE_DEVICES"] = ""
+        plans.append(resolve(env, Facts(hostname=node.hostname), split_command_line(["x.py"])))
+    return plans
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_kind_runs_in_the_harness_as_its_detector_on_its_port(kind, tmp_path):
+    assert kind.detector in schedulers.NAMES
+    scenario = topology.SCENARIOS[kind.scenario]
+    assert scenario.detector == kind.detector
+    topo = topology.build(kind.scenario, 2, "job-1")
+    plans = _plans(topo, tmp_path)
+    assert {p.scheduler for p in plans} == {kind.detector} == {topo.scheduler}
+    assert {p.rdzv_endpoint.port for p in plans} == {kind.port}
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k.values[0].kube])
+def test_a_kube_kinds_manifest_is_its_operator_model(kind):
+    request = check(JobSpec(kind.name, 2, IMAGE, ("train.py",)))
+    job = operators.job_object(kube.objects(request))
+    assert operators.MODELS[(job["apiVersion"], job["kind"])] is kind.model
+    pods = operators.pods(kube.objects(request))
+    assert jobs.of_pods(kind.model, {k for k, _ in pods[0].env}).detector == kind.detector
+    header = render.header(request, "f.yaml")
+    assert f"# Submit: {kind.submit} f.yaml   (needs {kind.requires})" in header
+    assert f"port {kind.port};" in "\n".join(header)
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if not k.values[0].kube])
+def test_an_hpc_kind_renders_its_script(kind):
+    (out,) = render.render(JobSpec(kind.name, 2, IMAGE, ("train.py",)))
+    assert out.name == f"train.{kind.name}.{kind.suffix}"
+    assert f"# Submit: {kind.submit} {out.name}" in out.text and f"port {kind.port};" in out.text
+    assert kind.model is None and kind.requires is None
+
+
+def test_the_table_is_what_every_user_lists():
+    assert spec_mod.SCHEDULERS == jobs.NAMES == tuple(k.name for k in jobs.KINDS)
+    assert set(spec_mod.KUBE) | set(spec_mod.HPC) == set(jobs.NAMES) and not set(spec_mod.KUBE) & set(spec_mod.HPC)
+    assert {k.scenario for k in jobs.KINDS} <= set(topology.SCENARIOS)
+    assert {k.submit for k in jobs.KINDS if not k.kube} == set(hpc.SCRIPTS)
+    assert {k.model for k in jobs.KINDS if k.kube} == set(operators.MODELS.values())
+    # the harness's scenarios that no job renders are conventions with detectors of their own
+    assert {s.detector for n, s in topology.SCENARIOS.items() if n not in jobs.NAMES} <= set(schedulers.NAMES)
+
+
+def test_every_kube_kind_is_rendered():
+    for name in jobs.KUBE:
+        assert kube.objects(check(JobSpec(name, 2, IMAGE, ("t.py",))))
+
+
+def test_a_manifest_maps_to_the_detector_by_its_operator_and_marker():
+    plain = check(JobSpec("kubeflow", 2, IMAGE, ("t.py",)))
+    runai = check(JobSpec("runai", 2, IMAGE, ("t.py",)))
+    assert topology.from_manifest(kube.objects(plain)).scheduler == "kubeflow"
+    assert topology.from_manifest(kube.objects(runai)).scheduler == "runai"
+    assert topology.from_manifest(kube.objects(check(JobSpec("trainer", 2, IMAGE, ("t.py",))))).scheduler == "kubeflow"
+    assert topology.from_manifest(kube.objects(check(JobSpec("volcano-master", 2, IMAGE, ("t.py",))))).scheduler \
+        == "volcano"
+
+
+@pytest.mark.parametrize("name", ["lsf", "", "Slurm", "slurm\n", "volcano\x00"])
+def test_an_unknown_kind_is_one_error_naming_the_flag(name):
+    with pytest.raises(InputError, match=r"--scheduler=.* is unknown; expected one of volcano, "):
+        jobs.kind(name)
+    with pytest.raises(InputError, match="--scheduler="):
+        check(JobSpec(name, 2, IMAGE, ("t.py",)))
+
+
+def test_choices_reads_as_a_list():
+    assert jobs.choices(("a",)) == "a" and jobs.choices(("a", "b", "c")) == "a, b or c"
+
+
+# --- JobSpec options, declared once ---------------------------------------------------
+def _tasks_module():
+    spec = importlib.util.spec_from_file_location("tasks_under_test", ROOT / "tasks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_field_but_the_command_is_an_option():
+    names = [f.name for f in fields(JobSpec)]
+    assert [n for n, _ in spec_mod.options()] == [n for n in names if n != "command"]
+    assert spec_mod.required() == ("scheduler", "nodes", "image")
+
+
+def test_the_manifests_task_is_generated_from_the_options():
+    task = _tasks_module().manifests
+    params = inspect.signature(task.body).parameters
+    names = list(params)[1:]
+    assert names[:len(spec_mod.options())] == [n for n, _ in spec_mod.options()]
+    assert names[len(spec_mod.options()):] == ["out", "refresh", "force"]
+    for name, default, text in spec_mod.cli_options():
+        assert params[name].default == default and task.help[name] == text
+    assert task.help["scheduler"] == jobs.choices()
+    assert params["nodes"].default == "2" and params["gpus_per_node"].default == "8"
+
+
+def test_the_parser_knows_every_flag_and_no_other():
+    parser = render._parser()
+    flags = {o for a in parser._actions for o in a.option_strings}
+    assert flags == {spec_mod.flag(n) for n, _ in spec_mod.options()}
+    with pytest.raises(InputError, match="unrecognized arguments"):
+        render.parse_invoke_line(f"invoke manifests --scheduler slurm --nodes 2 --image {IMAGE} --command x -- t.py")
+
+
+@pytest.mark.parametrize("missing", ["scheduler", "nodes", "image"])
+def test_a_regenerate_line_without_a_required_option_is_refused(missing):
+    given = {"scheduler": "slurm", "nodes": "2", "image": IMAGE}
+    del given[missing]
+    line = "invoke manifests " + " ".join(f"--{k} {v}" for k, v in given.items()) + " -- t.py"
+    with pytest.raises(InputError, match=f"the line has no --{missing};"):
+        render.parse_invoke_line(line)
+
+
+_TEXT = {"queue": "gpu", "walltime": "02:00:00", "project": "team-b", "namespace": "ml"}
+
+
+@settings(deadline=None, max_examples=60)
+@given(kind=st.sampled_from(jobs.NAMES), nodes=st.integers(2, 9), gpus=st.integers(0, 8),
+       extra=st.dictionaries(st.sampled_from(sorted(_TEXT)), st.booleans()),
+       command=st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), min_size=1),
+                        min_size=1, max_size=3))
+def test_the_regenerate_line_round_trips_through_its_parser(kind, nodes, gpus, extra, command):
+    chosen = {k: _TEXT[k] for k, on in extra.items() if on}
+    if kind != "runai":
+        chosen.pop("project", None)
+    if kind in jobs.KUBE:
+        chosen.pop("walltime", None)
+    spec = check(JobSpec(kind, nodes, IMAGE, tuple(command), gpus_per_node=gpus, **chosen))
+    line = render.invoke_line(spec)
+    assert check(render.parse_invoke_line(line)) == spec
+    for name, how in spec_mod.options():  # only the flags the job needs: defaults and other kinds' left out
+        if how.only is not None and not how.only(spec):
+            assert f" {spec_mod.flag(name)} " not in line.split(" -- ")[0] + " "
+
+
+# --- container runtimes -------------------------------------------------------------
+def test_one_record_per_runtime():
+    assert spec_mod.RUNTIMES == tuple(hpc.RUNTIMES) == ("apptainer", "enroot", "podman", "docker", "none")
+    assert all(name == r.name for name, r in hpc.RUNTIMES.items())
+    assert check(JobSpec("slurm", 2, IMAGE, ("t.py",))).runtime == hpc.DEFAULT_RUNTIME
+    assert check(JobSpec("volcano", 2, IMAGE, ("t.py",))).runtime == "none"
+
+
+@pytest.mark.parametrize("runtime", list(hpc.RUNTIMES))
+@pytest.mark.parametrize("kind", list(jobs.HPC))
+def test_every_runtime_starts_torchpod_under_every_batch_system(kind, runtime):
+    (out,) = render.render(JobSpec(kind, 2, IMAGE, ("train.py",), runtime=runtime))
+    last = out.text.rstrip("\n").splitlines()[-1]
+    assert "train.py" in last and ("torchpod" in last or runtime in ("enroot", "podman", "docker"))
+    assert f"(container runtime: {runtime}" in out.text
+
+
+def test_an_unknown_runtime_is_one_error_naming_the_flag():
+    with pytest.raises(InputError, match=r"--runtime='singularity' is unknown; expected one of apptainer, "):
+        check(JobSpec("slurm", 2, IMAGE, ("t.py",), runtime="singularity"))
