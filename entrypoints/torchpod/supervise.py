@@ -58,6 +58,28 @@ def _foreground_child() -> None:  # runs in the child between fork and exec
         pass
 
 
+def _reap(proc: subprocess.Popen) -> int | None:
+    """Wait for ``proc`` as PID 1 must: reaping every child that exits meanwhile (orphans
+    re-parented to us), then whatever is left without blocking. None: it was never seen."""
+    code = None
+    while code is None:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        if pid == proc.pid:
+            code = exit_status(status)
+            proc.returncode = code  # Popen must not wait for it again
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+    return code
+
+
 def supervise(argv: Sequence[str], env: Mapping[str, str],
               handled: Collection[str] | None = None) -> int:
     """Start ``argv`` with ``env``, forward signals to it, reap, return its exit code.
@@ -101,22 +123,7 @@ def supervise(argv: Sequence[str], env: Mapping[str, str],
         child.append(proc)
         for signum in pending:
             forward(signum, None)
-        code = None
-        while code is None:
-            try:
-                pid, status = os.waitpid(-1, 0)
-            except ChildProcessError:
-                break
-            if pid == proc.pid:
-                code = exit_status(status)
-                proc.returncode = code  # Popen must not wait for it again
-        while True:  # reap whatever else is left without blocking
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
+        code = _reap(proc)
         if code == 1 and stopped_by:
             return 128 + stopped_by[0]
         return 1 if code is None else code

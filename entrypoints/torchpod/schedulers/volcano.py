@@ -121,38 +121,8 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
         hosts.extend(tasks[task])
     hosts_t = tuple(hosts)
 
-    mine = _own_task(env, facts, tasks, order)
-    rank_var = get(env, "RANK")
-    if index_var is None:
-        raise InputError(
-            "VC_TASK_INDEX is not set; expected this pod's index within its task (0, 1, ...); "
-            "add the env plugin: `plugins: {env: [], svc: []}`"
-        )
-    task_index = parse_int(*index_var, hint="Volcano's env plugin sets it to the pod's index")
-    if mine is not None:
-        if task_index >= len(tasks[mine]):
-            raise InputError(
-                f"{index_var[0]}={index_var[1]!r} is outside VC_{mine}_HOSTS "
-                f"({len(tasks[mine])} hosts); expected 0-{len(tasks[mine]) - 1}; "
-                "were the variables copied from another pod?"
-            )
-        node = offsets[mine] + task_index
-        notes.append(f"task {mine} index {task_index} -> node {node} of {len(hosts_t)} ({source})")
-    elif rank_var is not None:
-        node = parse_int("RANK", rank_var[1], hint="the Volcano pytorch plugin sets the pod rank")
-        notes.append(f"node {node} from RANK (Volcano pytorch plugin)")
-    else:
-        raise InputError(
-            f"cannot tell which Volcano task this pod belongs to: hostname "
-            f"{facts.hostname!r} is not in {', '.join('VC_%s_HOSTS' % t for t in order)}; "
-            "expected a pod of this job; under hostNetwork expose the pod name as POD_NAME "
-            "(fieldRef metadata.name)"
-        )
-    if node >= len(hosts_t):
-        raise InputError(
-            f"node index {node} (from {index_var[0]}={index_var[1]!r}) is outside the "
-            f"{len(hosts_t)} hosts of tasks {', '.join(order)}; expected 0-{len(hosts_t) - 1}"
-        )
+    node, note = _node(env, facts, tasks, order, offsets, source)
+    notes.append(note)
 
     port, port_notes = rdzv_port(env)
     master = get(env, "MASTER_ADDR")
@@ -179,6 +149,46 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
         local_addr=hosts_t[node],
         notes=tuple(notes) + port_notes,
     )
+
+
+def _node(env: Env, facts: Facts, tasks, order, offsets, source: str) -> tuple[int, str]:
+    """This pod's node index among every task's hosts, and a note on how it was found: its
+    own task (by name) and VC_TASK_INDEX, else the pytorch plugin's RANK."""
+    index_var = get(env, "VC_TASK_INDEX", "VK_TASK_INDEX")
+    total = sum(len(tasks[t]) for t in order)
+    mine = _own_task(env, facts, tasks, order)
+    rank_var = get(env, "RANK")
+    if index_var is None:
+        raise InputError(
+            "VC_TASK_INDEX is not set; expected this pod's index within its task (0, 1, ...); "
+            "add the env plugin: `plugins: {env: [], svc: []}`"
+        )
+    task_index = parse_int(*index_var, hint="Volcano's env plugin sets it to the pod's index")
+    if mine is not None:
+        if task_index >= len(tasks[mine]):
+            raise InputError(
+                f"{index_var[0]}={index_var[1]!r} is outside VC_{mine}_HOSTS "
+                f"({len(tasks[mine])} hosts); expected 0-{len(tasks[mine]) - 1}; "
+                "were the variables copied from another pod?"
+            )
+        node = offsets[mine] + task_index
+        note = f"task {mine} index {task_index} -> node {node} of {total} ({source})"
+    elif rank_var is not None:
+        node = parse_int("RANK", rank_var[1], hint="the Volcano pytorch plugin sets the pod rank")
+        note = f"node {node} from RANK (Volcano pytorch plugin)"
+    else:
+        raise InputError(
+            f"cannot tell which Volcano task this pod belongs to: hostname "
+            f"{facts.hostname!r} is not in {', '.join('VC_%s_HOSTS' % t for t in order)}; "
+            "expected a pod of this job; under hostNetwork expose the pod name as POD_NAME "
+            "(fieldRef metadata.name)"
+        )
+    if node >= total:
+        raise InputError(
+            f"node index {node} (from {index_var[0]}={index_var[1]!r}) is outside the "
+            f"{total} hosts of tasks {', '.join(order)}; expected 0-{total - 1}"
+        )
+    return node, note
 
 
 def _own_task(env: Env, facts: Facts, tasks, order) -> str | None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from torchpod.contract import ENV_PRESET, ETCD_PORT
 
+from .operators import RUNAI_SCHEDULER  # the operator model reads the same name
 from .spec import JobSpec
 
 Obj = dict[str, Any]
@@ -31,7 +32,6 @@ PORT_NAME = "pytorchjob-port"  # kubeflowv1.PyTorchJobDefaultPortName; Volcano's
 # etcd 3.5 is the last line with the v2 API torch's etcd-v2 rendezvous needs (--enable-v2;
 # 3.6 removed it). Pinned by tag, as the policy asks of every image.
 ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.21"
-RUNAI_SCHEDULER = "runai-scheduler"
 
 
 def launcher_args(spec: JobSpec, *, rdzv_from_operator: bool = False) -> list[str]:

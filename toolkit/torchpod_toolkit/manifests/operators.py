@@ -192,7 +192,24 @@ def volcano(job: Obj, node_names: Sequence[str] = ()) -> list[Pod]:
     return pods
 
 
+# Run:ai pods run under its own scheduler (kube.py renders it, the model reads it back).
 RUNAI_SCHEDULER = "runai-scheduler"
+
+
+def _elastic_env(elastic: Obj, worker0: str, worker_port: int, workers) -> list[tuple[str, str]]:
+    """What training-operator's elastic.go sets from an elasticPolicy."""
+    host = elastic.get("rdzvHost") or worker0
+    rport = elastic.get("rdzvPort") or worker_port
+    env = [("PET_RDZV_ENDPOINT", f"{host}:{rport}"), ("PET_RDZV_BACKEND", elastic.get("rdzvBackend") or "c10d")]
+    if elastic.get("minReplicas") is None and elastic.get("maxReplicas") is None:
+        env.append(("PET_NNODES", str(workers)))
+    else:
+        env.append(("PET_NNODES", f"{elastic.get('minReplicas')}:{elastic.get('maxReplicas')}"))
+    if elastic.get("maxRestarts") is not None:
+        env.append(("PET_MAX_RESTARTS", str(elastic["maxRestarts"])))
+    if elastic.get("rdzvConf"):
+        env.append(("PET_RDZV_CONF", ",".join(f"{c['key']}={c['value']}" for c in elastic["rdzvConf"])))
+    return env
 
 
 def pytorchjob(job: Obj, node_names: Sequence[str] = ()) -> list[Pod]:
@@ -238,18 +255,7 @@ def pytorchjob(job: Obj, node_names: Sequence[str] = ()) -> list[Pod]:
             if nproc is not None:
                 env.append(("PET_NPROC_PER_NODE", str(nproc)))
             if elastic:
-                host = elastic.get("rdzvHost") or f"{name}-worker-0"
-                rport = elastic.get("rdzvPort") or port_of("Worker")
-                env += [("PET_RDZV_ENDPOINT", f"{host}:{rport}"),
-                        ("PET_RDZV_BACKEND", elastic.get("rdzvBackend") or "c10d")]
-                if elastic.get("minReplicas") is None and elastic.get("maxReplicas") is None:
-                    env.append(("PET_NNODES", str(replicas["Worker"]["replicas"])))
-                else:
-                    env.append(("PET_NNODES", f"{elastic.get('minReplicas')}:{elastic.get('maxReplicas')}"))
-                if elastic.get("maxRestarts") is not None:
-                    env.append(("PET_MAX_RESTARTS", str(elastic["maxRestarts"])))
-                if elastic.get("rdzvConf"):
-                    env.append(("PET_RDZV_CONF", ",".join(f"{c_['key']}={c_['value']}" for c_ in elastic["rdzvConf"])))
+                env += _elastic_env(elastic, f"{name}-worker-0", port_of("Worker"), replicas["Worker"]["replicas"])
             else:
                 env.append(("PET_NNODES", str(total)))
             if tmpl.get("schedulerName") == RUNAI_SCHEDULER:
