@@ -35,7 +35,7 @@ RDZV_PORT_DEFAULT = 29400
 # torchrun's --master-port default (torch/distributed/run.py, get_args_parser).
 TORCHRUN_MASTER_PORT = 29500
 # training-operator's PyTorchJobDefaultPort (kubeflow/training-operator pkg/apis/kubeflow.org/
-# v1 pytorch_defaults.go) and the Volcano pytorch plugin's DefaultPort (volcano-sh/volcano
+# v1 pytorch_types.go) and the Volcano pytorch plugin's DefaultPort (volcano-sh/volcano
 # pkg/controllers/job/plugins/distributed-framework/pytorch/pytorch.go): both 23456.
 PYTORCHJOB_PORT = 23456
 # Trainer v2 fixes the trainer node's port (kubeflow/trainer pkg/constants, ContainerTrainerPort).
