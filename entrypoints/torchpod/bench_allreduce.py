@@ -23,6 +23,8 @@ import sys
 import time
 from datetime import timedelta
 
+from .contract import RESULT_PREFIX
+
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
@@ -110,7 +112,7 @@ def main(argv=None) -> int:
             with open(args.json, "w") as f:
                 json.dump({"world_size": world, "backend": backend, "rows": rows}, f, indent=2)
     peak = max(r["busbw_gbps"] for r in rows)
-    print("TORCHPOD_RESULT " + json.dumps({"workload": "allreduce_bench", "rank": rank, "world_size": world,
+    print(RESULT_PREFIX + json.dumps({"workload": "allreduce_bench", "rank": rank, "world_size": world,
                                            "hostname": socket.gethostname(), "backend": backend, "ok": ok,
                                            "peak_busbw_gbps": peak, "rows": rows}), flush=True)
     dist.destroy_process_group()

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
+from .contract import RDZV_PORT_DEFAULT
 from .errors import InputError
 
 Env = Mapping[str, str]
@@ -50,7 +51,7 @@ def parse_int(name: str, value: str, *, minimum: int = 0, hint: str = "") -> int
 
 def parse_port(name: str, value: str, *, hint: str = "", minimum: int = 1) -> int:
     """A TCP port (``minimum``-65535) from variable/option ``name``."""
-    port = parse_int(name, value, minimum=minimum, hint=hint or "a TCP port, e.g. 29400")
+    port = parse_int(name, value, minimum=minimum, hint=hint or f"a TCP port, e.g. {RDZV_PORT_DEFAULT}")
     if port > 65535:
         raise InputError(f"{name}={value!r} is not a TCP port; expected {minimum}-65535")
     return port
@@ -129,4 +130,5 @@ class Endpoint:
         check_host(source, host)
         if port is None:
             return cls(host)
-        return cls(host, parse_port(source, port, hint="expected HOST:PORT, e.g. node1:29400", minimum=0))
+        hint = f"expected HOST:PORT, e.g. node1:{RDZV_PORT_DEFAULT}"
+        return cls(host, parse_port(source, port, hint=hint, minimum=0))

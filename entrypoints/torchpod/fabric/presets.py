@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Mapping
 
 from .. import readers
+from ..contract import ENV_PRESET
 from ..errors import InputError
 from .registry import NAMES, by_name
 
@@ -100,10 +101,10 @@ def shipped() -> dict[str, Preset]:
 
 def chosen(env: Mapping[str, str]) -> Preset | None:
     """The preset TORCHPOD_PRESET names, None when unset, an error for an unknown name."""
-    name = (env.get("TORCHPOD_PRESET") or "").strip()
+    name = (env.get(ENV_PRESET.name) or "").strip()
     if not name:
         return None
     presets = shipped()
     if name not in presets:
-        raise InputError(f"TORCHPOD_PRESET={name!r} is not a known preset; expected one of {', '.join(presets)}")
+        raise InputError(f"{ENV_PRESET.name}={name!r} is not a known preset; expected one of {', '.join(presets)}")
     return presets[name]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from ..contract import IMAGE_PLUGIN, SITE_DEPS, SITE_LIB
+from ..contract import ENV_SITE_LIB, IMAGE_PLUGIN, SITE_DEPS, SITE_LIB
 from ..errors import InputError
 from . import efa, slingshot
 
@@ -79,18 +79,19 @@ def _plugin_in(root: Path, d: str) -> str | None:
 
 def find(env: Mapping[str, str], root: Path = Path("/")) -> SiteLibs:
     """The site's plugin and libfabric directories, or SiteLibs() when none is injected."""
-    given = env.get("TORCHPOD_SITE_LIB")
+    var = ENV_SITE_LIB.name
+    given = env.get(var)
     if given is not None:
         dirs = [d for d in given.split(":") if d]
         for d in dirs:
             if not _is_dir(_under(root, d)):
-                raise InputError(f"TORCHPOD_SITE_LIB has {d!r}, which is not a directory; expected the "
+                raise InputError(f"{var} has {d!r}, which is not a directory; expected the "
                                  "directory the site's NCCL net plugin is mounted in")
         plugin = next((p for p in (_plugin_in(root, d) for d in dirs) if p), None)
         if plugin is None:
-            raise InputError(f"TORCHPOD_SITE_LIB={given!r} holds no libnccl-net*.so; expected the directory "
+            raise InputError(f"{var}={given!r} holds no libnccl-net*.so; expected the directory "
                              "with the site's aws-ofi-nccl plugin (libnccl-net.so) and its libfabric.so.1")
-        source = "TORCHPOD_SITE_LIB"
+        source = var
     else:
         dirs = []
         for pattern in (SITE_LIB, SITE_DEPS, *HOST_DIRS):
