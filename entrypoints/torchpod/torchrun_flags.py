@@ -124,43 +124,10 @@ def split_command_line(
             break
         name, eq, inline = token.partition("=")
         if name in own_options:
-            if eq:
-                own[name] = inline
-                i += 1
-            elif i + 1 < len(tokens):
-                own[name] = tokens[i + 1]
-                i += 2
-            else:
-                raise InputError(f"option {name} needs a value; e.g. {name} json")
+            own[name], i = _own_value(tokens, i, name, eq, inline)
             continue
-        known = _BY_SPELLING.get(name)
-        if known is None and len(token) > 2 and token[1] != "-":
-            # argparse also accepts short options glued to their value: -r3, -t0:1
-            short = _BY_SPELLING.get(token[:2])
-            if short is not None and short[1]:
-                known, name, eq, inline = short, token[:2], "=", token[2:]
-        if known is None:
-            raise InputError(
-                f"unknown option {token!r} before the script; expected torchrun options "
-                "(see `python -m torch.distributed.run --help`) then SCRIPT [ARGS...]; "
-                "put the script's own options after the script name"
-            )
-        dest, takes_value = known
-        if takes_value:
-            if eq and inline != "--":
-                value = inline
-                i += 1
-            elif not eq and i + 1 < len(tokens) and tokens[i + 1] != "--":
-                # argparse, like torchrun, never takes "--" as an option's value
-                value = tokens[i + 1]
-                i += 2
-            else:
-                raise InputError(f"torchrun option {name} needs a value; e.g. {name}=VALUE")
-        else:
-            if eq:
-                raise InputError(f"torchrun option {name} takes no value, got {token!r}")
-            value = "true"
-            i += 1
+        dest, takes_value, name, eq, inline = _known_option(token, name, eq, inline)
+        value, i = _option_value(tokens, i, token, name, takes_value, eq, inline)
         if dest in RESOLVED_OPTIONS:
             options[dest] = value
         else:
@@ -176,3 +143,56 @@ def split_command_line(
         script_args=tuple(rest[1:]),
         own=own,
     )
+
+
+def _own_value(
+    tokens: list[str], i: int, name: str, eq: str, inline: str
+) -> tuple[str, int]:
+    """The value of torchpod's own option at ``tokens[i]``, and the index after it."""
+    if eq:
+        return inline, i + 1
+    if i + 1 < len(tokens):
+        return tokens[i + 1], i + 2
+    raise InputError(f"option {name} needs a value; e.g. {name} json")
+
+
+def _known_option(
+    token: str, name: str, eq: str, inline: str
+) -> tuple[str, bool, str, str, str]:
+    """``token`` as a torchrun option: (dest, takes a value, name, eq, inline value)."""
+    known = _BY_SPELLING.get(name)
+    if known is None and len(token) > 2 and token[1] != "-":
+        # argparse also accepts short options glued to their value: -r3, -t0:1
+        short = _BY_SPELLING.get(token[:2])
+        if short is not None and short[1]:
+            known, name, eq, inline = short, token[:2], "=", token[2:]
+    if known is None:
+        raise InputError(
+            f"unknown option {token!r} before the script; expected torchrun options "
+            "(see `python -m torch.distributed.run --help`) then SCRIPT [ARGS...]; "
+            "put the script's own options after the script name"
+        )
+    return known[0], known[1], name, eq, inline
+
+
+def _option_value(
+    tokens: list[str],
+    i: int,
+    token: str,
+    name: str,
+    takes_value: bool,
+    eq: str,
+    inline: str,
+) -> tuple[str, int]:
+    """The value of the torchrun option at ``tokens[i]`` ("true" for a switch), and the
+    index after it."""
+    if not takes_value:
+        if eq:
+            raise InputError(f"torchrun option {name} takes no value, got {token!r}")
+        return "true", i + 1
+    if eq and inline != "--":
+        return inline, i + 1
+    if not eq and i + 1 < len(tokens) and tokens[i + 1] != "--":
+        # argparse, like torchrun, never takes "--" as an option's value
+        return tokens[i + 1], i + 2
+    raise InputError(f"torchrun option {name} needs a value; e.g. {name}=VALUE")

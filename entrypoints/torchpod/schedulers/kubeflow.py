@@ -54,53 +54,10 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     if get(env, "KUBERNETES_SERVICE_HOST") is None:
         notes.append("PET_* variables outside a Kubernetes pod (no KUBERNETES_SERVICE_HOST): "
                      "read as the Kubeflow operator would set them")
-    nnodes_var = get(env, "PET_NNODES")
-    world = get(env, "WORLD_SIZE")
-    if nnodes_var is not None:
-        nnodes = NodeCount.parse(*nnodes_var)
-        if world is not None and world[1] != nnodes_var[1]:
-            notes.append(
-                f"WORLD_SIZE={world[1]} counts processes (Kubeflow >= 1.7); using PET_NNODES={nnodes}"
-            )
-    else:
-        raise InputError(
-            "PET_NNODES is not set in this Kubeflow pod; expected the number of nodes "
-            "('2' or '1:4'); set elasticPolicy or numNodes on the job, or PET_NNODES"
-        )
-
-    node, how = None, ""
-    for name in ("PET_NODE_RANK", "RANK", "JOB_COMPLETION_INDEX", "REPLICA_INDEX"):
-        found = get(env, name)
-        if found is not None:
-            node, how = parse_int(name, found[1], hint="expected this pod's index"), name
-            break
+    nnodes = _nnodes(env, notes)
     pod_name = get(env, "POD_NAME")
-    if node is None:
-        for candidate in ([pod_name[1]] if pod_name else []) + [facts.hostname]:
-            m = re.search(r"-worker-([0-9]{1,9})$", candidate)  # ASCII: '٣' is no index
-            if m:
-                node, how = int(m.group(1)), f"pod name {candidate!r}"
-                break
-    if node is not None:
-        notes.append(f"node index {node} from {how}")
-    else:
-        notes.append(
-            "node index unknown: c10d decides who hosts the store by hostname; under "
-            "hostNetwork expose REPLICA_INDEX (label training.kubeflow.org/replica-index)"
-        )
-
-    rdzv = get(env, "PET_RDZV_ENDPOINT")
-    master = master_endpoint(env, ("PET_MASTER_ADDR", "MASTER_ADDR"), ("PET_MASTER_PORT", "MASTER_PORT"))
-    if rdzv is not None:
-        ep = Endpoint.parse(*rdzv)
-    elif master is not None:
-        ep, ep_notes = master
-        notes += ep_notes
-    else:
-        raise InputError(
-            "neither PET_RDZV_ENDPOINT nor PET_MASTER_ADDR/MASTER_ADDR is set in this Kubeflow "
-            "pod; expected the rendezvous host; set elasticPolicy.rdzvHost or add a Master replica"
-        )
+    node = _node_index(env, facts, pod_name[1] if pod_name else None, notes)
+    ep = _endpoint(env, notes)
     nproc = None
     legacy = get(env, "PET_N_PROC_PER_NODE")
     if legacy is not None and get(env, "PET_NPROC_PER_NODE") is None:
@@ -116,4 +73,61 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
         local_addr=pod_name[1] if pod_name else None,
         nproc_per_node=nproc,
         notes=tuple(notes),
+    )
+
+
+def _nnodes(env: Env, notes: list[str]) -> NodeCount:
+    """PET_NNODES; WORLD_SIZE counts processes from training-operator 1.7 on (envvar.go)."""
+    nnodes_var = get(env, "PET_NNODES")
+    if nnodes_var is None:
+        raise InputError(
+            "PET_NNODES is not set in this Kubeflow pod; expected the number of nodes "
+            "('2' or '1:4'); set elasticPolicy or numNodes on the job, or PET_NNODES"
+        )
+    nnodes = NodeCount.parse(*nnodes_var)
+    world = get(env, "WORLD_SIZE")
+    if world is not None and world[1] != nnodes_var[1]:
+        notes.append(
+            f"WORLD_SIZE={world[1]} counts processes (Kubeflow >= 1.7); using PET_NNODES={nnodes}"
+        )
+    return nnodes
+
+
+def _node_index(env: Env, facts: Facts, pod_name: str | None, notes: list[str]) -> int | None:
+    """This pod's index: the operators' variables, else ``-worker-N`` in the pod name."""
+    node, how = None, ""
+    for name in ("PET_NODE_RANK", "RANK", "JOB_COMPLETION_INDEX", "REPLICA_INDEX"):
+        found = get(env, name)
+        if found is not None:
+            node, how = parse_int(name, found[1], hint="expected this pod's index"), name
+            break
+    if node is None:
+        for candidate in ([pod_name] if pod_name else []) + [facts.hostname]:
+            m = re.search(r"-worker-([0-9]{1,9})$", candidate)  # ASCII: '٣' is no index
+            if m:
+                node, how = int(m.group(1)), f"pod name {candidate!r}"
+                break
+    if node is not None:
+        notes.append(f"node index {node} from {how}")
+    else:
+        notes.append(
+            "node index unknown: c10d decides who hosts the store by hostname; under "
+            "hostNetwork expose REPLICA_INDEX (label training.kubeflow.org/replica-index)"
+        )
+    return node
+
+
+def _endpoint(env: Env, notes: list[str]) -> Endpoint:
+    """PET_RDZV_ENDPOINT (elastic), else the Master replica's address and port."""
+    rdzv = get(env, "PET_RDZV_ENDPOINT")
+    master = master_endpoint(env, ("PET_MASTER_ADDR", "MASTER_ADDR"), ("PET_MASTER_PORT", "MASTER_PORT"))
+    if rdzv is not None:
+        return Endpoint.parse(*rdzv)
+    if master is not None:
+        ep, ep_notes = master
+        notes += ep_notes
+        return ep
+    raise InputError(
+        "neither PET_RDZV_ENDPOINT nor PET_MASTER_ADDR/MASTER_ADDR is set in this Kubeflow "
+        "pod; expected the rendezvous host; set elasticPolicy.rdzvHost or add a Master replica"
     )
