@@ -56,7 +56,7 @@ def table(rows: list[dict], world: int, backend: str) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="torchpod bench allreduce", description=__doc__.splitlines()[0])
     parser.add_argument("--min-bytes", type=parse_bytes, default=parse_bytes("1K"))
     parser.add_argument("--max-bytes", type=parse_bytes, default=parse_bytes("64M"))
@@ -64,6 +64,34 @@ def main(argv=None) -> int:
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--json", help="where rank 0 writes the results")
+    return parser
+
+
+def _row(torch, dist, size: int, args: argparse.Namespace, device, world: int) -> dict:
+    """One size: ``args.warmup`` untimed all-reduces, then the mean of ``args.iters``."""
+    cuda = device.type == "cuda"
+    buf = torch.ones(size // 4, dtype=torch.float32, device=device)
+    for _ in range(args.warmup):
+        dist.all_reduce(buf)
+    if cuda:
+        torch.cuda.synchronize()
+    dist.barrier()
+    started = time.perf_counter()
+    for _ in range(args.iters):
+        dist.all_reduce(buf)
+    if cuda:
+        torch.cuda.synchronize()
+    seconds = (time.perf_counter() - started) / args.iters
+    took = torch.tensor([seconds], dtype=torch.float64)
+    dist.all_reduce(took, op=dist.ReduceOp.MAX)  # the slowest rank sets the pace, as in nccl-tests
+    seconds = took.item()
+    algbw = size / seconds / 1e9
+    return {"bytes": size, "count": size // 4, "time_us": seconds * 1e6, "algbw_gbps": algbw,
+            "busbw_gbps": algbw * bus_factor(world)}
+
+
+def main(argv=None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.factor < 2 or args.iters < 1 or args.warmup < 0 or args.min_bytes > args.max_bytes:
         parser.error("expected --factor >= 2, --iters >= 1, --warmup >= 0 and --min-bytes <= --max-bytes")
@@ -82,26 +110,7 @@ def main(argv=None) -> int:
     dist.init_process_group(backend, timeout=timedelta(seconds=300))
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda") if cuda else torch.device("cpu")
-    rows = []
-    for size in sizes(args.min_bytes, args.max_bytes, args.factor):
-        buf = torch.ones(size // 4, dtype=torch.float32, device=device)
-        for _ in range(args.warmup):
-            dist.all_reduce(buf)
-        if cuda:
-            torch.cuda.synchronize()
-        dist.barrier()
-        started = time.perf_counter()
-        for _ in range(args.iters):
-            dist.all_reduce(buf)
-        if cuda:
-            torch.cuda.synchronize()
-        seconds = (time.perf_counter() - started) / args.iters
-        took = torch.tensor([seconds], dtype=torch.float64)
-        dist.all_reduce(took, op=dist.ReduceOp.MAX)  # the slowest rank sets the pace, as in nccl-tests
-        seconds = took.item()
-        algbw = size / seconds / 1e9
-        rows.append({"bytes": size, "count": size // 4, "time_us": seconds * 1e6, "algbw_gbps": algbw,
-                     "busbw_gbps": algbw * bus_factor(world)})
+    rows = [_row(torch, dist, size, args, device, world) for size in sizes(args.min_bytes, args.max_bytes, args.factor)]
     # the numbers, not only the time: every rank contributes rank + 1
     check = torch.full((1024,), float(rank + 1), device=device)
     dist.all_reduce(check)
