@@ -98,7 +98,7 @@ def gather_facts(env: Mapping[str, str]) -> Facts:
             gpu_count = sum(1 for line in out.splitlines() if line.startswith("GPU "))
         else:
             notes.append(f"nvidia-smi -L {why}: GPUs not counted")
-    if "slurm" in answers:
+    if "slurm" in answers and nodelist is not None:
         out, why = answers["slurm"]
         if out is not None and not why and out.split():
             slurm_hosts = tuple(out.split())
@@ -187,10 +187,7 @@ def _dispatch(args: list[str], env: dict[str, str]) -> int:
     rest = args[1:] if first == "run" else args
     inv = split_command_line(rest)
     if inv.script is None:
-        raise InputError(
-            "no script given; expected `torchpod run [TORCHRUN OPTIONS] SCRIPT [ARGS...]`, "
-            "e.g. `torchpod train.py --epochs 3`"
-        )
+        raise InputError(NO_SCRIPT)
     return run(inv, env, Path.cwd())
 
 
@@ -223,6 +220,10 @@ def run_doctor(args: list[str], env: dict[str, str]) -> int:
     return doctor.exit_code(fabric, checks, verdict)
 
 
+NO_SCRIPT = ("no script given; expected `torchpod run [TORCHRUN OPTIONS] SCRIPT [ARGS...]`, "
+             "e.g. `torchpod train.py --epochs 3`")
+
+
 def run(inv: Invocation, env: dict[str, str], cwd: Path) -> int:
     facts = gather_facts(env)
     if setting(env, ENV_DOCTOR) == "1":
@@ -231,10 +232,12 @@ def run(inv: Invocation, env: dict[str, str], cwd: Path) -> int:
         if refused:
             raise RuntimeFailure(refused)
     plan = resolve(env, facts, inv)
-    where = f"node {plan.node_rank} ({plan.hostname})" if plan.node_rank is not None else f"node {plan.hostname}"
-    script.check(plan.script, plan.passthrough, cwd=cwd, env=env, where=where)
     # torchpod.torchrun is torch.distributed.run with a one-line rendezvous-timeout message
     argv = command(plan, sys.executable, module="torchpod.torchrun")
+    if plan.script is None or argv is None:  # main() refuses a command line without one first
+        raise InputError(NO_SCRIPT)
+    where = f"node {plan.node_rank} ({plan.hostname})" if plan.node_rank is not None else f"node {plan.hostname}"
+    script.check(plan.script, plan.passthrough, cwd=cwd, env=env, where=where)
     summary = (
         f"torchpod: {plan.scheduler}: node {plan.node_rank} of {plan.nnodes}, "
         f"{plan.nproc_per_node} proc/node, {plan.rdzv_backend} at {plan.rdzv_endpoint} "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import signal
 from dataclasses import dataclass
-from typing import Generic, Mapping, TypeVar
+from typing import Any, Generic, Mapping, TypeVar
 
 from .contract import TORCHRUN_MASTER_PORT
 from .errors import InputError
@@ -144,7 +144,7 @@ _PARSERS = {
 
 def read_user_options(env: Mapping[str, str], inv: Invocation) -> UserOptions:
     """Every resolved torchrun option the user gave, parsed, naming its source on error."""
-    given: dict[str, object] = {}
+    given: dict[str, Any] = {}  # one Given[...] per dest, each of its parser's type
     rdzv_id_none = None
     for dest, parse in _PARSERS.items():
         raw = _raw(env, inv, dest)

@@ -80,7 +80,8 @@ class Place:
 
 
 def decide_node(det: Detection, user: UserOptions, nnodes: NodeCount) -> Step[Place]:
-    node, local_addr, notes = det.node_rank, det.local_addr, ()
+    node, local_addr = det.node_rank, det.local_addr
+    notes: tuple[str, ...] = ()
     if user.node_rank is not None:
         node, source = user.node_rank.value, user.node_rank.source
         notes = _override(user.node_rank, det, "node_rank", det.node_rank)
@@ -114,7 +115,8 @@ class Rendezvous:
 def decide_endpoint(det: Detection, user: UserOptions, nnodes: NodeCount, backend: str) -> Step[Rendezvous]:
     """The user's endpoint, else --master-addr/--master-port over the scheduler's, else the
     scheduler's, else loopback for one node; an error for several nodes and none."""
-    ep, notes = det.rdzv_endpoint, ()
+    ep = det.rdzv_endpoint
+    notes: tuple[str, ...] = ()
     if user.rdzv_endpoint is not None:
         notes = _override(user.rdzv_endpoint, det, "rdzv_endpoint", det.rdzv_endpoint)
         ep = user.rdzv_endpoint.value
@@ -144,12 +146,12 @@ def _master_flags(user: UserOptions, detected: Endpoint | None) -> tuple[Endpoin
     host = addr.value.host if addr else (detected.host if detected else None)
     if host is None:
         raise InputError(
-            f"{port_opt.source} given without a master address; expected "
+            f"{port_opt.source if port_opt else '--master-port'} given without a master address; expected "
             "--master-addr HOST too (or --rdzv-endpoint HOST:PORT)"
         )
     notes: tuple[str, ...] = ()
     inner = addr.value.port if addr else None
-    if inner is not None:
+    if addr is not None and inner is not None:
         if port_opt is not None and port_opt.value != inner:
             raise InputError(
                 f"{addr.source} names port {inner} and {port_opt.source}={port_opt.value} names "

@@ -65,8 +65,8 @@ def check(script: str, passthrough: Sequence[str], *, cwd: Path, env: Mapping[st
             )
         return
     if "--no-python" in passthrough:
-        found = shutil.which(script, path=env.get("PATH")) if "/" not in script else None
-        path = Path(found) if found else cwd / script
+        on_path = shutil.which(script, path=env.get("PATH")) if "/" not in script else None
+        path = Path(on_path) if on_path else cwd / script
         try:
             usable = stat.S_ISREG(os.stat(path).st_mode) and os.access(path, os.X_OK)
         except (OSError, ValueError):  # absent, or a name the file system cannot hold

@@ -74,7 +74,7 @@ def _install_hook() -> None:
                                  closed=not timeout)
             ) from None
 
-    next_rendezvous._torchpod = True
+    next_rendezvous._torchpod = True  # type: ignore[attr-defined]  # a marker read back by getattr above
     handler.next_rendezvous = next_rendezvous
 
 

@@ -130,7 +130,7 @@ def check_url(path: Path, key: str, value: Any, schemes: tuple[str, ...]) -> str
             port_ok = parts.port is None or parts.port > 0  # .port raises ValueError out of 0-65535
         except ValueError:  # an unclosed IPv6 bracket, a port that is not a number
             parts, port_ok = None, False
-        if port_ok and parts.scheme in schemes and value.startswith(f"{parts.scheme}://") and (
+        if port_ok and parts is not None and parts.scheme in schemes and value.startswith(f"{parts.scheme}://") and (
                 parts.netloc or parts.scheme == "file"):
             return value
     raise _bad(path, key, value, f"a URL ({', '.join(schemes)}; RFC 3986 characters, no spaces or quotes)")

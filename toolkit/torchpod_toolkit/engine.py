@@ -102,7 +102,7 @@ def find_builder(candidates: Sequence[str] | None = None) -> Builder:
 
 
 def _docker_candidates() -> list[str]:
-    out = []
+    out: list[str] = []
     for name in (shutil.which("docker"), "/usr/bin/docker", "/usr/local/bin/docker"):
         if name and os.path.exists(name) and os.path.realpath(name) not in map(os.path.realpath, out):
             out.append(name)
@@ -222,7 +222,8 @@ def stage_netplugin_source(defn: ImageDef, root: Path, ca_bundle: Path | None) -
     source = aws_ofi_nccl_source(defn, root / ".cache", ca_bundle)
     folder = root / ".cache" / "sources" / "netplugin"
     folder.mkdir(parents=True, exist_ok=True)
-    staged = folder / f"{defn.name}-{defn.aws_ofi_nccl.version}.tar.gz"
+    # aws_ofi_nccl_source refused a definition without the section
+    staged = folder / f"{defn.name}-{defn.aws_ofi_nccl.version}.tar.gz"  # type: ignore[union-attr]
     if not staged.exists() or staged.read_bytes() != source.read_bytes():
         shutil.copyfile(source, staged)
     return str(staged.relative_to(root))
@@ -249,7 +250,7 @@ def netplugin_facts(client, ref: str, nccl: str) -> dict[str, str]:
         member = members.get(Path(member.linkname).name)
     if member is None or not member.isfile():
         raise RuntimeFailure(f"{ref}: the net plugin stage left no {IMAGE_PLUGIN}")
-    info = plugin.read(tar.extractfile(member).read())
+    info = plugin.read(tar.extractfile(member).read())  # type: ignore[union-attr]  # a regular file: isfile() above
     want = netplugin.wanted(tuple(int(x) for x in nccl.split(".")) if nccl else None)
     api = sorted(set(info.exported) & set(want), reverse=True)
     return {"nccl-net-plugin": f"{info.label}, ncclNetPlugin_v{api[0] if api else '?'}",

@@ -96,9 +96,9 @@ class Result:
             raise self.bad(_full(key, where), value, "true or false")
         return value
 
-    def items(self, key: str, kind: type = dict, base: Any = None, where: str = "") -> list:
+    def items(self, key: str, kind: type[Any] = dict, base: Any = None, where: str = "") -> list:
         """A non-empty list (``kind=list``) or mapping's items (``kind=dict``) at ``key``."""
-        value = self.get(key, base, where)
+        value: Any = self.get(key, base, where)
         if not isinstance(value, kind) or not value:
             raise self.bad(_full(key, where), value, "a non-empty list" if kind is list else "a non-empty mapping")
         return list(value.items()) if kind is dict else value
@@ -161,7 +161,8 @@ def _toolkit_edit(r: Result) -> list[Row]:
 
 
 def _rendezvous(r: Result) -> list[Row]:
-    cells, spread = [], {}
+    cells: list[str] = []
+    spread: dict[tuple[str, int], list[Any]] = {}
     for i, row in enumerate(r.items("runs", list)):
         where = f"runs.{i}"
         r.mapping(row, where)

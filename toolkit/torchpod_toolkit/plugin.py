@@ -79,6 +79,6 @@ def read(data: bytes) -> PluginFile:
                     off = at(r_addend)
                     if off is not None:
                         name = data[off:data.index(b"\0", off)].decode(errors="replace")
-    m = PACKAGE_RE.search(data)
+    pkg = PACKAGE_RE.search(data)
     return PluginFile(machine=MACHINES.get(machine, str(machine)), exported=exported, name=name,
-                      package=m.group(1).decode() if m else None, version=m.group(2).decode() if m else None)
+                      package=pkg.group(1).decode() if pkg else None, version=pkg.group(2).decode() if pkg else None)

@@ -1,6 +1,6 @@
 """Scheduler detection: one module per scheduler, tried in the order of SCHEDULERS.
 
-Each module has ``NAME``, ``STRONG``, ``MARKERS`` (the variables whose presence claims the
+Each module is a ``protocol.Detector`` (mypy checks SCHEDULERS against it): it has ``NAME``, ``STRONG``, ``MARKERS`` (the variables whose presence claims the
 environment), ``claims(env, user) -> bool`` (a cheap check) and
 ``detect(env, facts, user) -> Detection`` (raises InputError when the markers are there but
 the variables are broken; never falls back to a world of one). Adding a scheduler is one
@@ -9,14 +9,13 @@ module plus one line in SCHEDULERS.
 
 from __future__ import annotations
 
-from types import ModuleType
-
 from ..contract import ENV_SCHEDULER, setting
 from ..errors import InputError
 from ..options import UserOptions
 from . import env as envconv
 from . import explicit, kubeflow, mpi, pbs, runai, slurm, standalone, volcano
 from .common import Env, get
+from .protocol import Detector
 
 # Order matters; the first module that claims the environment wins.
 # - runai, volcano: their markers (RUNAI_*, VC_TASK_INDEX / VC_*_HOSTS) are set only by
@@ -32,11 +31,11 @@ from .common import Env, get
 # - explicit: torchrun flags on the command line describe the job, nothing else does.
 # - standalone: nothing found; refuses stray WORLD_SIZE/MASTER_ADDR instead of guessing.
 # Two STRONG modules claiming at once (e.g. SLURM_JOB_ID and PBS_JOBID) is an error.
-SCHEDULERS: tuple[ModuleType, ...] = (
+SCHEDULERS: tuple[Detector, ...] = (
     runai, volcano, slurm, pbs, kubeflow, mpi, envconv, explicit, standalone,
 )
 
-BY_NAME: dict[str, ModuleType] = {m.NAME: m for m in SCHEDULERS}
+BY_NAME: dict[str, Detector] = {m.NAME: m for m in SCHEDULERS}
 NAMES: tuple[str, ...] = tuple(BY_NAME)
 
 
@@ -65,12 +64,12 @@ def refuse_torchrun_worker(env: Env) -> None:
         )
 
 
-def markers_set(module: ModuleType, env: Env) -> list[str]:
+def markers_set(module: Detector, env: Env) -> list[str]:
     """The module's marker variables that are set in ``env``, in the module's order."""
     return [name for name in module.MARKERS if get(env, name) is not None]
 
 
-def requested(env: Env, user: UserOptions) -> ModuleType | None:
+def requested(env: Env, user: UserOptions) -> Detector | None:
     """What the user chose outright: TORCHPOD_SCHEDULER, or torchrun's --standalone."""
     var = ENV_SCHEDULER.name
     value = setting(env, ENV_SCHEDULER).lower()
@@ -92,11 +91,11 @@ def requested(env: Env, user: UserOptions) -> ModuleType | None:
     return forced
 
 
-def choose(env: Env, user: UserOptions) -> tuple[ModuleType, str]:
+def choose(env: Env, user: UserOptions) -> tuple[Detector, str]:
     """The scheduler module for ``env`` and why it was chosen."""
     module = requested(env, user)
     if module is not None:
-        how = ENV_SCHEDULER.name if get(env, ENV_SCHEDULER.name) else user.standalone.source
+        how = ENV_SCHEDULER.name if get(env, ENV_SCHEDULER.name) or user.standalone is None else user.standalone.source
         return module, f"scheduler {module.NAME} ({how})"
     strong = [m for m in SCHEDULERS if m.STRONG and m.claims(env, user)]
     if len(strong) > 1:
@@ -113,4 +112,4 @@ def choose(env: Env, user: UserOptions) -> tuple[ModuleType, str]:
     raise AssertionError("standalone claims every environment")  # unreachable: last in SCHEDULERS
 
 
-__all__ = ["SCHEDULERS", "BY_NAME", "NAMES", "choose", "requested", "markers_set", "refuse_torchrun_worker"]
+__all__ = ["Detector", "SCHEDULERS", "BY_NAME", "NAMES", "choose", "requested", "markers_set", "refuse_torchrun_worker"]

@@ -84,7 +84,7 @@ def rdzv_port(env: Env) -> tuple[int, tuple[str, ...]]:
     if found is None:
         return RDZV_PORT_DEFAULT, ()
     port = parse_port(found[0], found[1], hint=f"e.g. {ENV_RDZV_PORT.name}={RDZV_PORT_DEFAULT}")
-    notes = ()
+    notes: tuple[str, ...] = ()
     if port in _EPHEMERAL:
         notes = (
             f"{ENV_RDZV_PORT.name}={port} is inside the ephemeral range {_EPHEMERAL.start}-{_EPHEMERAL.stop - 1}; "

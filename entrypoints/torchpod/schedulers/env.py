@@ -31,21 +31,21 @@ def claims(env: Env, user: UserOptions) -> bool:
 def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     # claims() saw all three; TORCHPOD_SCHEDULER=env skips it, so each may still be missing
     missing = [name for name in MARKERS if get(env, name) is None]
-    if missing:
+    world, rank_var = get(env, "WORLD_SIZE"), get(env, "RANK")
+    if missing or world is None or rank_var is None:
         raise InputError(
             f"{missing[0]} is not set, and the env:// convention needs it; expected MASTER_ADDR "
             "(the first node), WORLD_SIZE (the number of nodes) and RANK (this node's index); "
             "set them, or unset TORCHPOD_SCHEDULER to detect the scheduler"
         )
-    world = get(env, "WORLD_SIZE")
     nodes = parse_int("WORLD_SIZE", world[1], minimum=1, hint="the number of nodes (pods)")
-    rank = parse_int("RANK", get(env, "RANK")[1], hint="this node's index")
+    rank = parse_int("RANK", rank_var[1], hint="this node's index")
     if rank >= nodes:
         raise InputError(
             f"RANK={rank} is outside WORLD_SIZE={nodes}; expected 0-{nodes - 1} (RANK is this "
             "node's index and WORLD_SIZE the number of nodes in the env:// convention)"
         )
-    ep, ep_notes = master_endpoint(env, ("MASTER_ADDR",), ("MASTER_PORT",))
+    ep, ep_notes = master_endpoint(env, ("MASTER_ADDR",), ("MASTER_PORT",))  # type: ignore[misc]  # set: checked above
     notes = [
         f"WORLD_SIZE={nodes} read as the number of nodes and RANK={rank} as this node's index "
         "(the env:// convention of Run:ai, PAI-DLC, AIHC and training-operator < 1.7)",

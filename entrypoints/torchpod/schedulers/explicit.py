@@ -20,7 +20,7 @@ def claims(env: Env, user: UserOptions) -> bool:
     def flag(given) -> bool:
         return given is not None and given.on_command_line
 
-    multi = flag(user.nnodes) and user.nnodes.value.hi > 1
+    multi = user.nnodes is not None and flag(user.nnodes) and user.nnodes.value.hi > 1
     return multi or flag(user.rdzv_endpoint) or flag(user.master_addr)
 
 

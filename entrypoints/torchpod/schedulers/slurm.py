@@ -235,14 +235,14 @@ def _node_index(env: Env, facts: Facts, hosts: tuple[str, ...], list_var: tuple[
                 f"{list_var[0]}; expected 0-{len(hosts) - 1}"
             )
         return index, ()
-    index = find_host(hosts, facts.hostname)
-    if index is None:
+    found = find_host(hosts, facts.hostname)
+    if found is None:
         raise InputError(
             f"SLURM_NODEID is not set and this host {facts.hostname!r} is not in "
             f"{list_var[0]}={list_var[1]!r}; expected one of {', '.join(hosts[:8])}; "
             "start torchpod with srun, or set TORCHPOD_HOSTNAME to this node's listed name"
         )
-    return index, (f"node index {index} from matching hostname {facts.hostname!r}",)
+    return found, (f"node index {found} from matching hostname {facts.hostname!r}",)
 
 
 def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:

@@ -112,10 +112,11 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
             "Volcano svc plugin's host lists; add `plugins: {env: [], svc: []}` to the Job"
         )
     if "MASTER" in tasks or "WORKER" in tasks:
-        order = [t for t in ("MASTER", "WORKER") if t in tasks]
+        order: list[str] = [t for t in ("MASTER", "WORKER") if t in tasks]
     else:
         order = sorted(tasks)
-    offsets, hosts = {}, []
+    offsets: dict[str, int] = {}
+    hosts: list[str] = []
     for task in order:
         offsets[task] = len(hosts)
         hosts.extend(tasks[task])

@@ -13,6 +13,7 @@ Errors are caught narrowly: the engine's own (docker.errors) and the HTTP client
 
 from __future__ import annotations
 
+import functools
 import io
 import ipaddress
 import json
@@ -22,7 +23,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import docker
 import requests
@@ -101,7 +102,7 @@ def _tar(files: Iterable[tuple[str, str]]) -> bytes:
 @dataclass
 class NodeRun:
     node: Node
-    container: object = None
+    container: Any = None  # a docker Container (the SDK ships no types)
     started_at: float | None = None  # wall clock just before `start`
     exit_code: int | None = None
     timed_out: bool = False
@@ -112,7 +113,7 @@ class NodeRun:
 class Cluster:
     """One job's containers. Use as a context manager: ``close()`` removes everything."""
 
-    client: object
+    client: Any  # a docker.DockerClient (the SDK ships no types)
     image: str
     topology: Topology
     command: Sequence[str]
@@ -125,7 +126,7 @@ class Cluster:
     gpus: bool = False  # hand every GPU to every node (NCCL instead of gloo)
     on_line: Callable[[Node, str], None] | None = None  # streams each output line
     nodes: list[NodeRun] = field(default_factory=list)
-    _own_network: object = None
+    _own_network: Any = None
     _addresses: list = field(default_factory=list)  # fixed IPs, when node 0's is needed
     _threads: list = field(default_factory=list)
 
@@ -219,17 +220,20 @@ class Cluster:
             self._threads.append(t)
 
     def _stream(self, run: NodeRun, since: float) -> None:
+        on_line = self.on_line
+        if on_line is None:  # started only when a caller streams (start)
+            return
         pending = b""
         try:
             for chunk in run.container.logs(stream=True, follow=True, since=int(since) - 1):
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
-                    self.on_line(run.node, line.decode(errors="replace"))
+                    on_line(run.node, line.decode(errors="replace"))
         except ENGINE_ERRORS:  # the container went away: the stream just ends
             pass
         if pending:
-            self.on_line(run.node, pending.decode(errors="replace"))
+            on_line(run.node, pending.decode(errors="replace"))
 
     def restart(self, index: int) -> None:
         """Start a node's (stopped or killed) container again, as a scheduler would."""
@@ -295,7 +299,7 @@ class Cluster:
         for run in self.nodes:
             if run.container is not None:
                 self.logs(run.node.index)  # keep the text for reports after removal
-                _quietly(lambda c=run.container: c.remove(force=True))
+                _quietly(functools.partial(run.container.remove, force=True))
         if self._own_network is not None:
             _quietly(self._own_network.remove)
             self._own_network = None

@@ -16,7 +16,7 @@ import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 import docker
 
@@ -94,15 +94,15 @@ def _tar(files: Mapping[str, tuple[bytes, int]]) -> bytes:
 class SlurmCluster:
     """Use as a context manager: ``start()``, ``submit(script)``, ``wait(jobid)``, ``close()``."""
 
-    client: object
+    client: Any  # a docker.DockerClient (the SDK ships no types)
     image: str  # the Slurm node image (node_image)
     nodes: int
     labels: Mapping[str, str]
     env: Mapping[str, str] = field(default_factory=dict)  # set in every container (jobs inherit sbatch's)
     name: str = ""
     containers: dict = field(default_factory=dict)
-    _network: object = None
-    _volume: object = None
+    _network: Any = None
+    _volume: Any = None
 
     def __enter__(self) -> "SlurmCluster":
         return self

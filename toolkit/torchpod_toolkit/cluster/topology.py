@@ -178,7 +178,7 @@ def _from_manifest(kind: str) -> "Builder":
 
 def _env(job: Job) -> Raw:
     pods = _master_and_workers(job)
-    nodes = []
+    nodes: Raw = []
     for i, pod in enumerate(pods):
         env = K8S + (
             ("MASTER_ADDR", pods[0]), ("MASTER_PORT", str(job.port)),
@@ -205,7 +205,7 @@ def _pbs_nodes(job: Job):
 
 def _pbs(job: Job) -> Raw:
     fqdn, short, common, files = _pbs_nodes(job)
-    nodes = []
+    nodes: Raw = []
     for i in range(job.nodes):
         env = common + (("PBS_NODENUM", str(i)), ("PBS_TASKNUM", f"{i + 1:08X}"))
         nodes.append((short[i], (fqdn[i], short[i]), env, files))
@@ -214,7 +214,7 @@ def _pbs(job: Job) -> Raw:
 
 def _pbs_pals(job: Job) -> Raw:
     fqdn, short, common, files = _pbs_nodes(job)
-    nodes = []
+    nodes: Raw = []
     for i in range(job.nodes):
         env = common + (
             ("PBS_NODENUM", "0"),  # the job script's own, copied by mpiexec to every rank
@@ -229,7 +229,7 @@ def _slurm(job: Job) -> Raw:
     hosts = [job.host(i, f"{job.name}-c{i + 1:02d}") for i in range(job.nodes)]
     compressed = compress_hostlist(hosts)
     jobid, n = job.job_number, job.nodes
-    nodes = []
+    nodes: Raw = []
     for i, host in enumerate(hosts):
         env = (
             ("SLURM_JOB_ID", jobid), ("SLURM_JOBID", jobid), ("SLURM_JOB_NAME", job.name),
@@ -247,7 +247,7 @@ def _slurm(job: Job) -> Raw:
 
 def _mpi(job: Job) -> Raw:
     hosts = [job.host(i, f"{job.name}-node{i + 1}") for i in range(job.nodes)]
-    nodes = []
+    nodes: Raw = []
     for i, host in enumerate(hosts):
         env = (
             ("OMPI_COMM_WORLD_SIZE", str(job.nodes)), ("OMPI_COMM_WORLD_RANK", str(i)),

@@ -72,7 +72,7 @@ def container(spec: JobSpec, *, name: str = CONTAINER, args: list[str] | None = 
         security["capabilities"] = {"add": ["IPC_LOCK"]}  # pinning memory for RDMA, nothing else
     if security:
         c["securityContext"] = security
-    mounts = [{"name": "shm", "mountPath": "/dev/shm"}]
+    mounts: list[dict[str, Any]] = [{"name": "shm", "mountPath": "/dev/shm"}]
     if spec.rdma == "hostnetwork":
         mounts.append({"name": "devinf", "mountPath": "/dev/infiniband"})
     for i, (_, inside) in enumerate(spec.fabric_binds()):
@@ -117,7 +117,7 @@ def volcano_job(spec: JobSpec) -> Obj:
     tasks = []
     if with_master:
         plugins["pytorch"] = ["--master=master", "--worker=worker", f"--port={spec.port}"]
-        counts = (("master", 1), ("worker", spec.nodes - 1))
+        counts: tuple[tuple[str, int], ...] = (("master", 1), ("worker", spec.nodes - 1))
     else:
         counts = (("worker", spec.nodes),)
     for task, replicas in counts:

@@ -78,7 +78,7 @@ def _node_name(i: int) -> str:
 _FIELD = re.compile(r"^metadata\.(labels|annotations)\['([^']+)'\]$")
 
 
-def _resolve(env: Sequence[Obj], pod: str, namespace: str, labels: Mapping[str, str],
+def _resolve(env: Sequence[Obj] | None, pod: str, namespace: str, labels: Mapping[str, str],
              annotations: Mapping[str, str], node: str) -> list[tuple[str, str]]:
     """The manifest's own env entries with downward-API fields resolved as the kubelet would."""
     out = []

@@ -173,7 +173,7 @@ def regenerate_line(text: str) -> str:
 def _ansi_c(line: str, i: int) -> tuple[str, int]:
     """The text of the $'...' word starting at ``line[i]`` (after ``$'``) and the index past
     it: exactly the escapes hpc.quote writes, anything else refused."""
-    out = []
+    out: list[str] = []
     while i < len(line):
         ch = line[i]
         if ch == "'":

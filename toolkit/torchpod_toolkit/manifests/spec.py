@@ -94,7 +94,8 @@ class JobSpec:
                         count=(1, MAX_NODES), always=True)
     image: str = option(help="the image, pinned: REGISTRY/torchpod/pytorch:TAG or @sha256:DIGEST",
                         cli_default="", always=True)
-    command: tuple[str, ...] = field()  # the training script and its arguments (after `--`)
+    # mypy's dataclass plugin reads option(...) as a default (it follows only dataclasses.field)
+    command: tuple[str, ...] = field()  # type: ignore[misc]  # the training script and its arguments (after `--`)
     # 0: a CPU job (no GPU resources, one process per node)
     gpus_per_node: int = option(8, help=f"GPUs per node, 0 (a CPU job) to {MAX_GPUS_PER_NODE}",
                                 count=(0, MAX_GPUS_PER_NODE), always=True)
