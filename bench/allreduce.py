@@ -43,7 +43,7 @@ else
   python -c "import json; d=json.load(open('/tmp/iperf.json')); print('TORCHPOD_IPERF', d['end']['sum_received']['bits_per_second'])"
 fi
 exec torchpod bench allreduce --max-bytes {max_bytes} --iters 10
-"""
+"""  # noqa: E501 - the shell lines read best whole
 
 
 def iperf_volumes() -> dict:

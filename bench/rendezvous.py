@@ -106,7 +106,8 @@ def main(argv=None) -> int:
             order = ["torchpod", "torchrun"] if rep % 2 == 0 else ["torchrun", "torchpod"]
             for launcher in order:  # interleaved: each pair runs back to back
                 row = one(client, args.image, launcher, n, dev)
-                print(f"  {launcher:8} nodes={n} -> {row['seconds'] if row['seconds'] is None else round(row['seconds'], 2)} s"
+                took = row["seconds"] if row["seconds"] is None else round(row["seconds"], 2)
+                print(f"  {launcher:8} nodes={n} -> {took} s"
                       f" exit={row['exit_codes']}", flush=True)
                 rows.append(row)
     text, summary = table(rows, counts)

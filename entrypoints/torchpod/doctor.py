@@ -266,7 +266,8 @@ def _fi_checks(env: Mapping[str, str], needed: str, m: Machine) -> list[Check]:
     given = env.get("FI_PROVIDER")
     if given and m.fi_providers is not None and given not in m.fi_providers:
         out.append(_row("fi-provider-env", "unknown", FAIL, f"FI_PROVIDER={given} names a provider this libfabric "
-                        f"lacks (has {', '.join(m.fi_providers) or 'none'})", "unset FI_PROVIDER: aws-ofi-nccl picks it"))
+                        f"lacks (has {', '.join(m.fi_providers) or 'none'})",
+                        "unset FI_PROVIDER: aws-ofi-nccl picks it"))
     return out
 
 
@@ -307,8 +308,8 @@ def report(checks: Sequence[Check], verdict: nccl_log.Verdict | None, fmt: str) 
                         nccl_version=verdict.nccl_version, log_notes=list(verdict.notes))
         return json.dumps(data, indent=2)
     width = max(len(c.name) for c in checks)
-    lines = [f"{c.status:4}  {c.name:{width}}  {c.detail}" + (f" | fix: {c.fix}" if c.fix and c.finding.severity is not OK
-                                                                else "")
+    lines = [f"{c.status:4}  {c.name:{width}}  {c.detail}"
+             + (f" | fix: {c.fix}" if c.fix and c.finding.severity is not OK else "")
              for c in checks]
     if verdict is not None:
         lines.append(f"transport: {verdict.transport}" + (" (GPUDirect RDMA)" if verdict.gdrdma else "")

@@ -14,8 +14,8 @@ from typing import Any, Generic, Mapping, TypeVar
 
 from .contract import TORCHRUN_MASTER_PORT
 from .errors import InputError
-from .values import Endpoint, NodeCount, check_host, get, parse_int, parse_port
 from .torchrun_flags import Invocation
+from .values import Endpoint, NodeCount, check_host, get, parse_int, parse_port
 
 T = TypeVar("T")
 
@@ -116,7 +116,8 @@ def split_master_addr(source: str, value: str) -> Endpoint:
     check_host(source, host)
     if port is None:
         return Endpoint(host)
-    return Endpoint(host, parse_port(source, port, hint=f"expected HOST or HOST:PORT, e.g. node0:{TORCHRUN_MASTER_PORT}"))
+    hint = f"expected HOST or HOST:PORT, e.g. node0:{TORCHRUN_MASTER_PORT}"
+    return Endpoint(host, parse_port(source, port, hint=hint))
 
 
 def parse_backend(source: str, value: str) -> str:

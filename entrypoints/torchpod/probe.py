@@ -5,8 +5,9 @@
 compares it with the definition and writes it into labels, so labels come from reality,
 not the YAML.
 
-torchvision's comes from its ``version.py``. NCCL's version comes from calling ``ncclGetVersion`` in the ``libnccl.so.2`` torch loads
-(what ``torch.cuda.nccl.version()`` does too), and torch's from ``torch/version.py``;
+torchvision's comes from its ``version.py``. NCCL's version comes from calling
+``ncclGetVersion`` in the ``libnccl.so.2`` torch loads (what ``torch.cuda.nccl.version()``
+does too), and torch's from ``torch/version.py``;
 ``--import-torch`` then imports torch and cross-checks both. The build always passes it;
 under QEMU it needs the sysfs stand-in of ``torchpod_toolkit.engine.emulation_volumes``.
 It lives in the launcher package because it runs inside the image.
@@ -108,7 +109,6 @@ def probe(import_torch: bool) -> dict[str, str]:
     }
     if import_torch:
         import torch
-
         import torchvision  # loads its compiled ops against this torch
 
         seen = {"torch": torch.__version__, "cuda": torch.version.cuda or "",

@@ -15,6 +15,7 @@ from typing import Mapping, Sequence
 
 from torchpod.contract import EXAMPLES_DIR, LABEL_KEYS, Arch, label
 from torchpod.errors import InputError, RuntimeFailure
+
 from .definitions import DEBIAN_PACKAGE, ImageDef
 
 # glibc of each Debian release: manylinux wheels up to this version run on it.

@@ -24,6 +24,7 @@ from typing import Mapping, Sequence
 
 from torchpod.contract import IMAGE_PLUGIN, Arch, normalise_arch
 from torchpod.errors import InputError, RuntimeFailure
+
 from . import commands
 from .commands import Builder
 from .definitions import ImageDef
@@ -57,7 +58,8 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None, quiet: boo
         tail = ""
         if quiet and proc.stdout:
             tail = ": " + proc.stdout.strip().splitlines()[-1][:300]
-        raise RuntimeFailure(f"{what or argv[0]} failed (exit {proc.returncode}){tail}; command: {' '.join(argv[:6])} ...")
+        raise RuntimeFailure(f"{what or argv[0]} failed (exit {proc.returncode}){tail}; "
+                             f"command: {' '.join(argv[:6])} ...")
     return proc.stdout or ""
 
 

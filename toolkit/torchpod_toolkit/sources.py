@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from torchpod.errors import InputError, RuntimeFailure
+
 from .definitions import AwsOfiNccl, ImageDef
 
 CHUNK = 1 << 20

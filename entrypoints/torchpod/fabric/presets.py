@@ -44,7 +44,8 @@ def _preset(path: Path, name: str, raw: object) -> Preset:
         raise InputError(f"{where}: expected an object with {', '.join(sorted(_PRESET_KEYS))}")
     unknown = set(raw) - _PRESET_KEYS
     if unknown:
-        raise InputError(f"{where}: unknown key {sorted(unknown)[0]!r}; expected one of {', '.join(sorted(_PRESET_KEYS))}")
+        raise InputError(f"{where}: unknown key {sorted(unknown)[0]!r}; "
+                         f"expected one of {', '.join(sorted(_PRESET_KEYS))}")
     if raw.get("fabric") not in NAMES:
         raise InputError(f"{where}.fabric={raw.get('fabric')!r}; expected one of {', '.join(NAMES)}")
     inherited = _fabric_settings(where, raw)

@@ -1,7 +1,8 @@
 """Scheduler detection: one module per scheduler, tried in the order of SCHEDULERS.
 
-Each module is a ``protocol.Detector`` (mypy checks SCHEDULERS against it): it has ``NAME``, ``STRONG``, ``MARKERS`` (the variables whose presence claims the
-environment), ``claims(env, user) -> bool`` (a cheap check) and
+Each module is a ``protocol.Detector`` (mypy checks SCHEDULERS against it): it has
+``NAME``, ``STRONG``, ``MARKERS`` (the variables whose presence claims the environment),
+``claims(env, user) -> bool`` (a cheap check) and
 ``detect(env, facts, user) -> Detection`` (raises InputError when the markers are there but
 the variables are broken; never falls back to a world of one). Adding a scheduler is one
 module plus one line in SCHEDULERS.

@@ -50,7 +50,8 @@ def claims(env: Env, user: UserOptions) -> bool:
     return get(env, *MARKERS) is not None
 
 
-NODEFILE_EXPECTED = "the file PBS writes for the job, one host name per line; run inside the PBS job on an allocated node"
+NODEFILE_EXPECTED = ("the file PBS writes for the job, one host name per line; "
+                     "run inside the PBS job on an allocated node")
 
 
 def read_nodefile(path: str) -> tuple[str, ...]:

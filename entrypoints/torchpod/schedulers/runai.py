@@ -5,9 +5,9 @@ counted as one), RANK (this pod's index, master 0), MASTER_ADDR (the master pod'
 MASTER_PORT, next to its own markers. Its documentation ("Environment Variables inside a Run:ai Workload",
 docs.run.ai) names RUNAI_NUM_OF_GPUS plus JOB_NAME / JOB_UUID in older releases; newer
 ones also set RUNAI_JOB_NAME / RUNAI_PROJECT. Any RUNAI_* marker claims the pod (JOB_NAME
-alone is too generic); the job id comes from the most specific one present. torchrun needs nodes, not processes, so these
-map to --nnodes and the node index directly. Where the job also runs on a training-operator
-that sets PET_NNODES, that wins (WORLD_SIZE then counts processes).
+alone is too generic); the job id comes from the most specific one present. torchrun needs
+nodes, not processes, so these map to --nnodes and the node index directly. Where the job
+also runs on a training-operator that sets PET_NNODES, that wins (WORLD_SIZE then counts processes).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import yaml
 
 from torchpod.contract import ENV_RDZV_TIMEOUT
 from torchpod.errors import InputError
+
 from . import runner, topology
 
 # Resident memory one node needs on a CPU host: torchpod + the torchrun agent (~0.4 GiB)
@@ -51,7 +52,8 @@ def load_manifest(path: str) -> topology.Topology:
     try:
         docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
     except (OSError, yaml.YAMLError) as exc:
-        raise InputError(f"--manifest={path!r} cannot be read as YAML ({exc}); expected a file `invoke manifests` wrote") from None
+        raise InputError(f"--manifest={path!r} cannot be read as YAML ({exc}); "
+                         "expected a file `invoke manifests` wrote") from None
     return topology.from_manifest(docs)
 
 

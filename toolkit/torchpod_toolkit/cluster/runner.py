@@ -70,13 +70,13 @@ def sweep(client, label: str, value: str | None = None) -> int:
     flt = {"label": label if value is None else f"{label}={value}"}
     removed = 0
     for c in client.containers.list(all=True, filters=flt):
-        _quietly(lambda: c.remove(force=True))
+        _quietly(functools.partial(c.remove, force=True))
         removed += 1
     for n in client.networks.list(filters=flt):
         _quietly(n.remove)
         removed += 1
     for v in client.volumes.list(filters=flt):
-        _quietly(lambda: v.remove(force=True))
+        _quietly(functools.partial(v.remove, force=True))
         removed += 1
     return removed
 
@@ -263,7 +263,7 @@ class Cluster:
                 run.exit_code = int(run.container.wait(timeout=left)["StatusCode"])
             except WAIT_TIMEOUT:
                 run.timed_out = True
-                _quietly(lambda: run.container.kill())
+                _quietly(run.container.kill)
                 try:
                     run.exit_code = int(run.container.wait(timeout=30)["StatusCode"])
                 except ENGINE_ERRORS:

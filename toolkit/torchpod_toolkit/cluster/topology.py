@@ -164,7 +164,8 @@ def _from_manifest(kind: str) -> "Builder":
     runs exactly what a generated manifest makes the operator create."""
 
     def builder(job: Job) -> Raw:
-        from ..manifests import kube, operators, spec as mspec
+        from ..manifests import kube, operators
+        from ..manifests import spec as mspec
 
         same = len(set(job.nproc)) == 1 and job.nproc[0] > 1
         request = mspec.check(mspec.JobSpec(

@@ -305,7 +305,8 @@ def job_object(docs: Sequence[Obj]) -> Obj:
     jobs = [d for d in docs if d and (d.get("apiVersion"), d.get("kind")) in MODELS]
     if len(jobs) != 1:
         kinds = ", ".join(f"{d.get('kind')}" for d in docs if d)
-        raise InputError(f"expected exactly one Volcano Job, PyTorchJob or TrainJob in the manifest; found {kinds or 'nothing'}")
+        raise InputError("expected exactly one Volcano Job, PyTorchJob or TrainJob in the manifest; "
+                         f"found {kinds or 'nothing'}")
     return jobs[0]
 
 

@@ -54,7 +54,8 @@ def violations(docs: Sequence[Mapping[str, Any]], *, allow_privileged: bool = Fa
                 added = set((sc.get("capabilities") or {}).get("add") or ())
                 extra = added - ALLOWED_CAPABILITIES
                 if extra:
-                    out.append(f"{at}: adds capabilities {sorted(extra)}; only {sorted(ALLOWED_CAPABILITIES)} is allowed")
+                    out.append(f"{at}: adds capabilities {sorted(extra)}; "
+                               f"only {sorted(ALLOWED_CAPABILITIES)} is allowed")
                 res = c.get("resources") or {}
                 req, lim = res.get("requests") or {}, res.get("limits") or {}
                 for key in sorted(set(req) | set(lim)):

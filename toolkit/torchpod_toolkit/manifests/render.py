@@ -19,10 +19,10 @@ from pathlib import Path
 
 import yaml
 
-from . import hpc, jobs, kube
 from torchpod.contract import ENV_PRESET, SITE_DEPS
 from torchpod.errors import InputError, RuntimeFailure
 
+from . import hpc, jobs, kube
 from .spec import JobSpec, check, default, flag, options, parse_counts, required
 
 
@@ -81,7 +81,8 @@ def header(spec: JobSpec, filename: str) -> list[str]:
     else:
         lines.append(f"Rendezvous: c10d on node 0, port {spec.port}; torchpod derives it from the scheduler")
     if spec.rdma == "hostnetwork":
-        lines.append("RDMA: hostNetwork + /dev/infiniband from the host (OKE style); NICs and GIDs as the host has them")
+        lines.append("RDMA: hostNetwork + /dev/infiniband from the host (OKE style); "
+                     "NICs and GIDs as the host has them")
     elif spec.rdma == "device-plugin":
         lines.append(f"RDMA: one {spec.rdma_resource} per pod from the RDMA device plugin; the NICs' netdevs must "
                      "reach the pod (e.g. a Multus secondary network)")

@@ -11,10 +11,10 @@ import re
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Callable
 
+from torchpod.contract import ETCD_PORT, SITE_LIB
 from torchpod.errors import InputError
 from torchpod.fabric import by_name as fabric_record
 from torchpod.fabric import presets as presets_mod
-from torchpod.contract import ETCD_PORT, SITE_LIB
 
 from . import hpc, jobs
 
@@ -394,4 +394,5 @@ def _check_site(spec: JobSpec, runtime: str) -> None:
         raise InputError(f"--preset {spec.preset} (Slingshot) with --runtime {runtime} needs --site-lib HOSTDIR: the "
                          "host directory with the site's aws-ofi-nccl build (libnccl-net.so), bound at " + SITE_LIB)
     if spec.fabric == "slingshot" and spec.kube:
-        raise InputError(f"--preset {spec.preset} is a Slingshot HPC shape; expected --scheduler slurm, pbs or pbs-pals")
+        raise InputError(f"--preset {spec.preset} is a Slingshot HPC shape; "
+                         "expected --scheduler slurm, pbs or pbs-pals")
