@@ -15,11 +15,11 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from paths import ROOT
+
 TEST_LABEL = "torchpod.test"
 
 

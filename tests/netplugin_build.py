@@ -1,7 +1,7 @@
 """Build torchpod's test NCCL net plugin and stand-in libfabrics (tests/netplugin/) with the
 host's C compiler, the way a release is built: a tarball, `./configure --prefix=...
 --with-cuda=... --with-libfabric=...`, `make install`. Shared by the test tiers (a plain
-module: conftest is not importable by name). Nothing here is upstream code."""
+module on pytest's pythonpath). Nothing here is upstream code."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from pathlib import Path
 
 from torchpod_toolkit.sources import pack_release
 
-SRC = Path(__file__).parent / "netplugin"
+from paths import TESTS
+
+SRC = TESTS / "netplugin"
 RELEASE = json.loads((SRC / "release.json").read_text())
 NAME, VERSION, SOURCES = RELEASE["name"], RELEASE["version"], tuple(RELEASE["files"])
 # libfabric's symbol-version nodes, as its libfabric.map names them; the newest one is the ABI.

@@ -13,16 +13,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import uuid
-from pathlib import Path
 
 import pytest
 
 from torchpod_toolkit.cluster import runner, topology
 
-ROOT = Path(__file__).resolve().parents[2]
-LABEL = "torchpod.test"
-# Every node: one thread per process on a 2-core CI machine; a bounded rendezvous wait.
-NODE_ENV = {"OMP_NUM_THREADS": "1", "TORCHPOD_RDZV_TIMEOUT": "60", "PYTHONUNBUFFERED": "1"}
+from cluster_helpers import LABEL, NODE_ENV
+from paths import ROOT
 
 pytestmark = [pytest.mark.cluster, pytest.mark.docker]
 

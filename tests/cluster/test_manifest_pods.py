@@ -11,8 +11,7 @@ from torchpod_toolkit.cluster import demo, runner
 from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import JobSpec
 
-from cluster_helpers import EXAMPLES, assert_group
-from conftest import LABEL, NODE_ENV
+from cluster_helpers import EXAMPLES, LABEL, NODE_ENV, assert_group
 
 CHECK = (f"{EXAMPLES}/allreduce_check.py", "--expect-world", "2", "--expect-nodes", "2")
 

@@ -21,8 +21,7 @@ from torchpod_toolkit.cluster import runner, topology
 from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import JobSpec
 
-from cluster_helpers import EXAMPLES
-from conftest import LABEL, NODE_ENV
+from cluster_helpers import EXAMPLES, LABEL, NODE_ENV
 
 PBSDSH = r"""#!/bin/bash
 # pbsdsh stand-in: one task per PBS_NODEFILE line, on that line's host (a container)

@@ -11,8 +11,7 @@ from torchpod_toolkit.cluster import runner, slurm
 from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import JobSpec
 
-from cluster_helpers import EXAMPLES
-from conftest import LABEL, NODE_ENV
+from cluster_helpers import EXAMPLES, LABEL, NODE_ENV
 
 NODES = 2
 

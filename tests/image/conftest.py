@@ -13,7 +13,8 @@ import pytest
 from torchpod_toolkit.definitions import load_definitions
 from torchpod_toolkit.engine import emulation_volumes, host_arch
 
-ROOT = Path(__file__).resolve().parents[2]
+from paths import ROOT
+
 DEFS = load_definitions(ROOT / "images")
 # Images with a net plugin are their base plus one layer: they get the variant checks
 # (test_variants.py) instead of repeating every check of the image they extend.

@@ -24,10 +24,11 @@ from torchpod_toolkit import registry
 from torchpod_toolkit.definitions import load_definitions
 from torchpod.errors import RuntimeFailure
 
+from paths import ROOT
+
 pytestmark = [pytest.mark.docker, pytest.mark.registry]
 MANIFEST_LIST_V2 = "application/vnd.docker.distribution.manifest.list.v2+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -18,7 +17,8 @@ from netplugin_build import build_set, compiler
 from torchpod_toolkit.definitions import DEFAULT_IMAGE, load_definitions
 from torchpod_toolkit.engine import host_arch
 
-ROOT = Path(__file__).resolve().parents[2]
+from paths import ROOT
+
 
 SITE = "/opt/torchpod/site/lib"
 

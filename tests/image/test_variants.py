@@ -15,15 +15,15 @@ import io
 import json
 import tarfile
 
-from pathlib import Path
 
 from torchpod import netplugin
 from torchpod.fabric.site import IMAGE_PLUGIN
 from torchpod_toolkit import plugin
 from torchpod_toolkit.definitions import load_definitions
 
-# not `from conftest import ...`: with every tier collected, that name is another tier's conftest
-DEFS = load_definitions(Path(__file__).resolve().parents[2] / "images")
+from paths import ROOT
+
+DEFS = load_definitions(ROOT / "images")
 
 
 def _file(variant, path: str) -> bytes:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from torchpod_toolkit.definitions import load_definitions
 
-ROOT = Path(__file__).resolve().parents[2]
+from paths import ROOT
+
 README = ROOT / "README.md"
 PAGES = sorted((ROOT / "docs").glob("*.md"))
 LINK = re.compile(r"\]\(([^)\s]+)\)")

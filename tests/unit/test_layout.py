@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from paths import ROOT
+
 LAUNCHER = ROOT / "entrypoints" / "torchpod"
 TOOLKIT = ROOT / "toolkit" / "torchpod_toolkit"
 
@@ -117,8 +118,76 @@ def test_toolkit_is_a_separate_package_the_launcher_never_names():
         assert "torchpod_toolkit" not in imports(path), path
 
 
-def test_test_modules_have_unique_basenames_across_tiers():
-    # pytest's default import mode imports every test module by its basename: two tiers
-    # with the same file name cannot be collected in one run (as `invoke test` does).
-    names = [p.name for p in (ROOT / "tests").rglob("*.py") if p.name != "conftest.py"]
-    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+TESTS = ROOT / "tests"
+TIERS = ("unit", "integration", "image", "cluster")
+# Test files whose subject is the repository rather than one module: they stay at their
+# tier's top. Everything else mirrors the code it tests.
+REPOSITORY_TESTS = {"unit/test_layout.py", "unit/test_docs.py", "unit/test_packaging.py",
+                    "integration/test_launcher_e2e.py"}
+# A second file for one module, split by what it feeds the module (hostile input,
+# hypothesis properties, scripts run for real, shellcheck): test_<module>_<suffix>.py.
+SUFFIXES = ("_hostile", "_properties", "_exec", "_shellcheck", "_shell")
+SOURCES = {"torchpod": LAUNCHER, "torchpod_toolkit": TOOLKIT}
+
+
+def test_test_modules_are_imported_by_path(pytestconfig):
+    # importlib mode: no test folder goes on sys.path, so two tiers may both hold a
+    # test_cli.py and no test can reach another tier's conftest by its name.
+    assert pytestconfig.option.importmode == "importlib"
+    assert "--import-mode=importlib" in pytestconfig.getini("addopts")
+    assert TESTS in [Path(p) for p in pytestconfig.getini("pythonpath")]
+
+
+def test_no_test_imports_a_conftest_by_name():
+    found = [str(p.relative_to(TESTS)) for p in TESTS.rglob("*.py") if "conftest" in imports(p)]
+    assert found == [], "share fixtures through conftest, constants through a module in tests/"
+
+
+def test_the_repository_root_is_named_once():
+    # tests/paths.py alone derives it: a parents[N] in each file broke whenever one moved.
+    found = [str(p.relative_to(TESTS)) for p in TESTS.rglob("*.py")
+             if re.search(r"__file__\)?[.)]*\.?(resolve\(\)\.)?parents?\b", p.read_text())]
+    assert found == ["paths.py"], found
+
+
+def test_shared_test_modules_sit_where_pythonpath_finds_them():
+    # Only tests/ is on sys.path: a plain module deeper down could not be imported by name,
+    # and one named like a real package would shadow it for every test.
+    for tier in TIERS:
+        plain = [str(p.relative_to(TESTS)) for p in (TESTS / tier).rglob("*.py")
+                 if not p.name.startswith("test_") and p.name != "conftest.py"]
+        assert plain == [], f"move {plain} to tests/ (pytest's pythonpath)"
+    shared = {p.stem for p in TESTS.glob("*.py") if p.name != "conftest.py"}
+    assert shared and not shared & (STDLIB | {"torchpod", "torchpod_toolkit", "tasks", "yaml", "pytest"})
+
+
+def _subject(test: Path) -> Path | None:
+    """The source a test file under tests/<tier>/<package>/ mirrors, or None if none."""
+    rel = test.relative_to(TESTS)
+    package, *folders = rel.parts[1:-1]
+    stem = test.stem.removeprefix("test_")
+    for suffix in SUFFIXES:
+        if stem.endswith(suffix) and stem != suffix.lstrip("_"):
+            stem = stem.removesuffix(suffix)
+            break
+    base = SOURCES[package].joinpath(*folders)
+    for candidate in (base / f"{stem}.py", base / stem / "__init__.py"):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def test_tests_mirror_the_code():
+    strays = []
+    for tier in ("unit", "integration"):
+        for test in sorted((TESTS / tier).rglob("test_*.py")):
+            rel = test.relative_to(TESTS)
+            if str(rel) in REPOSITORY_TESTS:
+                continue
+            if rel.parts[1] == "tasks":
+                ok = (ROOT / "tasks.py").exists() or (ROOT / "tasks").is_dir()
+            else:
+                ok = rel.parts[1] in SOURCES and _subject(test) is not None
+            if not ok:
+                strays.append(str(rel))
+    assert strays == [], "name each test file after the module it tests (tests/<tier>/<package>/.../test_<module>.py)"

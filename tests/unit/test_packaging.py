@@ -7,13 +7,13 @@ from __future__ import annotations
 import ast
 import re
 import sys
-from pathlib import Path
 
 import pytest
 
+from paths import ROOT
+
 tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
 
-ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # import name -> distribution name, where they differ
 DISTRIBUTION = {"yaml": "pyyaml"}

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
@@ -21,6 +20,8 @@ from hypothesis import strategies as st
 from torchpod.errors import InputError, RuntimeFailure, TorchpodError
 from torchpod_toolkit.manifests import hpc, kube, render as render_mod
 from torchpod_toolkit.manifests.spec import HPC, KUBE, JobSpec, check
+
+from paths import ROOT
 
 IMAGE = "registry.example.com/torchpod/pytorch:2.13.0-cuda13.0"
 DIGEST = "sha256:" + "0123456789abcdef" * 4
@@ -385,7 +386,7 @@ def test_nothing_is_written_when_render_refuses(tmp_path):
 
 
 def test_the_worked_examples_parse_with_the_strict_reader():
-    root = Path(__file__).resolve().parents[2] / "manifests"
+    root = ROOT / "manifests"
     for path in sorted(p for p in root.rglob("*") if p.is_file() and p.name != "README.md"):
         spec = render_mod.parse_invoke_line(render_mod.regenerate_line(path.read_text()))
         assert check(spec)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 import inspect
 from dataclasses import fields
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -21,7 +20,8 @@ from torchpod_toolkit.cluster import topology
 from torchpod_toolkit.manifests import hpc, jobs, kube, operators, render, spec as spec_mod
 from torchpod_toolkit.manifests.spec import JobSpec, check
 
-ROOT = Path(__file__).resolve().parents[2]
+from paths import ROOT
+
 IMAGE = "registry.example.com/torchpod/pytorch:2.13.0-cuda13.0"
 KINDS = [pytest.param(k, id=k.name) for k in jobs.KINDS]
 

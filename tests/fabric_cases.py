@@ -1,6 +1,5 @@
 """Fabric fixtures (fixtures/fabrics.yaml) written out as sysfs and procfs trees under a
-temp root: shared by the fabric and doctor tests (a plain module, as conftest is not
-importable by name)."""
+temp root: shared by the fabric and doctor tests (a plain module on pytest's pythonpath)."""
 
 from __future__ import annotations
 
@@ -8,7 +7,9 @@ from pathlib import Path
 
 import yaml
 
-FIXTURES = yaml.safe_load((Path(__file__).parent / "fixtures" / "fabrics.yaml").read_text())
+from paths import UNIT_FIXTURES
+
+FIXTURES = yaml.safe_load((UNIT_FIXTURES / "fabrics.yaml").read_text())
 ROUTE_HEADER = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
 
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 
 from torchpod.nccl_log import TRANSPORTS, analyze
 
-LOGS = yaml.safe_load((Path(__file__).parent / "fixtures" / "nccl_logs.yaml").read_text())
+from paths import UNIT_FIXTURES
+
+LOGS = yaml.safe_load((UNIT_FIXTURES / "nccl_logs.yaml").read_text())
 
 
 @pytest.mark.parametrize("name", list(LOGS))

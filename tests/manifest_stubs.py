@@ -1,6 +1,6 @@
 """Stand-ins for the programs a generated job script runs, so the tests can execute the
-script with bash and see exactly what reaches ``torchpod``. A plain module shared by the
-manifest tests (conftest is not importable by name); nothing here is upstream code.
+script with bash and see exactly what reaches ``torchpod``. Shared by the manifest
+tests (a plain module on pytest's pythonpath); nothing here is upstream code.
 
 Each stub is a small bash script (bash starts in about a millisecond; a Python stub costs
 sixty) that appends its argv to one log as NUL-separated fields (name, argc, args), then

@@ -22,7 +22,8 @@ from torchpod_toolkit import commands
 from torchpod_toolkit.commands import Builder
 from torchpod_toolkit.definitions import MAX_FILE_BYTES, load_definitions
 
-ROOT = Path(__file__).resolve().parents[2]
+from paths import ROOT
+
 SHA = "a" * 64
 GOOD = {
     "description": "PyTorch for tests",

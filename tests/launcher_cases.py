@@ -19,7 +19,9 @@ from torchpod.schedulers.common import Facts
 from torchpod.torchrun_flags import split_command_line
 from torchpod_toolkit.cluster import topology
 
-FIXTURES = Path(__file__).parent / "fixtures" / "schedulers.yaml"
+from paths import UNIT_FIXTURES
+
+FIXTURES = UNIT_FIXTURES / "schedulers.yaml"
 _KEYS = {"source", "hostname", "env", "files", "argv", "expect", "error", "notes_contain", "model"}
 _MODEL_KEYS = {"scenario", "nodes", "node", "job", "hosts", "number", "nproc", "port", "node0_ip", "host_network"}
 _EXPECT_KEYS = {

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from torchpod.errors import InputError, RuntimeFailure
 from torchpod_toolkit import measurements as m
 
-ROOT = Path(__file__).resolve().parents[2]
+from paths import ROOT
+
 RESULTS = ROOT / "bench" / "results"
 PAGE = ROOT / "docs" / "measurements.md"
 REAL = m.load(RESULTS)

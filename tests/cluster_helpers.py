@@ -1,5 +1,5 @@
-"""Assertions and waits shared by the cluster tests (a plain module: conftest is not importable
-by name when several test tiers run together)."""
+"""Constants, assertions and waits shared by the cluster tests (a plain module on pytest's
+``pythonpath``: a conftest is never imported by name)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,11 @@ import pytest
 from torchpod_toolkit.cluster import runner
 
 EXAMPLES = runner.EXAMPLES
+# Every container, network and volume a cluster test creates carries this label (the same
+# one tests/conftest.py's image fixtures sweep), valued with the test's id.
+LABEL = "torchpod.test"
+# Every node: one thread per process on a 2-core CI machine; a bounded rendezvous wait.
+NODE_ENV = {"OMP_NUM_THREADS": "1", "TORCHPOD_RDZV_TIMEOUT": "60", "PYTHONUNBUFFERED": "1"}
 
 
 def wait_for_log(cl: runner.Cluster, index: int, text: str, timeout: float) -> str:

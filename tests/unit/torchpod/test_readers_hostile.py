@@ -26,7 +26,8 @@ import torchpod.cli as cli
 from fabric_cases import FIXTURES, write_node
 from torchpod import doctor
 
-REPO = Path(__file__).resolve().parents[2]
+from paths import ROOT as REPO
+
 ROCE = FIXTURES["roce_bonded_mlx5_ipv4_and_ipv6_both_versions"]
 PORT = "sys/class/infiniband/mlx5_bond_0/ports/1"
 SETTINGS = settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])

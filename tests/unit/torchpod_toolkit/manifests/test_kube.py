@@ -21,7 +21,8 @@ from torchpod_toolkit.manifests.spec import HPC, KUBE, JobSpec, check
 from launcher_cases import plan_for
 from torchpod.schedulers.common import Facts
 
-ROOT = Path(__file__).resolve().parents[2]
+from paths import ROOT
+
 REFERENCE = ROOT / "tests" / "reference"
 EXAMPLES = ROOT / "manifests"
 K8S_VERSION = "1.33.0"  # the Kubernetes version core objects are validated for (README)

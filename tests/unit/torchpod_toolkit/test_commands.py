@@ -13,7 +13,8 @@ from torchpod_toolkit.definitions import load_definitions
 from torchpod_toolkit.engine import check_emulation
 from torchpod.errors import InputError, RuntimeFailure
 
-ROOT = Path(__file__).resolve().parents[2]
+from paths import ROOT
+
 DEFN = load_definitions(ROOT / "images")["pytorch"]
 ARM, X86 = ARCHES["aarch64"], ARCHES["x86_64"]
 

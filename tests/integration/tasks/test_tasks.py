@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def invoke(*args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, **env}, timeout=120)
+from paths import ROOT
+from tasks_cli import invoke
 
 
 @pytest.mark.parametrize("args, env, needle", [

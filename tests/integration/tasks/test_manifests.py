@@ -4,17 +4,15 @@ quoting after `--`, writes nothing on bad input, and every HPC script is valid b
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import HPC, RUNTIMES, JobSpec
 
-from test_tasks_cli import invoke
+from tasks_cli import invoke
 
 IMAGE = "registry.example.com/torchpod/pytorch:2.13.0-cuda13.0"
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_invoke_manifests_writes_what_render_makes(tmp_path):

@@ -11,7 +11,8 @@ from torchpod.arch import normalise_arch
 from torchpod_toolkit.definitions import load_definitions, select
 from torchpod.errors import InputError
 
-ROOT = Path(__file__).resolve().parents[2]
+from paths import ROOT
+
 
 GOOD = """\
 arches: [x86_64, arm64]

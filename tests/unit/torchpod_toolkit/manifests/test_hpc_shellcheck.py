@@ -18,7 +18,8 @@ import pytest
 from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import HPC, RUNTIMES, JobSpec
 
-ROOT = Path(__file__).resolve().parents[2]
+from paths import ROOT
+
 IMAGE = "registry.example.com/torchpod/pytorch:2.13.0-cuda13.0"
 COMMAND = ("/opt/torchpod/examples/ddp_resnet.py", "--steps", "200")
 # words a shell would otherwise split, expand or run; the script must carry them as literals

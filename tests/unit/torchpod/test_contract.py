@@ -15,7 +15,8 @@ import torchpod.cli as cli
 from torchpod import contract
 from torchpod.contract import SETTINGS
 
-ROOT = Path(__file__).resolve().parents[2]
+from paths import ROOT
+
 LAUNCHER = ROOT / "entrypoints" / "torchpod"
 TOOLKIT = ROOT / "toolkit" / "torchpod_toolkit"
 NAME = re.compile(r"TORCHPOD_[A-Z_]*[A-Z]")

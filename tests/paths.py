@@ -1,0 +1,14 @@
+"""The repository's root, named once for every tier.
+
+pytest imports test modules in importlib mode (pyproject's ``addopts``), so a test file's
+own folder is not on ``sys.path``; ``tests/`` is (pyproject's ``pythonpath``). That makes
+this module and the shared cases (``launcher_cases``, ``fabric_cases``, ...) importable by
+name from a test at any depth, without ``from conftest import`` or a ``parents[N]`` that
+breaks each time a file moves.
+"""
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+UNIT_FIXTURES = TESTS / "unit" / "fixtures"
