@@ -2,16 +2,24 @@
 
 Everything they build or run comes from images/*.yaml through torchpod_toolkit; a
 deliberate abort is ``Exit("what failed; how to fix")``. Command line beats code default.
+
+The tasks live in namespaces (``invoke --list``): ``image.build``, ``image.push``,
+``image.wheels``, ``jobs.manifests``, ``cluster.demo``, ``bench.<script>`` for every
+``bench/*.py``, ``test`` and ``measurements``. The names before namespaces (``build``,
+``push``, ``wheels``, ``manifests``, ``demo``, ``bench-rendezvous``) stay as aliases
+(``ALIASES``) so the README's commands and users' scripts keep working.
 """
 
 from __future__ import annotations
 
+import ast
 import inspect
 import os
+import shlex
 import sys
 from pathlib import Path
 
-from invoke import Exit, task
+from invoke import Collection, Exit, Task, task
 
 from torchpod.errors import TorchpodError
 from torchpod_toolkit.cluster.demo import WORKLOADS
@@ -20,6 +28,50 @@ from torchpod_toolkit.definitions import DEFAULT_IMAGE
 from torchpod_toolkit.manifests.spec import cli_options as manifest_options
 
 ROOT = Path(__file__).resolve().parent
+
+
+class _Task(Task):
+    """A task whose short flags are declared (``short={"arch": "a"}``), never guessed.
+
+    invoke's auto_shortflags gives each option the first character of its name not yet
+    taken, the dash of ``site-lib`` included (``--help manifests`` showed ``--=STRING``),
+    and a flag's letter moved whenever an option was added before it (invoke 2.x/3.x,
+    invoke/tasks.py, ``Task.arg_opts``). Here an option has the letter written next to its
+    task or none; a letter that names no option, or one used twice, fails at load.
+    """
+
+    def __init__(self, body, short=None, **kwargs):
+        super().__init__(body, auto_shortflags=False, **kwargs)
+        self.short = dict(short or {})
+        params = list(self.argspec(body).parameters)
+        unknown = sorted(set(self.short) - set(params))
+        letters = list(self.short.values())
+        if unknown or len(set(letters)) != len(letters) or any(len(x) != 1 or not x.isalpha() for x in letters):
+            raise ValueError(f"task {body.__name__}: short flags {self.short} must name its options "
+                             f"({', '.join(params)}) with one distinct letter each")
+
+    def arg_opts(self, name, default, taken_names):
+        opts = super().arg_opts(name, default, taken_names)
+        if name in self.short:
+            opts["names"].append(self.short[name])
+        return opts
+
+
+def _task(short=None, **kwargs):
+    """``@task`` with declared short flags (``_Task``)."""
+    return task(klass=_Task, short=short, **kwargs)
+
+
+def _after_dashes(c, what: str, form: str) -> list[str]:
+    """The words after ``--``: sys.argv keeps the user's quoting, invoke's remainder is
+    re-joined text (split again only where sys.argv has no ``--``, e.g. a task called
+    from Python)."""
+    if "--" in sys.argv:
+        return sys.argv[sys.argv.index("--") + 1:]
+    try:
+        return shlex.split(c.remainder)
+    except ValueError as exc:
+        raise TorchpodError(f"{what}: {exc}; expected `{form}`") from None
 
 
 def _defs():
@@ -56,7 +108,10 @@ def test_plugin_tarball() -> tuple[Path, str]:
     return path, release["version"]
 
 
-@task(help={
+# Short flags: the letters invoke had given each option before they were declared, kept so
+# that users' scripts keep working; a new option gets one only by being added here.
+@_task(short={"arch": "a", "ca_bundle": "c", "netplugin_version": "e", "image": "i", "netplugin_tarball": "n",
+              "offline": "o", "netplugin_sha256": "t"}, help={
     "arch": "x86_64 or aarch64 (amd64/arm64 accepted; comma-separated for several); default: every arch of the image",
     "image": "image definition (a file stem in images/)",
     "offline": "install wheels only from .cache/wheels/<image>-<arch> (see `invoke wheels`)",
@@ -91,14 +146,15 @@ def build(c, arch="", image=DEFAULT_IMAGE, offline=False, ca_bundle="", netplugi
     print("\n" + engine.summary_table(results))
 
 
-@task(help={
+@_task(short={"image": "i", "insecure": "n", "registry": "r"}, help={
     "registry": "HOST:PORT of the registry (plain HTTP is used for loopback hosts or with --insecure)",
     "image": "image definition (a file stem in images/)",
     "insecure": "talk plain HTTP to a non-loopback registry",
 })
 def push(c, registry, image=DEFAULT_IMAGE, insecure=False):
     """Push every declared arch as <tag>-<arch>, then the merged multi-arch manifest list."""
-    from torchpod_toolkit import definitions, registry as reg
+    from torchpod_toolkit import definitions
+    from torchpod_toolkit import registry as reg
 
     try:
         defn = definitions.select(_defs(), image)
@@ -110,7 +166,7 @@ def push(c, registry, image=DEFAULT_IMAGE, insecure=False):
     print(f"manifest list {result.manifest_ref}@{result.manifest_digest}")
 
 
-@task(help={
+@_task(short={"arch": "a", "image": "i"}, help={
     "image": "image definition (a file stem in images/)",
     "arch": "x86_64 or aarch64; default: every arch of the image",
 })
@@ -138,15 +194,20 @@ def wheels(c, image=DEFAULT_IMAGE, arch=""):
 TIERS = ("unit", "integration", "image", "cluster")
 
 
-@task(help={
+@_task(short={"build_images": "b", "pytest_args": "p", "tier": "t"}, help={
     "tier": ", ".join(TIERS) + " or all",
     "build_images": "build the CI images first, incrementally (default true; --no-build-images skips)",
-    "pytest_args": "extra arguments for pytest",
+    "pytest_args": "extra arguments for pytest, split as a shell splits words (no expansion)",
 })
 def test(c, tier="all", build_images=True, pytest_args=""):
     """Run the test suite: unit, integration, inside the built images, containers as nodes."""
     if tier not in (*TIERS, "all"):
         raise Exit(f"torchpod: --tier={tier!r}; expected one of {', '.join(TIERS)} or all", code=2)
+    try:  # before any image is built: a bad line costs nothing
+        extra = shlex.split(pytest_args)
+    except ValueError as exc:
+        raise Exit(f"torchpod: --pytest-args={pytest_args!r}: {exc}; expected pytest's arguments, "
+                   "quoted as in a shell", code=2) from None
     chosen = TIERS if tier == "all" else (tier,)
     if build_images and {"image", "cluster"} & set(chosen):
         # Always (re)build: BuildKit's cache makes an unchanged tree a matter of seconds,
@@ -162,7 +223,7 @@ def test(c, tier="all", build_images=True, pytest_args=""):
 
             c.run(f"{engine.find_builder().docker} builder prune -af", pty=False)
     paths = [f"tests/{t}" for t in chosen]
-    c.run(f"{sys.executable} -m pytest {' '.join(paths)} {pytest_args}", pty=False)
+    c.run(shlex.join([sys.executable, "-m", "pytest", *paths, *extra]), pty=False)
 
 
 def _cluster_image(arch: str = "x86_64") -> str:
@@ -170,7 +231,8 @@ def _cluster_image(arch: str = "x86_64") -> str:
     return defn.ref(defn.arch(arch))
 
 
-@task(help={
+@_task(short={"gpus": "g", "manifest": "m", "nodes": "n", "scheduler": "s", "timeout": "t", "workload": "w"},
+       help={
     "scheduler": ", ".join(SCENARIOS),
     "nodes": "containers playing nodes",
     "workload": ", ".join(WORKLOADS),
@@ -183,8 +245,8 @@ def demo(c, scheduler="volcano", nodes=2, workload="ddp_resnet", timeout=600, gp
     """Run one job on N containers as a scheduler would start it; stream output; summarize."""
     import signal
 
-    from torchpod_toolkit.engine import docker_client
     from torchpod_toolkit.cluster import demo as demo_mod
+    from torchpod_toolkit.engine import docker_client
 
     def interrupt(signum, _frame):
         raise KeyboardInterrupt
@@ -198,7 +260,7 @@ def demo(c, scheduler="volcano", nodes=2, workload="ddp_resnet", timeout=600, gp
     except TorchpodError as exc:
         raise _abort(exc) from None
     except KeyboardInterrupt:
-        raise Exit("torchpod: demo interrupted; its containers and network were removed", code=130)
+        raise Exit("torchpod: demo interrupted; its containers and network were removed", code=130) from None
     if code:
         raise Exit("torchpod: demo job failed; see the node output and the summary above", code=code)
 
@@ -217,18 +279,24 @@ def _signature(options):
     from (invoke.tasks.Task.argspec: inspect.signature, which honours __signature__)."""
     def wrap(body):
         kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-        body.__signature__ = inspect.Signature(
-            [inspect.Parameter("c", kind)] + [inspect.Parameter(name, kind, default=value) for name, value, _ in options])
+        params = [inspect.Parameter(name, kind, default=value) for name, value, _ in options]
+        body.__signature__ = inspect.Signature([inspect.Parameter("c", kind), *params])
         return body
     return wrap
 
 
-@task(help={name: text for name, _, text in _MANIFEST_OPTIONS})
+# Short flags for the options people type most, and the letters invoke had given the others
+# (kept for users' scripts); --site-lib, --out and --force have none.
+MANIFEST_SHORT = {"name": "a", "etcd_server": "c", "rdma_resource": "d", "preset": "e", "refresh": "f",
+                  "gpus_per_node": "g", "image": "i", "namespace": "m", "nodes": "n", "project": "o",
+                  "privileged": "p", "queue": "q", "rdma": "r", "scheduler": "s", "etcd_endpoint": "t",
+                  "runtime": "u", "walltime": "w", "rdzv": "z"}
+
+
+@_task(short=MANIFEST_SHORT, help={name: text for name, _, text in _MANIFEST_OPTIONS})
 @_signature(_MANIFEST_OPTIONS)
 def manifests(c, **opts):
     """Write a ready-to-submit job for a scheduler: `invoke manifests --scheduler S ... -- train.py ARGS`."""
-    import shlex
-
     from torchpod_toolkit.manifests import render as render_mod
     from torchpod_toolkit.manifests.spec import JobSpec
 
@@ -250,11 +318,7 @@ def manifests(c, **opts):
                 for path, changed in render_mod.write(folder, unique, force=True):
                     print(f"{'wrote' if changed else 'unchanged'} {path.relative_to(ROOT)}")
             return
-        # after `--`: sys.argv keeps the user's quoting; invoke's remainder is re-joined text
-        try:
-            command = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else shlex.split(c.remainder)
-        except ValueError as exc:
-            raise TorchpodError(f"the script and its arguments: {exc}; expected `-- train.py [ARGS...]`") from None
+        command = _after_dashes(c, "the script and its arguments", "-- train.py [ARGS...]")
         spec = JobSpec(command=tuple(command), **{name: opts[name] for name, _, _ in manifest_options()})
         outputs = render_mod.render(spec)  # raises on bad input before anything is written
         if not opts["out"]:
@@ -267,16 +331,55 @@ def manifests(c, **opts):
         raise _abort(exc) from None
 
 
-@task(help={
-    "nodes": "comma-separated node counts",
-    "repeats": "runs per node count and launcher (interleaved)",
+BENCH = ROOT / "bench"
+
+
+def bench_command(script: Path, args) -> list[str]:
+    """``python bench/SCRIPT.py ARGS``: how every ``bench.*`` task runs its script."""
+    return [sys.executable, str(script), *args]
+
+
+def _run_bench(c, script: Path, flags: list[str]) -> None:
+    try:
+        args = [*flags, *_after_dashes(c, f"{script.relative_to(ROOT)}'s flags", "-- [FLAGS...]")]
+    except TorchpodError as exc:
+        raise _abort(exc) from None
+    c.run(shlex.join(bench_command(script, args)), pty=False)
+
+
+def _bench_doc(script: Path) -> str:
+    """A bench task's docstring, from its script's: the first sentence up to its first colon
+    (the title ``invoke --list`` shows), the whole text, and how to pass the script flags."""
+    doc = ast.get_docstring(ast.parse(script.read_text(encoding="utf-8"))) or ""
+    sentence = " ".join(doc.split("\n\n", 1)[0].split()).split(". ", 1)[0].split(": ", 1)[0].rstrip(".")
+    path, name = script.relative_to(ROOT), script.stem.replace("_", "-")
+    return (f"{sentence or path}.\n\n{doc}\n\n"
+            f"Runs `python {path}`; its own flags go after `--`, e.g. `invoke bench.{name} -- --help`.")
+
+
+@_task(name="rendezvous", short={"nodes": "n", "repeats": "r"}, help={
+    "nodes": "comma-separated node counts (default: the script's)",
+    "repeats": "runs per node count and launcher, interleaved (default: the script's)",
 })
-def bench_rendezvous(c, nodes="2,4,8", repeats=1):
-    """Time docker run -> first all-reduce, torchpod run vs hand-written torchrun."""
-    c.run(f"{sys.executable} {ROOT / 'bench' / 'rendezvous.py'} --nodes {nodes} --repeats {repeats}", pty=False)
+def bench_rendezvous(c, nodes="", repeats=0):
+    """Run bench/rendezvous.py (the task's docstring is the script's: set below)."""
+    flags = [*(["--nodes", nodes] if nodes else []), *(["--repeats", str(repeats)] if repeats else [])]
+    _run_bench(c, BENCH / "rendezvous.py", flags)
 
 
-@task(help={
+bench_rendezvous.__doc__ = _bench_doc(BENCH / "rendezvous.py")
+
+
+def _bench_task(script: Path) -> Task:
+    """A ``bench.<name>`` task for a script that takes no task flags: all of them after ``--``."""
+    def body(c):
+        _run_bench(c, script, [])
+    body.__name__ = script.stem
+    body.__doc__ = _bench_doc(script)
+    return _Task(body, name=script.stem)
+
+
+@_task(short={"check": "c"}, help={
     "check": "write nothing; fail when docs/measurements.md differs from bench/results/*.json",
 })
 def measurements(c, check=False):
@@ -289,3 +392,34 @@ def measurements(c, check=False):
     except TorchpodError as exc:
         raise _abort(exc) from None
     print(f"{'wrote' if changed else 'unchanged'} {page.relative_to(ROOT)}")
+
+
+def _alias(canonical: _Task, path: str) -> _Task:
+    """``canonical`` under the name it had before namespaces: the same body, flags and help,
+    and a first line that names the namespaced form."""
+    alias = _Task(canonical.body, short=canonical.short, help=dict(canonical.help))
+    alias.__doc__ = f"Same as {path} (its name before namespaces).\n\n{canonical.__doc__}"
+    return alias
+
+
+def _namespace() -> Collection:
+    benches = {s.stem: _bench_task(s) for s in sorted(BENCH.glob("*.py")) if s.name != "rendezvous.py"}
+    benches["rendezvous"] = bench_rendezvous
+    root = Collection(
+        test, measurements,
+        Collection("image", build, push, wheels),
+        Collection("jobs", manifests),
+        Collection("cluster", demo),
+        Collection("bench", *(benches[name] for name in sorted(benches))),
+    )
+    for old, path in ALIASES.items():
+        root.add_task(_alias(root[path], path), name=old)
+    return root
+
+
+# The names the tasks had before namespaces -> their namespaced form. Each stays a task of
+# its own at the top (invoke resolves a dotted name only inside its collection).
+ALIASES = {"build": "image.build", "push": "image.push", "wheels": "image.wheels",
+           "manifests": "jobs.manifests", "demo": "cluster.demo", "bench-rendezvous": "bench.rendezvous"}
+
+ns = _namespace()
