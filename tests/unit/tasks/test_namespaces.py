@@ -1,0 +1,202 @@
+"""tasks.py in namespaces (issue 19, Must 8), read through invoke's Collection API: every
+bench/*.py has a ``bench.*`` task, every command name from before the namespaces resolves
+to the same task with the same flags, short flags are declared (never ``-`` and never a
+letter that moved), and the words a bench or ``test`` task passes on are quoted."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import shlex
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from invoke import Exit
+
+from paths import ROOT
+
+
+def _load(name="tasks_namespaces_under_test"):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tasks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TASKS = _load()
+NS = TASKS.ns
+
+# Today's command names (README, docs/, .ci/run, users' scripts) -> the namespaced task.
+OLD_NAMES = {"build": "image.build", "push": "image.push", "wheels": "image.wheels",
+             "manifests": "jobs.manifests", "demo": "cluster.demo", "bench-rendezvous": "bench.rendezvous",
+             "test": "test", "measurements": "measurements"}
+
+# The short flags invoke had given these tasks before they were declared: a user's script may
+# use any of them, so none may change (--site-lib had `-`, shown as `--=STRING`: gone).
+SHORT = {
+    "build": {"arch": "a", "ca_bundle": "c", "netplugin_version": "e", "image": "i", "netplugin_tarball": "n",
+              "offline": "o", "netplugin_sha256": "t"},
+    "push": {"image": "i", "insecure": "n", "registry": "r"},
+    "wheels": {"arch": "a", "image": "i"},
+    "test": {"build_images": "b", "pytest_args": "p", "tier": "t"},
+    "demo": {"gpus": "g", "manifest": "m", "nodes": "n", "scheduler": "s", "timeout": "t", "workload": "w"},
+    "manifests": {"name": "a", "etcd_server": "c", "rdma_resource": "d", "preset": "e", "refresh": "f",
+                  "gpus_per_node": "g", "image": "i", "namespace": "m", "nodes": "n", "project": "o",
+                  "privileged": "p", "queue": "q", "rdma": "r", "scheduler": "s", "etcd_endpoint": "t",
+                  "runtime": "u", "walltime": "w", "rdzv": "z"},
+    "bench-rendezvous": {"nodes": "n", "repeats": "r"},
+    "measurements": {"check": "c"},
+}
+
+
+def _arguments(name: str) -> dict:
+    # get_arguments consumes the task's help dict (invoke/tasks.py, Task.arg_opts): a copy
+    task = copy.deepcopy(NS[name])
+    return {a.attr_name or a.name: a for a in task.get_arguments()}
+
+
+def _shorts(name: str) -> dict[str, str]:
+    return {attr: n for attr, a in _arguments(name).items() for n in a.names if len(n) == 1}
+
+
+def test_the_issue_names_are_the_tasks():
+    names = set(NS.task_names)
+    assert {"image.build", "image.push", "image.wheels", "jobs.manifests", "cluster.demo", "test",
+            "measurements"} <= names
+    # nothing at the top but the two namespaced tasks and the old names
+    assert {n for n in names if "." not in n} == set(OLD_NAMES)
+
+
+def test_every_bench_script_has_a_bench_task_and_no_other():
+    scripts = {p.stem.replace("_", "-"): p for p in (ROOT / "bench").glob("*.py")}
+    benches = {n.split(".", 1)[1] for n in NS.task_names if n.startswith("bench.")}
+    assert benches == set(scripts) and len(scripts) >= 7
+    for name, script in scripts.items():
+        doc = NS[f"bench.{name}"].__doc__
+        assert f"python bench/{script.name}" in doc and f"invoke bench.{name} -- --help" in doc
+
+
+def test_a_new_bench_script_gets_a_task(tmp_path, monkeypatch):
+    (tmp_path / "rendezvous.py").write_text('"""Rendezvous benchmark: seconds."""\n')
+    (tmp_path / "disk_io.py").write_text('"""Disk benchmark: reads per second. More text."""\n')
+    (tmp_path / "bare.py").write_text("x = 1\n")
+    monkeypatch.setattr(TASKS, "BENCH", tmp_path)
+    monkeypatch.setattr(TASKS, "ROOT", tmp_path.parent)
+    ns = TASKS._namespace()
+    assert {n for n in ns.task_names if n.startswith("bench.")} == {"bench.disk-io", "bench.bare",
+                                                                    "bench.rendezvous"}
+    assert ns["bench.disk-io"].__doc__.splitlines()[0] == "Disk benchmark."
+    assert ns["bench.bare"].__doc__.splitlines()[0] == f"{tmp_path.name}/bare.py."
+
+
+@pytest.mark.parametrize("old, new", OLD_NAMES.items())
+def test_every_old_name_is_its_namespaced_task(old, new):
+    assert NS[old].body is NS[new].body
+    before, after = _arguments(old), _arguments(new)
+    assert list(before) == list(after)
+    for name, arg in before.items():
+        other = after[name]
+        assert (arg.names, arg.kind, arg.default, arg.help) == (other.names, other.kind, other.default, other.help)
+    if old != new:
+        assert NS[old].__doc__.startswith(f"Same as {new} ")
+
+
+@pytest.mark.parametrize("name", SHORT)
+def test_short_flags_are_the_ones_users_had(name):
+    assert _shorts(name) == SHORT[name]
+
+
+@pytest.mark.parametrize("name", sorted(NS.task_names))
+def test_every_flag_is_its_name_or_one_declared_letter(name):
+    letters = []
+    for attr, arg in _arguments(name).items():
+        long, *short = arg.names
+        assert long == attr.replace("_", "-") and "-" not in short
+        assert all(len(s) == 1 and s.isalpha() for s in short) and len(short) <= 1
+        letters += short
+    assert len(letters) == len(set(letters))
+
+
+def test_manifests_site_lib_has_no_short_flag():
+    assert _arguments("manifests")["site_lib"].names == ("site-lib",)
+
+
+def _body(c, x=1, y=""):
+    pass
+
+
+@pytest.mark.parametrize("short", [{"z": "z"}, {"x": "q", "y": "q"}, {"x": "-"}, {"x": "xy"}])
+def test_a_short_flag_that_names_no_option_or_repeats_fails_at_load(short):
+    with pytest.raises(ValueError, match=r"task _body: short flags .* must name its options \(x, y\)"):
+        TASKS._Task(_body, short=short)
+
+
+class _Recorder:
+    """The part of invoke's Context a task uses here: run() and the remainder."""
+
+    def __init__(self, remainder=""):
+        self.remainder = remainder
+        self.commands: list[str] = []
+
+    def run(self, command, **kwargs):
+        self.commands.append(command)
+
+
+WORDS = st.lists(st.text(max_size=12), max_size=5)  # all of Unicode, control characters too
+
+
+@settings(deadline=None, max_examples=60)
+@given(words=WORDS, nodes=st.sampled_from(["", "2,4"]), repeats=st.sampled_from([0, 3]))
+def test_a_bench_task_runs_its_script_with_every_word_after_dashes_quoted(words, nodes, repeats):
+    c = _Recorder()
+    saved = sys.argv
+    sys.argv = ["invoke", "bench-rendezvous", "--", *words]
+    try:
+        NS["bench.rendezvous"].body(c, nodes=nodes, repeats=repeats)
+    finally:
+        sys.argv = saved
+    flags = [*(["--nodes", nodes] if nodes else []), *(["--repeats", str(repeats)] if repeats else [])]
+    assert [shlex.split(cmd) for cmd in c.commands] == [[sys.executable, str(ROOT / "bench" / "rendezvous.py"),
+                                                         *flags, *words]]
+
+
+@settings(deadline=None, max_examples=40)
+@given(words=WORDS)
+def test_without_dashes_in_argv_the_remainder_is_split_as_a_shell_would(words):
+    c = _Recorder(remainder=shlex.join(words))
+    saved = sys.argv
+    sys.argv = ["invoke"]
+    try:
+        NS["bench.hostile-reads"].body(c)
+    finally:
+        sys.argv = saved
+    assert shlex.split(c.commands[0]) == [sys.executable, str(ROOT / "bench" / "hostile_reads.py"), *words]
+
+
+def test_an_unclosed_quote_in_the_remainder_is_one_line(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["invoke"])
+    c = _Recorder(remainder="--sizes 'x")
+    with pytest.raises(Exit) as caught:
+        NS["bench.images"].body(c)
+    assert caught.value.code == 2 and not c.commands
+    assert str(caught.value.message).startswith("torchpod: bench/images.py's flags: No closing quotation")
+
+
+@settings(deadline=None, max_examples=40)
+@given(words=WORDS)
+def test_pytest_args_reach_pytest_word_for_word(words):
+    c = _Recorder()
+    NS["test"].body(c, tier="unit", build_images=False, pytest_args=shlex.join(words))
+    assert [shlex.split(cmd) for cmd in c.commands] == [[sys.executable, "-m", "pytest", "tests/unit", *words]]
+
+
+@pytest.mark.parametrize("args", ["-k 'x", '"', "a\\"])
+def test_unsplittable_pytest_args_are_one_line_before_anything_runs(args):
+    c = _Recorder()
+    with pytest.raises(Exit) as caught:
+        NS["test"].body(c, tier="all", build_images=True, pytest_args=args)
+    assert caught.value.code == 2 and not c.commands
+    assert str(caught.value.message).startswith(f"torchpod: --pytest-args={args!r}: ")
+    assert "\n" not in str(caught.value.message)
