@@ -76,7 +76,8 @@ def test_generated_pbs_script_runs_one_launcher_per_node(scheduler, tmp_path, do
         job = tmp_path / script.name
         job.write_text(script.text)
         env = {"PATH": f"{bindir}:{os.path.dirname(docker)}:/usr/bin:/bin", "TP_HOSTS": str(hosts),
-               "PBS_NODEFILE": str(nodefile), "PBS_O_WORKDIR": "/tmp", "PBS_JOBID": dict(topo.nodes[0].env)["PBS_JOBID"]}
+               "PBS_NODEFILE": str(nodefile), "PBS_O_WORKDIR": "/tmp",
+               "PBS_JOBID": dict(topo.nodes[0].env)["PBS_JOBID"]}
         done = subprocess.run(["bash", str(job)], env=env, capture_output=True, text=True, timeout=240)
     runner.sweep(docker_client, LABEL, test_label[LABEL])
     out = done.stdout + done.stderr

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from torchpod.errors import RuntimeFailure
 from torchpod_toolkit import registry
 from torchpod_toolkit.definitions import load_definitions
-from torchpod.errors import RuntimeFailure
 
 from paths import ROOT
 

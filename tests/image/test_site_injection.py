@@ -13,12 +13,11 @@ import shutil
 
 import pytest
 
-from netplugin_build import build_set, compiler
 from torchpod_toolkit.definitions import DEFAULT_IMAGE, load_definitions
 from torchpod_toolkit.engine import host_arch
 
+from netplugin_build import build_set, compiler
 from paths import ROOT
-
 
 SITE = "/opt/torchpod/site/lib"
 

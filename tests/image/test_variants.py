@@ -15,7 +15,6 @@ import io
 import json
 import tarfile
 
-
 from torchpod import netplugin
 from torchpod.fabric.site import IMAGE_PLUGIN
 from torchpod_toolkit import plugin

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from torchpod_toolkit.definitions import load_definitions
 
 from paths import ROOT

@@ -9,8 +9,9 @@ import os
 
 import pytest
 
-from netplugin_build import build_set, compiler
 from torchpod import netplugin
+
+from netplugin_build import build_set, compiler
 
 
 @pytest.fixture(scope="module")

@@ -27,5 +27,6 @@ def test_rendezvous_timeout_says_how_many_nodes_came(tmp_path):
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=90)
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("torchpod: error: rendezvous 't1' timed out after 3 s: expected 2 nodes, 1 arrived"), done.stderr[-2000:]
+    want = "torchpod: error: rendezvous 't1' timed out after 3 s: expected 2 nodes, 1 arrived"
+    assert last.startswith(want), done.stderr[-2000:]
     assert "Traceback" not in done.stderr, textwrap.shorten(done.stderr, 400)

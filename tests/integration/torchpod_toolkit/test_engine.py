@@ -27,7 +27,8 @@ def make_wheel(folder: Path, name: str, version: str, tag: str) -> None:
     dist = f"{name}-{version}.dist-info"
     with zipfile.ZipFile(folder / f"{name}-{version}-{tag}.whl", "w") as whl:
         whl.writestr(f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-        whl.writestr(f"{dist}/WHEEL", f"Wheel-Version: 1.0\nGenerator: torchpod-test\nRoot-Is-Purelib: false\nTag: {tag}\n")
+        whl.writestr(f"{dist}/WHEEL",
+                     f"Wheel-Version: 1.0\nGenerator: torchpod-test\nRoot-Is-Purelib: false\nTag: {tag}\n")
         whl.writestr(f"{dist}/RECORD", "")
 
 

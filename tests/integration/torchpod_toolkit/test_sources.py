@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from torchpod.errors import InputError, RuntimeFailure
 from torchpod_toolkit import engine
 from torchpod_toolkit.definitions import load_definitions
 from torchpod_toolkit.sources import aws_ofi_nccl_source
-from torchpod.errors import InputError, RuntimeFailure
 
 PAYLOAD = b"aws-ofi-nccl-1.14.0/configure\n" * 1000
 GOOD_SHA = hashlib.sha256(PAYLOAD).hexdigest()

@@ -38,7 +38,7 @@ def test_plan_json(capsys):
 
 def _shell_command(out: str) -> list[str]:
     """The words of TORCHPOD_COMMAND in a shell plan (its only assignment besides exports)."""
-    (line,) = [l for l in out.splitlines() if l.startswith("TORCHPOD_COMMAND=")]
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("TORCHPOD_COMMAND=")]
     (value,) = shlex.split(line[len("TORCHPOD_COMMAND="):])
     return shlex.split(value)
 
@@ -50,7 +50,7 @@ def test_plan_shell_assigns_the_command_and_says_how_to_forward_args(capsys):
     assert words[1:3] == ["-m", "torch.distributed.run"] and "--local-addr=gpu002" in words
     assert out.strip().splitlines()[-1].endswith('eval "exec $TORCHPOD_COMMAND \\"\\$@\\""')
     # nothing but comments and assignments: eval runs no command
-    assert all(l.startswith(("#", "export ", "TORCHPOD_COMMAND=")) for l in out.strip().splitlines())
+    assert all(ln.startswith(("#", "export ", "TORCHPOD_COMMAND=")) for ln in out.strip().splitlines())
 
 
 def test_plan_shell_with_script_quotes_arguments(capsys):

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 import torchpod.cli as cli
-from fabric_cases import FIXTURES, write_node
 from torchpod.doctor import Machine, exit_code, preflight, refusal
+
+from fabric_cases import FIXTURES, write_node
 
 SEED_SOCKET = ("node-0:1:1 [0] NCCL INFO NET/Socket : Using [0]net1:172.18.128.3<0> [1]eth0:172.16.46.52<0>\n"
                "node-0:1:1 [0] NCCL INFO Using network Socket\n")
@@ -126,7 +127,8 @@ def test_sockets_on_a_node_with_rdma_hardware_exit_1(tmp_path):
 def test_text_report_quotes_the_evidence(tmp_path, capsys):
     log = tmp_path / "nccl.log"
     log.write_text(SEED_SOCKET)
-    assert cli.main(["doctor", "--sysfs-root", str(tmp_path), "--nccl-log", str(log)], {"CUDA_VISIBLE_DEVICES": ""}) == 0
+    argv = ["doctor", "--sysfs-root", str(tmp_path), "--nccl-log", str(log)]
+    assert cli.main(argv, {"CUDA_VISIBLE_DEVICES": ""}) == 0
     out = capsys.readouterr().out
     assert "transport: socket" in out and "  > node-0:1:1 [0] NCCL INFO Using network Socket" in out
     assert "warn  gpus" in out

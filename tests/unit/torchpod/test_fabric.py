@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from fabric_cases import FIXTURES, write_node
-from launcher_cases import plan_for
 from torchpod.fabric import detect_fabric
 from torchpod.schedulers.common import Facts
+
+from fabric_cases import FIXTURES, write_node
+from launcher_cases import plan_for
 
 
 @pytest.mark.parametrize("name", list(FIXTURES))

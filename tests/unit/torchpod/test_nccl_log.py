@@ -59,6 +59,7 @@ def test_a_long_line_is_cut_at_the_cap_and_said(line):
 
 def test_the_using_line_names_the_network_without_its_suffix():
     for text, network in (("Using network AWS Libfabric", "libfabric"), ("Assigned NET plugin IB to comm", "ib"),
-                          ("Using network Socket  ", "socket"), ("Assigned NET plugin Libfabric to comm \r", "libfabric")):
+                          ("Using network Socket  ", "socket"),
+                          ("Assigned NET plugin Libfabric to comm \r", "libfabric")):
         verdict = analyze(f"h:1:1 [0] NCCL INFO {text}\n")
         assert verdict.transport == network, (text, verdict)

@@ -7,10 +7,11 @@ import sys
 
 import pytest
 
-from launcher_cases import GOOD, materialise, plan_for, torch_accepts
 from torchpod.plan import FLAG_TABLE, LaunchPlan, to_dict
 from torchpod.torchrun_flags import TORCHRUN_OPTIONS
 from torchpod.values import NodeCount
+
+from launcher_cases import GOOD, materialise, plan_for, torch_accepts
 
 CONTRACT_KEYS = {
     "scheduler", "nnodes", "node_rank", "nproc_per_node", "rdzv_backend", "rdzv_endpoint",

@@ -25,10 +25,11 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
-from fabric_cases import FIXTURES as FABRICS
-from fabric_cases import write_node
 import torchpod.cli as cli
 from torchpod.plan import comment_text
+
+from fabric_cases import FIXTURES as FABRICS
+from fabric_cases import write_node
 
 BASH = shutil.which("bash")
 pytestmark = pytest.mark.skipif(BASH is None, reason="bash is not installed")
@@ -115,9 +116,9 @@ def assert_only_assignments(out: str) -> None:
     for word, assignment in zip(tokens[0:-1:2], tokens[1:-1:2]):
         assert word == "export" and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", assignment, re.S), tokens
     lines = out.rstrip("\n").split("\n")
-    first = next(i for i, l in enumerate(lines) if l.startswith(("export ", "TORCHPOD_COMMAND=")))
+    first = next(i for i, ln in enumerate(lines) if ln.startswith(("export ", "TORCHPOD_COMMAND=")))
     comments = lines[:first] + lines[-1:]  # the notes on top, the recipe last
-    assert all(l.startswith("# ") and l.isascii() and l.isprintable() for l in comments), comments
+    assert all(ln.startswith("# ") and ln.isascii() and ln.isprintable() for ln in comments), comments
 
 
 def check_plan_evals_to_its_json(env: dict[str, str], argv: list[str]) -> None:
@@ -171,7 +172,7 @@ def test_a_newline_in_a_note_stays_in_its_comment(tmp_path):
            "TORCHPOD_SYSFS_ROOT": str(SYSFS["none"])}
     code, out, _ = main(["plan", "--format", "shell"], env)
     assert code == 0
-    assert any(l.startswith("# PET_RDZV_ID=job\\ntouch MARKER\\n# overrides") for l in out.splitlines()), out
+    assert any(ln.startswith("# PET_RDZV_ID=job\\ntouch MARKER\\n# overrides") for ln in out.splitlines()), out
     check_plan_evals_to_its_json(env, [])
 
 
@@ -185,7 +186,7 @@ def test_roce_gid_index_is_exported_and_the_command_round_trips():
 def test_without_a_script_the_comment_says_how_to_pass_it(tmp_path):
     code, out, _ = main(["plan", "--format", "shell"], {"TORCHPOD_SYSFS_ROOT": str(SYSFS["none"])})
     assert code == 0
-    (line,) = [l for l in out.splitlines() if l.startswith("TORCHPOD_COMMAND=")]
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("TORCHPOD_COMMAND=")]
     words = shlex.split(shlex.split(line.partition("=")[2])[0])
     (tmp_path / "args.py").write_text("import sys, json; print(json.dumps(sys.argv[1:]))")
     # the comment's recipe, with python standing in for torchrun: "$@" reaches the end
@@ -200,7 +201,8 @@ def test_without_a_script_the_comment_says_how_to_pass_it(tmp_path):
 
 @pytest.mark.parametrize("value", ["a\x00b", "\udcff"])
 def test_a_value_no_shell_can_carry_is_one_line(value):
-    code, out, err = main(["plan", "--format", "shell", "--", "train.py", value], {"TORCHPOD_SYSFS_ROOT": str(SYSFS["none"])})
+    code, out, err = main(["plan", "--format", "shell", "--", "train.py", value],
+                          {"TORCHPOD_SYSFS_ROOT": str(SYSFS["none"])})
     assert code == 2 and out == ""
     (line,) = err.strip().splitlines()
     assert line.startswith("torchpod: error: torchrun argument=") and "cannot carry" in line

@@ -23,9 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torchpod.cli as cli
-from fabric_cases import FIXTURES, write_node
 from torchpod import doctor
 
+from fabric_cases import FIXTURES, write_node
 from paths import ROOT as REPO
 
 ROCE = FIXTURES["roce_bonded_mlx5_ipv4_and_ipv6_both_versions"]
@@ -396,7 +396,8 @@ def test_an_over_long_line_is_cut_and_the_verdict_still_comes(tmp_path, long_lin
 @SETTINGS
 @given(st.lists(st.one_of(
     st.sampled_from(RDMA_LOG.splitlines() + ["x NCCL INFO Using network Socket", "x NCCL INFO NCCL version 2.21.5",
-                                             "x NCCL WARN NET/OFI Selected provider is efa", "x NCCL INFO Using network "]),
+                                             "x NCCL WARN NET/OFI Selected provider is efa",
+                                             "x NCCL INFO Using network "]),
     st.text(max_size=60), st.binary(max_size=60).map(lambda b: b.decode("latin-1"))), max_size=8),
     st.sampled_from(["\n", "\r\n", "\r", "\x85", "\u2028"]), st.binary(max_size=40))
 def test_any_nccl_log_ends_with_a_report_or_one_line(pieces, eol, junk):

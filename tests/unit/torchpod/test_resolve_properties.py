@@ -9,11 +9,12 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from launcher_cases import torch_accepts
 from torchpod.errors import TorchpodError
 from torchpod.resolve import resolve
 from torchpod.schedulers.common import Facts
 from torchpod.torchrun_flags import split_command_line
+
+from launcher_cases import torch_accepts
 
 _ROOT = Path(tempfile.mkdtemp(prefix="torchpod-prop-"))
 (_ROOT / "nodes_ok").write_text("n1\nn1\nn2\n")

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from torchpod.arch import ARCHES, normalise_arch
+from torchpod.errors import InputError, RuntimeFailure
 from torchpod_toolkit import commands, registry
 from torchpod_toolkit.commands import Builder
 from torchpod_toolkit.definitions import load_definitions
 from torchpod_toolkit.engine import check_emulation
-from torchpod.errors import InputError, RuntimeFailure
 
 from paths import ROOT
 

@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 
 from torchpod.arch import normalise_arch
-from torchpod_toolkit.definitions import load_definitions, select
 from torchpod.errors import InputError
+from torchpod_toolkit.definitions import load_definitions, select
 
 from paths import ROOT
-
 
 GOOD = """\
 arches: [x86_64, arm64]
@@ -57,7 +56,8 @@ def test_tags_carry_the_arch_and_merge_without_it(tmp_path):
         (GOOD.replace("base: {debian: bookworm}", "base: {debian: bookworm, image: 'ubuntu:24.04'}"), "exactly one of"),
         (GOOD.replace('nccl: "2.29.7"', 'nccl: ""'), "missing required key 'expect.nccl'"),
         (GOOD + "aws_ofi_nccl: {version: '1.14.0', sha256: abc}\n", "expected 64 lower-case hex"),
-        (GOOD + "aws_ofi_nccl: {version: '1.14.0', tarball: a.tgz}\naws_ofi_nccl: {version: '1.15.0', tarball: b.tgz}\n",
+        (GOOD + "aws_ofi_nccl: {version: '1.14.0', tarball: a.tgz}\n"
+                "aws_ofi_nccl: {version: '1.15.0', tarball: b.tgz}\n",
          "key 'aws_ofi_nccl' appears twice"),
         (GOOD + "aws_ofi_nccl: {version: '1.14.0', tarball: x.tgz, libfabric: ucx}\n", "aws_ofi_nccl.libfabric='ucx'"),
         ("arches: [x86_64\n", "malformed YAML"),

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from torchpod.errors import InputError, RuntimeFailure
 from torchpod_toolkit import measurements as m
 

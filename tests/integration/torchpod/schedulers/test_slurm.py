@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from torchpod.cli import gather_facts
 from torchpod.schedulers.slurm import expand_hostlist
 
+
 @pytest.fixture(scope="module")
 def slurm_conf(tmp_path_factory, require_tool):
     require_tool("scontrol", "slurm-client")

@@ -8,15 +8,17 @@ import json
 from pathlib import Path
 
 import pytest
-from fabric_cases import FIXTURES, write_node
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from torchpod import gpus
 from torchpod.doctor import Machine, exit_code, preflight, refusal
 from torchpod.fabric import FABRICS, by_name, detect_fabric, presets, slingshot
 from torchpod.fabric.findings import Finding, Severity
 from torchpod.fabric.registry import NAMES
 from torchpod.fabric.site import SITE_LIB
+
+from fabric_cases import FIXTURES, write_node
 
 # Environments that make the detectors and the site search say every kind of finding:
 # users' variables that contradict the hardware, presets over and beside detection.

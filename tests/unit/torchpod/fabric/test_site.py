@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from fabric_cases import FIXTURES, write_node
-from launcher_cases import plan_for
 from torchpod import netplugin
 from torchpod.errors import InputError
 from torchpod.fabric import site
 from torchpod.schedulers.common import Facts
+
+from fabric_cases import FIXTURES, write_node
+from launcher_cases import plan_for
 
 SLINGSHOT = {"NCCL_NET": "AWS Libfabric", "NCCL_NET_GDR_LEVEL": "PHB", "NCCL_CROSS_NIC": "1",
              "FI_CXI_DISABLE_HOST_REGISTER": "1", "FI_MR_CACHE_MONITOR": "userfaultfd",

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from torchpod_toolkit.cluster import topology
 from torchpod.errors import InputError
 from torchpod.resolve import resolve
 from torchpod.schedulers.common import Facts
 from torchpod.torchrun_flags import split_command_line
+from torchpod_toolkit.cluster import topology
 
 
 def _plan(node, argv=("x.py",), tmp_path=None):

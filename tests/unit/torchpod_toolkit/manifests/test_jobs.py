@@ -9,7 +9,8 @@ import inspect
 from dataclasses import fields
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from torchpod import schedulers
 from torchpod.errors import InputError
@@ -17,7 +18,8 @@ from torchpod.resolve import resolve
 from torchpod.schedulers.common import Facts
 from torchpod.torchrun_flags import split_command_line
 from torchpod_toolkit.cluster import topology
-from torchpod_toolkit.manifests import hpc, jobs, kube, operators, render, spec as spec_mod
+from torchpod_toolkit.manifests import hpc, jobs, kube, operators, render
+from torchpod_toolkit.manifests import spec as spec_mod
 from torchpod_toolkit.manifests.spec import JobSpec, check
 
 from paths import ROOT

@@ -29,11 +29,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import manifest_stubs as stubs
 from torchpod.errors import InputError
 from torchpod_toolkit.manifests import kube
 from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import HPC, KUBE, RUNTIMES, JobSpec, check
+
+import manifest_stubs as stubs
 
 IMAGE = "registry.example.com/torchpod/pytorch:2.13.0-cuda13.0"
 SLINGSHOT, EFA = "hpe-slingshot-gh200", "aws-p5"  # presets.json: a Slingshot and an EFA shape

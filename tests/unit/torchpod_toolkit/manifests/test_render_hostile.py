@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from torchpod.errors import InputError, RuntimeFailure, TorchpodError
-from torchpod_toolkit.manifests import hpc, kube, render as render_mod
+from torchpod_toolkit.manifests import hpc, kube
+from torchpod_toolkit.manifests import render as render_mod
 from torchpod_toolkit.manifests.spec import HPC, KUBE, JobSpec, check
 
 from paths import ROOT
