@@ -146,3 +146,75 @@ def torch_accepts(args: list[str]) -> None:
         raise AssertionError(f"nproc_per_node {ns.nproc_per_node}")
     if ns.rdzv_id in ("", "none"):
         raise AssertionError("rdzv_id must be stable per job, never 'none'")
+
+
+# --- one detector module at a time (tests/unit/torchpod/schedulers/test_<name>.py) --------
+# Fields a Detection shares with the plan's JSON; each is compared where the detector gives
+# a value and no command-line option could have replaced it (resolve's decide_* steps).
+_DETECTION_FIELDS = ("nnodes", "node_rank", "rdzv_endpoint", "rdzv_id", "hosts", "local_addr",
+                     "nproc_per_node", "rdzv_backend", "max_restarts")
+
+
+def user_options(env: Mapping[str, str], argv: tuple[str, ...] = ()):
+    """The user's options as resolve() reads them (torchpod.options), for a detector's call."""
+    from torchpod.options import read_user_options
+
+    return read_user_options(env, split_command_line([*argv, "train.py"]))
+
+
+def good_cases_of(name: str) -> list[Case]:
+    """The fixtures whose plan names scheduler ``name``."""
+    return [c for c in GOOD if c.expect.get("scheduler") == name]
+
+
+def bad_cases_of(name: str) -> list[Case]:
+    """The broken fixtures that reach scheduler ``name``'s detect (chosen for their env)."""
+    from torchpod.errors import InputError
+    from torchpod.schedulers import choose, refuse_torchrun_worker
+
+    found = []
+    for case in BAD:
+        env = {k: v.replace("{root}", "/nonexistent") for k, v in case.env.items()}
+        try:
+            refuse_torchrun_worker(env)
+            module, _ = choose(env, user_options(env, case.argv))
+        except InputError:
+            continue  # refused before any detector (a torchrun worker, argv, two markers)
+        if module.NAME == name:
+            found.append(case)
+    return found
+
+
+def detect_directly(module, case: Case, root: Path):
+    """``module``'s own claims() and detect() on the case, with no other step of resolve():
+    (the Detection, the user's options)."""
+    env, facts = materialise(case, root)
+    user = user_options(env, case.argv)
+    assert module.claims(env, user), f"{module.NAME} does not claim {case.name}"
+    return module.detect(env, facts, user), user
+
+
+# A user's option that replaces each field after detection (resolve's decide_* steps).
+_REPLACED_BY = {"rdzv_endpoint": ("rdzv_endpoint", "master_addr", "master_port"),
+                "rdzv_id": ("rdzv_id", "rdzv_id_none")}
+
+
+def assert_detection_matches(det, user, case: Case) -> int:
+    """The detector alone already gives the fixture's expected values: each one it gives
+    and no option of the user's (flag or PET_*) replaces later. Returns how many it compared."""
+    assert det.scheduler == case.expect["scheduler"]
+    compared = 0
+    for key in _DETECTION_FIELDS:
+        got = getattr(det, key)
+        if key not in case.expect or got is None:
+            continue
+        if any(getattr(user, name, None) is not None for name in _REPLACED_BY.get(key, (key,))):
+            continue
+        want = case.expect[key]
+        if isinstance(got, tuple):
+            got = list(got)
+        elif not isinstance(got, (int, str)):
+            got = str(got)
+        assert got == want, (case.name, key, got, want)
+        compared += 1
+    return compared

@@ -123,7 +123,7 @@ TIERS = ("unit", "integration", "image", "cluster")
 # Test files whose subject is the repository rather than one module: they stay at their
 # tier's top. Everything else mirrors the code it tests.
 REPOSITORY_TESTS = {"unit/test_layout.py", "unit/test_docs.py", "unit/test_packaging.py",
-                    "integration/test_launcher_e2e.py"}
+                    "unit/test_function_length.py", "integration/test_launcher_e2e.py"}
 # A second file for one module, split by what it feeds the module (hostile input,
 # hypothesis properties, scripts run for real, shellcheck): test_<module>_<suffix>.py.
 SUFFIXES = ("_hostile", "_properties", "_exec", "_shellcheck", "_shell")
@@ -146,7 +146,7 @@ def test_no_test_imports_a_conftest_by_name():
 def test_the_repository_root_is_named_once():
     # tests/paths.py alone derives it: a parents[N] in each file broke whenever one moved.
     found = [str(p.relative_to(TESTS)) for p in TESTS.rglob("*.py")
-             if re.search(r"__file__\)?[.)]*\.?(resolve\(\)\.)?parents?\b", p.read_text())]
+             if re.search(r"Path\(__file__\)", p.read_text())]
     assert found == ["paths.py"], found
 
 
@@ -191,3 +191,18 @@ def test_tests_mirror_the_code():
             if not ok:
                 strays.append(str(rel))
     assert strays == [], "name each test file after the module it tests (tests/<tier>/<package>/.../test_<module>.py)"
+
+
+def _detectors() -> list[str]:
+    from torchpod.schedulers import SCHEDULERS
+
+    return sorted(m.__name__.rsplit(".", 1)[1] for m in SCHEDULERS)
+
+
+@pytest.mark.parametrize("module", _detectors())
+def test_every_detector_has_a_unit_test_that_imports_it_by_name(module):
+    # each detector's claims() and detect() tested on their own, not only through resolve()
+    test = TESTS / "unit" / "torchpod" / "schedulers" / f"test_{module}.py"
+    assert test.exists(), f"add {test.relative_to(ROOT)}"
+    text = test.read_text()
+    assert re.search(rf"^from torchpod\.schedulers(?: import (?:.*\b)?{module}\b|\.{module} import)", text, re.M), test

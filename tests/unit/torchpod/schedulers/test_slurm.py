@@ -1,14 +1,25 @@
-"""Parsers under the detectors: Slurm host lists and counts, GPUs, host matching."""
+"""torchpod.schedulers.slurm: its parsers (host lists, task and GPU counts) and, as for every
+detector, its own ``claims()`` and ``detect()`` called directly on the shared fixtures
+(tests/unit/fixtures/schedulers.yaml) that resolve to it and the broken ones that reach it;
+tests/unit/torchpod/test_schedulers.py runs the same fixtures through the whole of
+``resolve()``."""
 
 from __future__ import annotations
 
 import pytest
 
 from torchpod.errors import InputError
-from torchpod.gpus import default_nproc, visible_count
-from torchpod.schedulers.common import find_host
-from torchpod.values import Endpoint, split_endpoint
+from torchpod.schedulers import slurm
 from torchpod.schedulers.slurm import expand_hostlist, expand_tasks_per_node, gpus_from_env
+
+from launcher_cases import (
+    assert_detection_matches,
+    bad_cases_of,
+    detect_directly,
+    good_cases_of,
+    materialise,
+    user_options,
+)
 
 
 @pytest.mark.parametrize(
@@ -53,58 +64,54 @@ def test_slurm_gpu_counts(env, want):
     assert gpus_from_env(env)[0] == want
 
 
-@pytest.mark.parametrize(
-    "value, n",
-    [("0,1,2,3", 4), ("", 0), ("-1", 0), ("0,-1,2", 1), ("GPU-8a3f-11,GPU-77", 2),
-     ("MIG-4f1c-aa/1/0", 1), ("all", 0), ("none", 0)],
-)
-def test_visible_device_lists(value, n):
-    assert visible_count(value) == n
+GOOD = good_cases_of(slurm.NAME)
+BAD = bad_cases_of(slurm.NAME)
+# Broken fixtures that reach this detector but are refused by a later step of resolve()
+# (tests/unit/torchpod/test_schedulers.py checks their messages there).
+REFUSED_LATER = {
+    'slurm_nnodes_smaller_than_hosts':
+        "the user's --nnodes is held against the hosts after detection (resolve.decide_nnodes)",
+}
 
 
-@pytest.mark.parametrize(
-    "env, probed, want",
-    [
-        ({"CUDA_VISIBLE_DEVICES": "0,1"}, 8, "2"),
-        ({"CUDA_VISIBLE_DEVICES": ""}, 8, "1"),
-        ({"NVIDIA_VISIBLE_DEVICES": "void"}, None, "1"),
-        ({"NVIDIA_VISIBLE_DEVICES": "none"}, None, "1"),
-        ({"NVIDIA_VISIBLE_DEVICES": "all"}, 4, "4"),
-        ({"NVIDIA_VISIBLE_DEVICES": "GPU-a,GPU-b,GPU-c"}, None, "3"),
-        ({}, 2, "2"),
-        ({}, None, "1"),
-    ],
-)
-def test_default_nproc(env, probed, want):
-    assert default_nproc(env, probed)[0] == want
+def test_it_has_fixtures_of_both_kinds():
+    assert GOOD, "add a fixture this detector resolves"
+    assert BAD, "add a broken fixture that reaches this detector"
+    assert set(REFUSED_LATER) <= {c.name for c in BAD}
 
 
-def test_host_matching_short_and_fqdn():
-    hosts = ("n1.cluster.local", "n2.cluster.local")
-    assert find_host(hosts, "n2") == 1
-    assert find_host(hosts, "N2.CLUSTER.LOCAL") == 1
-    assert find_host(("n1", "n2"), "n2.cluster.local") == 1
-    assert find_host(hosts, "n3") is None
-    assert find_host(("10.0.0.1", "10.0.0.2"), "10.0.0.2") == 1
-    assert find_host(("10.0.0.1",), "10.0.0.2") is None  # no "short form" of an address
+@pytest.mark.parametrize("case", GOOD, ids=[c.name for c in GOOD])
+def test_detect_alone_gives_the_fixtures_plan(case, tmp_path):
+    det, user = detect_directly(slurm, case, tmp_path)
+    assert_detection_matches(det, user, case)
 
 
-@pytest.mark.parametrize(
-    "host, port, text",
-    [("node1", 29400, "node1:29400"), ("::1", 1, "[::1]:1"), ("[fd00::2]", 5, "[fd00::2]:5")],
-)
-def test_endpoint_brackets_ipv6(host, port, text):
-    assert str(Endpoint(host.strip("[]"), port)) == text
-    assert Endpoint.parse("E", text) == Endpoint(host.strip("[]"), port)
-    back = split_endpoint(text)
-    assert back == (host.strip("[]"), str(port))
+@pytest.mark.parametrize("case", BAD, ids=[c.name for c in BAD])
+def test_detect_refuses_a_broken_environment_in_one_line(case, tmp_path):
+    env, facts = materialise(case, tmp_path)
+    user = user_options(env, case.argv)
+    assert slurm.claims(env, user)
+    if case.name in REFUSED_LATER:
+        assert slurm.detect(env, facts, user).scheduler == slurm.NAME
+        return
+    with pytest.raises(InputError) as info:
+        slurm.detect(env, facts, user)
+    assert case.error in str(info.value)
+    assert "\n" not in str(info.value)
 
 
-def test_find_host_refuses_a_short_name_that_matches_two_hosts():
-    from torchpod.errors import InputError
+@pytest.mark.parametrize("env", [
+    {'SLURM_JOB_ID': '5'},
+    {'SLURM_JOBID': '5'},
+])
+def test_claims_on_its_markers(env):
+    assert slurm.claims(env, user_options(env))
 
-    with pytest.raises(InputError, match=r"'n1\.a\.example' and 'n1\.b\.example'"):
-        find_host(("n1.a.example", "n1.b.example"), "n1")
-    # the same host spelt twice is no ambiguity; an exact match wins over short forms
-    assert find_host(("n1.a.example", "N1.A.EXAMPLE", "n2"), "n1") == 0
-    assert find_host(("n1.a.example", "n1.b.example"), "n1.b.example") == 1
+
+@pytest.mark.parametrize("env", [
+    {},
+    {'SLURM_NODELIST': 'gpu[1-2]'},
+    {'PBS_JOBID': '1.s'},
+])
+def test_does_not_claim_without_them(env):
+    assert not slurm.claims(env, user_options(env))

@@ -1,0 +1,75 @@
+"""torchpod.schedulers.mpi: mpirun / mpiexec (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMI_RANK,
+PMIX_RANK). Its own ``claims()`` and ``detect()`` called directly, on the shared fixtures
+(tests/unit/fixtures/schedulers.yaml) that resolve to it and on the broken ones that reach
+it; tests/unit/torchpod/test_schedulers.py runs the same fixtures through the whole of
+``resolve()``."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchpod.errors import InputError
+from torchpod.schedulers import mpi
+
+from launcher_cases import (
+    assert_detection_matches,
+    bad_cases_of,
+    detect_directly,
+    good_cases_of,
+    materialise,
+    user_options,
+)
+
+GOOD = good_cases_of(mpi.NAME)
+BAD = bad_cases_of(mpi.NAME)
+# Broken fixtures that reach this detector but are refused by a later step of resolve()
+# (tests/unit/torchpod/test_schedulers.py checks their messages there).
+REFUSED_LATER = {
+    'mpi_without_master':
+        'the rendezvous endpoint is decided after detection (resolve.decide_endpoint)',
+}
+
+
+def test_it_has_fixtures_of_both_kinds():
+    assert GOOD, "add a fixture this detector resolves"
+    assert BAD, "add a broken fixture that reaches this detector"
+    assert set(REFUSED_LATER) <= {c.name for c in BAD}
+
+
+@pytest.mark.parametrize("case", GOOD, ids=[c.name for c in GOOD])
+def test_detect_alone_gives_the_fixtures_plan(case, tmp_path):
+    det, user = detect_directly(mpi, case, tmp_path)
+    assert_detection_matches(det, user, case)
+
+
+@pytest.mark.parametrize("case", BAD, ids=[c.name for c in BAD])
+def test_detect_refuses_a_broken_environment_in_one_line(case, tmp_path):
+    env, facts = materialise(case, tmp_path)
+    user = user_options(env, case.argv)
+    assert mpi.claims(env, user)
+    if case.name in REFUSED_LATER:
+        assert mpi.detect(env, facts, user).scheduler == mpi.NAME
+        return
+    with pytest.raises(InputError) as info:
+        mpi.detect(env, facts, user)
+    assert case.error in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("env", [
+    {'OMPI_COMM_WORLD_SIZE': '2'},
+    {'PMI_SIZE': '2'},
+    {'PMI_RANK': '0'},
+    {'PMIX_RANK': '0'},
+])
+def test_claims_on_its_markers(env):
+    assert mpi.claims(env, user_options(env))
+
+
+@pytest.mark.parametrize("env", [
+    {},
+    {'OMPI_COMM_WORLD_LOCAL_SIZE': '1'},
+    {'MASTER_ADDR': 'm'},
+])
+def test_does_not_claim_without_them(env):
+    assert not mpi.claims(env, user_options(env))

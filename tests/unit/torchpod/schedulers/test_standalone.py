@@ -1,0 +1,58 @@
+"""torchpod.schedulers.standalone: nothing found: one node, refusing stray multi-node
+variables. Its own ``claims()`` and ``detect()`` called directly, on the shared fixtures
+(tests/unit/fixtures/schedulers.yaml) that resolve to it and on the broken ones that reach
+it; tests/unit/torchpod/test_schedulers.py runs the same fixtures through the whole of
+``resolve()``."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchpod.errors import InputError
+from torchpod.schedulers import standalone
+
+from launcher_cases import (
+    assert_detection_matches,
+    bad_cases_of,
+    detect_directly,
+    good_cases_of,
+    materialise,
+    user_options,
+)
+
+GOOD = good_cases_of(standalone.NAME)
+BAD = bad_cases_of(standalone.NAME)
+# Broken fixtures that reach this detector but are refused by a later step of resolve()
+# (tests/unit/torchpod/test_schedulers.py checks their messages there).
+REFUSED_LATER = {}
+
+
+def test_it_has_fixtures_of_both_kinds():
+    assert GOOD, "add a fixture this detector resolves"
+    assert BAD, "add a broken fixture that reaches this detector"
+    assert set(REFUSED_LATER) <= {c.name for c in BAD}
+
+
+@pytest.mark.parametrize("case", GOOD, ids=[c.name for c in GOOD])
+def test_detect_alone_gives_the_fixtures_plan(case, tmp_path):
+    det, user = detect_directly(standalone, case, tmp_path)
+    assert_detection_matches(det, user, case)
+
+
+@pytest.mark.parametrize("case", BAD, ids=[c.name for c in BAD])
+def test_detect_refuses_a_broken_environment_in_one_line(case, tmp_path):
+    env, facts = materialise(case, tmp_path)
+    user = user_options(env, case.argv)
+    assert standalone.claims(env, user)
+    if case.name in REFUSED_LATER:
+        assert standalone.detect(env, facts, user).scheduler == standalone.NAME
+        return
+    with pytest.raises(InputError) as info:
+        standalone.detect(env, facts, user)
+    assert case.error in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("env", [{}, {"HOME": "/root"}, {"WORLD_SIZE": "1"}])
+def test_claims_every_environment_as_the_last_detector(env):
+    assert standalone.claims(env, user_options(env))
