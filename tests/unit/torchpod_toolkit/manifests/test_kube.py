@@ -18,7 +18,7 @@ from torchpod_toolkit.manifests.spec import JobSpec
 from paths import ROOT
 
 REFERENCE = ROOT / "tests" / "reference"
-K8S_VERSION = "1.33.0"  # the Kubernetes version core objects are validated for (docs/testing.md)
+K8S_VERSION = "1.33.0"  # the Kubernetes version core objects are validated for (docs/manifests.md)
 CRDS = {
     ("batch.volcano.sh/v1alpha1", "Job"): "crds/batch.volcano.sh_jobs.yaml",
     ("kubeflow.org/v1", "PyTorchJob"): "crds/kubeflow.org_pytorchjobs.yaml",

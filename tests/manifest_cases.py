@@ -1,0 +1,51 @@
+"""The job requests the manifest tests render (tests/unit/torchpod_toolkit/manifests/): one
+spec per job kind and variant, and the YAML documents a spec renders to."""
+
+from __future__ import annotations
+
+import yaml
+
+from torchpod_toolkit.manifests.render import render
+from torchpod_toolkit.manifests.spec import HPC, KUBE, JobSpec
+
+IMAGE = "registry.example.com/torchpod/pytorch:2.13.0-cuda13.0"
+SITE_LIB_HOST = "/home/user/software/aws-ofi-nccl-1.14.0/lib"
+
+
+def _specs() -> list[JobSpec]:
+    """Every job kind in its variants: RDMA modes, etcd, CPU-only, presets, each HPC runtime."""
+    out = []
+    for sched in KUBE:
+        for rdma in ("none", "hostnetwork", "device-plugin"):
+            if sched == "trainer" and rdma == "hostnetwork":
+                continue
+            resource = "rdma/rdma_shared_device_a" if rdma == "device-plugin" else ""
+            out.append(JobSpec(sched, 3, IMAGE, ("train.py", "--epochs", "2"), rdma=rdma, rdma_resource=resource,
+                               preset="oci-bm-gpu-h100.8" if rdma == "hostnetwork" else ""))
+        out.append(JobSpec(sched, 2, IMAGE, ("train.py",), name="etcdjob", rdzv="etcd", etcd_server=True))
+        out.append(JobSpec(sched, 2, IMAGE, ("train.py",), name="cpujob", gpus_per_node=0,
+                           rdzv="etcd", etcd_endpoint="etcd.infra:2379"))
+    out.append(JobSpec("kubeflow", 2, IMAGE, ("train.py",), name="efajob", preset="aws-p5", rdma="device-plugin",
+                       rdma_resource="vpc.amazonaws.com/efa"))
+    for sched in HPC:
+        for runtime in ("apptainer", "enroot", "podman", "docker", "none"):
+            out.append(JobSpec(sched, 2, IMAGE, ("train.py", "--lr", "1e-3"), runtime=runtime, gpus_per_node=4,
+                               preset="hpe-slingshot-gh200" if sched == "pbs-pals" else "",
+                               site_lib=SITE_LIB_HOST if sched == "pbs-pals" and runtime != "none" else ""))
+    out.append(JobSpec("slurm", 2, IMAGE, ("train.py",), name="efajob", runtime="apptainer", preset="aws-p5"))
+    return out
+
+
+SPECS = _specs()
+KUBE_SPECS = [s for s in SPECS if s.kube]
+
+
+def spec_id(s: JobSpec) -> str:
+    """A test id naming what differs between the specs."""
+    return f"{s.scheduler}-{s.name}-{s.rdma}-{s.rdzv}-{s.runtime or 'k8s'}"
+
+
+def documents(spec: JobSpec) -> list[dict]:
+    """The YAML documents ``invoke manifests`` writes for ``spec``."""
+    out = render(spec)
+    return [d for o in out if o.name.endswith(".yaml") for d in yaml.safe_load_all(o.text) if d]

@@ -1,0 +1,52 @@
+"""torchpod_toolkit.manifests.hpc: every Slurm/PBS job script starts one launcher per node,
+fetches the image once, binds the site's net plugin where the launcher looks, and passes
+every variable family the launcher reads into the container."""
+
+from __future__ import annotations
+
+import pytest
+from manifest_cases import IMAGE, SITE_LIB_HOST, SPECS, spec_id
+
+from torchpod_toolkit.manifests import render as render_mod
+from torchpod_toolkit.manifests.spec import JobSpec, check
+
+
+@pytest.mark.parametrize("spec", [s for s in SPECS if not s.kube], ids=spec_id)
+def test_hpc_script_starts_one_launcher_per_node(spec):
+    (out,) = render_mod.render(spec)
+    text = out.text
+    # torchpod named (no container, pyxis), or the image's ENTRYPOINT given `run --` (docker,
+    # podman, enroot start: the imported image's /etc/rc execs the ENTRYPOINT)
+    launch = [ln for ln in text.splitlines() if "torchpod run" in ln or " run -- " in ln]
+    assert len(launch) == 1, text  # exactly one launch line, and it fans out per node
+    line = launch[0]
+    if spec.scheduler == "slurm":
+        assert line.startswith("srun --ntasks-per-node=1") and "#SBATCH --ntasks-per-node=1" in text
+    elif spec.scheduler == "pbs-pals":
+        assert line.startswith('mpiexec -n "$NNODES" --ppn 1') and ":mpiprocs=1" in text
+    else:
+        assert line.startswith("pbsdsh -- ") and ":mpiprocs=1" in text
+        assert "PBS_NODEFILE" in line or spec.runtime == "none"  # the nodefile reaches the container
+    assert "torchrun" not in text  # the launcher, not a hand-written torchrun
+    if spec.runtime in ("apptainer", "enroot"):
+        assert text.count(" pull ") + text.count("enroot import") == 1  # fetched once per job
+
+
+@pytest.mark.parametrize("runtime, form", [("apptainer", "--bind {h}:{c}:ro"), ("podman", "-v {h}:{c}:ro"),
+                                           ("docker", "-v {h}:{c}:ro"), ("enroot", "{h}:{c}:ro")])
+def test_hpc_scripts_bind_the_sites_plugin_where_the_launcher_looks(runtime, form):
+    spec = check(JobSpec("slurm", 2, IMAGE, ("t.py",), runtime=runtime, preset="hpe-slingshot-gh200",
+                         gpus_per_node=4, site_lib=SITE_LIB_HOST))
+    (out,) = render_mod.render(spec)
+    binds = spec.fabric_binds()
+    assert {c for _, c in binds} >= {"/opt/torchpod/site/lib", "/opt/torchpod/site/deps/libcxi.so.1"}
+    for host, inside in binds:
+        assert form.format(h=host, c=inside) in out.text, out.text
+    assert "Net plugin: bound in from the host" in out.text
+
+
+def test_podman_passes_every_variable_family_the_launcher_reads():
+    (out,) = render_mod.render(JobSpec("pbs-pals", 2, IMAGE, ("t.py",), runtime="podman", gpus_per_node=4))
+    assert "--env 'PALS_*' --env 'PBS_*'" in out.text, out.text
+    (out,) = render_mod.render(JobSpec("slurm", 2, IMAGE, ("t.py",), runtime="podman", gpus_per_node=4))
+    assert "--env 'SLURM_*'" in out.text and "PALS" not in out.text

@@ -1,0 +1,41 @@
+"""torchpod_toolkit.manifests.render: the worked examples in manifests/ exist for every
+scheduler and are exactly what their Regenerate line renders; the docs show the current
+PBS launch line."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from torchpod_toolkit.manifests import render as render_mod
+from torchpod_toolkit.manifests.spec import HPC, KUBE
+
+from paths import ROOT
+
+EXAMPLES = ROOT / "manifests"
+
+
+def _examples() -> list[Path]:
+    return sorted(p for p in EXAMPLES.rglob("*") if p.is_file() and p.name != "README.md")
+
+
+def test_worked_examples_exist_for_every_scheduler():
+    shown = {m.group(1) for p in _examples() for m in [re.search(r"--scheduler (\S+)", p.read_text())] if m}
+    assert shown == set(KUBE) | set(HPC)
+
+
+@pytest.mark.parametrize("path", _examples(), ids=lambda p: p.name)
+def test_worked_example_is_what_its_regenerate_line_renders(path):
+    spec = render_mod.parse_invoke_line(render_mod.regenerate_line(path.read_text()))
+    rendered = {o.name: o.text for o in render_mod.render(spec)}
+    assert path.name in rendered, sorted(rendered)
+    assert path.read_text() == rendered[path.name], f"{path} is stale: run `invoke manifests --refresh`"
+
+
+def test_the_docs_show_the_current_pbs_script_that_fixes_seed_001():
+    script = (EXAMPLES / "pbs" / "ddp.pbs-pals.sh").read_text()
+    launch = next(line for line in script.splitlines() if line.startswith("mpiexec "))
+    page = ROOT / "docs" / "manifests.md"
+    assert launch in page.read_text(), "docs/manifests.md's PBS example is stale: copy it from the file"
