@@ -60,15 +60,11 @@ def test_the_table_has_one_record_per_name():
 # Reads of a setting by its literal name, e.g. env.get("TORCHPOD_X") or get(env, "TORCHPOD_X"):
 # the launcher reads settings through the table (contract.ENV_*.name).
 LITERAL_READ = re.compile(r"""(?:\.get\(|get\(env,\s*|env\[)\s*["']TORCHPOD_""")
-# Modules of the fabric package that still read a setting by name (owned by the fabric
-# work; each must leave this set once it reads contract.ENV_SITE_LIB / ENV_PRESET).
-PENDING = {"fabric/site.py", "fabric/presets.py"}
 
 
 def test_the_launcher_reads_settings_through_the_table():
     readers = {str(p.relative_to(LAUNCHER)) for p in _sources(LAUNCHER, "*.py") if LITERAL_READ.search(p.read_text())}
-    assert readers - PENDING == set(), "read TORCHPOD_* through contract.ENV_*.name"
-    assert readers >= PENDING, f"{sorted(PENDING - readers)} no longer read by name: drop them from PENDING"
+    assert readers == set(), "read TORCHPOD_* through contract.ENV_*.name"
 
 
 @pytest.mark.parametrize("name, value, needle", [
@@ -128,20 +124,13 @@ def _code_only(path: Path) -> str:
     return "\n".join(parts)
 
 
-# Literals left in modules outside this change (an example port in values.py's error hints,
-# the result line bench_allreduce prints): each must leave this list once it imports the
-# contract's name, and the test fails if one is listed but gone.
-NOT_YET = {"entrypoints/torchpod/values.py": [r"\b29400\b"],
-           "entrypoints/torchpod/bench_allreduce.py": [r"""["']TORCHPOD_RESULT """]}
-
-
 @pytest.mark.parametrize("path", [p for p in _sources(LAUNCHER, "*.py") + _sources(TOOLKIT, "*.py")
                                   + [ROOT / "tasks.py"] if p.name != "contract.py"],
                          ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_shared_literal_outside_the_contract(path):
     code = _code_only(path)
     found = [pattern for pattern in SHARED if re.search(pattern, code)]
-    assert found == NOT_YET.get(str(path.relative_to(ROOT)), []), \
+    assert found == [], \
         f"{path.relative_to(ROOT)} writes {found}: import it from torchpod.contract"
 
 
