@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from launcher_cases import BAD, GOOD, materialise, plan_for, torch_accepts
 from torchpod.errors import InputError
 from torchpod.plan import to_dict
+
+from launcher_cases import BAD, GOOD, materialise, plan_for, torch_accepts
 
 
 @pytest.mark.parametrize("case", GOOD, ids=[c.name for c in GOOD])

@@ -19,11 +19,12 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 import torchpod.cli as cli
-from launcher_cases import plan_for, torch_accepts
 from torchpod.errors import InputError
 from torchpod.schedulers import NAMES, SCHEDULERS, TORCHRUN_WORKER_VARS
 from torchpod.schedulers.slurm import MAX_HOSTS, expand_hostlist, hostlist_size, parse_gpus_per_node
 from torchpod.values import Endpoint
+
+from launcher_cases import plan_for, torch_accepts
 
 _EMPTY_SYSFS = Path(tempfile.mkdtemp(prefix="torchpod-hostile-sys-"))
 # The helper tools gather_facts looks for on PATH: scontrol as it answers without a
