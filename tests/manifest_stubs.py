@@ -32,7 +32,7 @@ ENV_RECORD = "torchpod-env"  # what torchpod saw: TORCHPOD_PRESET, SLURM_JOB_ID,
 REAL_TOOLS = ("sort", "wc", "env")  # coreutils the scripts may run; the real ones
 
 _PRELUDE = r"""#!/bin/bash
-# Test stub for %(name)s (tests/unit/manifest_stubs.py). %(doc)s
+# Test stub for %(name)s (tests/manifest_stubs.py). %(doc)s
 set -u -f
 LOG=%(log)s
 NAME=%(name)s

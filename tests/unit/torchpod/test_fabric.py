@@ -38,16 +38,6 @@ def test_a_local_only_default_route_sets_no_socket_interface(tmp_path):
     assert any("docker0, a local-only interface" in n for n in report.notes)
 
 
-def test_hca_syntax_as_nccl_reads_it():
-    from torchpod.fabric import hca
-
-    assert hca.selects("mlx5_1", "mlx5_10", 1)  # a prefix without '='
-    assert not hca.selects("=mlx5_1", "mlx5_10", 1)
-    assert not hca.selects("^=mlx5_0", "mlx5_0", 1) and hca.selects("^mlx5_0", "mlx5_1", 1)
-    assert hca.selects("=mlx5_0:1", "mlx5_0", 1) and not hca.selects("=mlx5_0:2", "mlx5_0", 1)
-    assert hca.value([("mlx5_0", 1), ("mlx5_1", 2)]) == "=mlx5_0,mlx5_1:2"
-
-
 def test_plan_reads_sysfs_where_torchpod_sysfs_root_points(tmp_path, capsys):
     import json
 
@@ -95,33 +85,3 @@ def test_unknown_preset_is_one_line_listing_the_known_ones(tmp_path):
         detect_fabric({"TORCHPOD_PRESET": "oci-bm-gpu-h100"}, tmp_path, tmp_path)
     assert str(info.value) == ("TORCHPOD_PRESET='oci-bm-gpu-h100' is not a known preset; expected one of "
                                "oci-bm-gpu-b4.8, oci-bm-gpu-h100.8, oci-bm-gpu-h200.8, aws-p5, hpe-slingshot-gh200")
-
-
-@pytest.mark.parametrize("text, needle", [
-    ('{"x": {"fabric": "roce", "gpus_per_node": 8, "source": "s", "env": {}, "colour": 1}}', "x: unknown key 'colour'"),
-    ('{"x": {"fabric": "ib", "gpus_per_node": 8, "source": "s"}}', "x.fabric='ib'"),
-    ('{"x": {"fabric": "roce", "gpus_per_node": 8, "source": ""}}', "x.source is missing"),
-    ('{"x": {"fabric": "roce", "gpus_per_node": 8, "source": "s", "env": {"NCCL_IB_TC": {"value": 41}}}}',
-     "x.env.NCCL_IB_TC="),
-    ("{not json", "cannot be read as JSON"),
-    ('{"x": {"fabric": "slingshot", "gpus_per_node": 4, "fabric_settings": "yes"}}', "x.fabric_settings='yes'"),
-    ('{"x": {"fabric": "roce", "gpus_per_node": 8, "fabric_settings": true}}', "fabric 'roce' has no settings"),
-    ('{"x": {"fabric": "slingshot", "gpus_per_node": 4, "fabric_settings": true, "env": {"NCCL_CROSS_NIC": '
-     '{"value": "0"}}}}', "x.env.NCCL_CROSS_NIC is also one of fabric slingshot's settings"),
-    ('{"x": {"fabric": "slingshot", "gpus_per_node": 4}}', "x.source is missing"),
-])
-def test_bad_presets_file_names_the_preset_and_key(tmp_path, text, needle):
-    from torchpod.errors import InputError
-    from torchpod.fabric import presets
-
-    path = tmp_path / "presets.json"
-    path.write_text(text)
-    with pytest.raises(InputError, match=needle.replace("(", r"\(").replace("[", r"\[")):
-        presets.load(path)
-
-
-def test_every_shipped_preset_value_is_sourced():
-    from torchpod.fabric import presets
-
-    for preset in presets.shipped().values():
-        assert preset.source and all(source for _, _, source in preset.env), preset.name

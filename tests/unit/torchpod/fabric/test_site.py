@@ -1,6 +1,6 @@
-"""The NCCL net plugin a fabric needs: where a site injects it (torchpod.fabric.site), what
-the plan then sets, and how NCCL names and picks a plugin (torchpod.netplugin). Sysfs and
-site directories are temp trees modelled on real nodes (no EFA or Slingshot NIC here)."""
+"""torchpod.fabric.site: where a site injects the NCCL net plugin a fabric needs, and what the
+plan then sets. Sysfs and site directories are temp trees modelled on real nodes (no EFA or
+Slingshot NIC here)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from torchpod import netplugin
 from torchpod.errors import InputError
 from torchpod.fabric import site
 from torchpod.schedulers.common import Facts
@@ -90,25 +89,6 @@ def test_torchpod_site_lib_wins_over_the_mount_point(tmp_path):
     libs = site.find({"TORCHPOD_SITE_LIB": "/site/a:/site/b"}, tmp_path)
     assert libs.dirs == ("/site/a", "/site/b") and libs.plugin == "/site/a/libnccl-net-ofi.so"
     assert libs.libfabric == "/site/b/libfabric.so.1"
-
-
-@pytest.mark.parametrize("value, names", [
-    (None, ["libnccl-net.so"]),
-    ("none", []),
-    ("ofi", ["ofi", "libnccl-net-ofi.so"]),
-    ("libnccl-net-ofi.so", ["libnccl-net-ofi.so"]),
-    ("/opt/x/libnccl-net.so,aws", ["/opt/x/libnccl-net.so", "aws", "libnccl-net-aws.so"]),
-])
-def test_candidates_follow_nccls_plugin_open(value, names):
-    env = {} if value is None else {"NCCL_NET_PLUGIN": value}
-    assert [n for n, _ in netplugin.candidates(env)] == names
-
-
-@pytest.mark.parametrize("nccl, first, last", [((2, 30, 7), 12, 6), ((2, 28, 3), 11, 6), ((2, 27, 7), 10, 6),
-                                                ((2, 21, 5), 8, 5), ((2, 18, 3), 6, 4), (None, 12, 6)])
-def test_plugin_api_versions_by_nccl_release(nccl, first, last):
-    want = netplugin.wanted(nccl)
-    assert want[0] == first and want[-1] == last and list(want) == sorted(want, reverse=True)
 
 
 def test_the_deps_mount_point_joins_the_search_path(tmp_path):
