@@ -4,7 +4,7 @@ torchpod runs ``python -m torch.distributed.run`` and accepts torchrun's own opt
 front of the script, so ``torchpod run --nnodes 2 train.py`` means what it means to
 torchrun. The launcher must start without importing torch (``plan`` stays fast and works
 where torch is broken), so torchrun's options are written down here once;
-``tests/unit/test_launcher_contract.py`` compares this table with
+``tests/unit/torchpod/test_plan.py`` compares this table with
 ``torch.distributed.run.get_args_parser()`` so drift in torch fails a test, not a job.
 
 Nothing here reads the process environment.

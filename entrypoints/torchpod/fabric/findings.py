@@ -3,7 +3,7 @@
 A finding carries a stable ``code`` (``<area>.<topic>.<what>``, e.g. ``roce.gid.differs``),
 a ``severity``, a ``message`` for people and a ``fix``. Programs (the doctor's rows and exit
 code) read the code and the severity, never the message: rewording a message changes no
-verdict (tests/unit/test_findings.py rewords every one). The plan's ``notes`` are the
+verdict (tests/unit/torchpod/fabric/test_findings.py rewords every one). The plan's ``notes`` are the
 messages, in order.
 """
 

@@ -9,14 +9,15 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from hostile_reads import (
     RDMA_LOG,
     SETTINGS,
     doctor_log,
     ends_well,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 
 @pytest.mark.parametrize("make, needle", [

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 import pytest
+
 from hostile_reads import (
     PORT,
     base_env,

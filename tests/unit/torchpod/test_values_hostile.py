@@ -6,12 +6,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from hostile_reads import (
     DIGITS,
     TRICKY,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 
 @pytest.mark.parametrize("text, number", [("7", 7), (" +7 ", 7), ("007", 7), ("\u00b2", None), ("\u0663", None),

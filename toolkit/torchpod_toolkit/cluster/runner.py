@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import docker
 import requests
 
-# RESULT_PREFIX: examples/common.py prints it (tests/unit/test_contract.py holds the two equal)
+# RESULT_PREFIX: examples/common.py prints it (tests/unit/torchpod/test_contract.py holds the two equal)
 from torchpod.contract import EXAMPLES_DIR as EXAMPLES
 from torchpod.contract import RESULT_PREFIX
 from torchpod.errors import RuntimeFailure

@@ -7,7 +7,7 @@ in the job's pods or nodes, the c10d port the job uses, the harness scenario tha
 the operator model of its manifest (manifests/operators.py; None for a batch script), and
 what the cluster must run. spec (``--scheduler`` choices), render (the header, the file
 names), tasks.py (choices and help) and the harness derive from ``KINDS``; a unit test
-checks each record against the detectors and the harness (tests/unit/test_jobs.py).
+checks each record against the detectors and the harness (tests/unit/torchpod_toolkit/manifests/test_jobs.py).
 
 Ports (torchpod.contract, which cites each upstream): Volcano's pytorch plugin and
 training-operator open PYTORCHJOB_PORT; Trainer v2 fixes TRAINER_PORT; a worker-only

@@ -9,6 +9,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from hostile_reads import (
     ATTRIBUTES,
     CONTENT,
@@ -22,8 +25,6 @@ from hostile_reads import (
     roce_node,
     sane_plan,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 
 def test_the_roce_node_plans_and_passes_the_doctor(tmp_path):

@@ -9,6 +9,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from hostile_reads import (
     CONTENT,
     SETTINGS,
@@ -19,8 +22,6 @@ from hostile_reads import (
     plan,
     sane_plan,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 
 def test_a_nodefile_with_one_line_per_slot_plans(tmp_path):

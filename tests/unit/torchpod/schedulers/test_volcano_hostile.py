@@ -9,6 +9,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from hostile_reads import (
     CONTENT,
     SETTINGS,
@@ -20,8 +23,6 @@ from hostile_reads import (
     sane_plan,
     volcano,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 
 def test_a_volcano_host_file_plans(tmp_path):

@@ -5,10 +5,11 @@ every variable family the launcher reads into the container."""
 from __future__ import annotations
 
 import pytest
-from manifest_cases import IMAGE, SITE_LIB_HOST, SPECS, spec_id
 
 from torchpod_toolkit.manifests import render as render_mod
 from torchpod_toolkit.manifests.spec import JobSpec, check
+
+from manifest_cases import IMAGE, SITE_LIB_HOST, SPECS, spec_id
 
 
 @pytest.mark.parametrize("spec", [s for s in SPECS if not s.kube], ids=spec_id)

@@ -11,10 +11,10 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from manifest_cases import IMAGE, KUBE_SPECS, documents, spec_id
 
 from torchpod_toolkit.manifests.spec import JobSpec
 
+from manifest_cases import IMAGE, KUBE_SPECS, documents, spec_id
 from paths import ROOT
 
 REFERENCE = ROOT / "tests" / "reference"

@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from manifest_cases import KUBE_SPECS, spec_id
 
 from torchpod.schedulers.common import Facts
 from torchpod_toolkit.manifests import kube, operators
 from torchpod_toolkit.manifests.spec import JobSpec, check
 
 from launcher_cases import plan_for
+from manifest_cases import KUBE_SPECS, spec_id
 
 
 def _pod_plan(pod: operators.Pod, tmp_path: Path):

@@ -5,10 +5,11 @@ requests that differ from limits)."""
 from __future__ import annotations
 
 import pytest
-from manifest_cases import IMAGE, KUBE_SPECS, documents, spec_id
 
 from torchpod_toolkit.manifests import policy
 from torchpod_toolkit.manifests.spec import JobSpec
+
+from manifest_cases import IMAGE, KUBE_SPECS, documents, spec_id
 
 
 @pytest.mark.parametrize("spec", KUBE_SPECS, ids=spec_id)

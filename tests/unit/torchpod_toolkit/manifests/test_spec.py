@@ -4,11 +4,12 @@ the form expected, before anything is rendered."""
 from __future__ import annotations
 
 import pytest
-from manifest_cases import IMAGE
 
 from torchpod.errors import InputError
 from torchpod_toolkit.manifests import render as render_mod
 from torchpod_toolkit.manifests.spec import JobSpec
+
+from manifest_cases import IMAGE
 
 BAD = [
     (dict(nodes=0), "--nodes=0"),
