@@ -14,6 +14,7 @@ from typing import Mapping
 
 import yaml
 
+from torchpod.errors import InputError
 from torchpod.resolve import resolve
 from torchpod.schedulers.common import Facts
 from torchpod.torchrun_flags import split_command_line
@@ -192,6 +193,25 @@ def detect_directly(module, case: Case, root: Path):
     user = user_options(env, case.argv)
     assert module.claims(env, user), f"{module.NAME} does not claim {case.name}"
     return module.detect(env, facts, user), user
+
+
+def assert_detect_refuses(module, case: Case, root: Path, refused_later) -> None:
+    """A broken fixture that reaches ``module``: claimed, then refused by its detect() in one
+    line holding the fixture's error; or, named in ``refused_later``, detected and left to a
+    later step of resolve() to refuse."""
+    env, facts = materialise(case, root)
+    user = user_options(env, case.argv)
+    assert module.claims(env, user), f"{module.NAME} does not claim {case.name}"
+    if case.name in refused_later:
+        assert module.detect(env, facts, user).scheduler == module.NAME
+        return
+    try:
+        module.detect(env, facts, user)
+    except InputError as exc:
+        assert case.error in str(exc)
+        assert "\n" not in str(exc)
+    else:
+        raise AssertionError(f"{module.NAME}.detect accepted the broken fixture {case.name}")
 
 
 # A user's option that replaces each field after detection (resolve's decide_* steps).

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from torchpod.errors import InputError
 from torchpod.schedulers import volcano
 
 from launcher_cases import (
+    assert_detect_refuses,
     assert_detection_matches,
     bad_cases_of,
     detect_directly,
     good_cases_of,
-    materialise,
     user_options,
 )
 
@@ -41,16 +40,7 @@ def test_detect_alone_gives_the_fixtures_plan(case, tmp_path):
 
 @pytest.mark.parametrize("case", BAD, ids=[c.name for c in BAD])
 def test_detect_refuses_a_broken_environment_in_one_line(case, tmp_path):
-    env, facts = materialise(case, tmp_path)
-    user = user_options(env, case.argv)
-    assert volcano.claims(env, user)
-    if case.name in REFUSED_LATER:
-        assert volcano.detect(env, facts, user).scheduler == volcano.NAME
-        return
-    with pytest.raises(InputError) as info:
-        volcano.detect(env, facts, user)
-    assert case.error in str(info.value)
-    assert "\n" not in str(info.value)
+    assert_detect_refuses(volcano, case, tmp_path, REFUSED_LATER)
 
 
 @pytest.mark.parametrize("env", [
