@@ -21,6 +21,9 @@ STRONG = True
 
 
 MARKERS = ("RUNAI_JOB_NAME", "RUNAI_JOB_UUID", "RUNAI_PROJECT", "RUNAI_NUM_OF_GPUS")
+# Run:ai sets RUNAI_* in every workload, a single pod included: they name the platform, not
+# a job of several nodes (WORLD_SIZE/MASTER_ADDR do, and standalone refuses those stray).
+MULTI_NODE_MARKERS: tuple[str, ...] = ()
 JOB_IDS = ("RUNAI_JOB_UUID", "JOB_UUID", "RUNAI_JOB_NAME", "JOB_NAME")
 
 

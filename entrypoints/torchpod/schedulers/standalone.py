@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..contract import ENV_SCHEDULER, setting
 from ..errors import InputError
 from ..options import UserOptions
+from . import markers
 from .common import Detection, Env, Facts, NodeCount, get, stable_id
 
 NAME = "standalone"
@@ -55,6 +56,7 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
                 "set TORCHPOD_SCHEDULER=<name>, pass --nnodes/--rdzv-endpoint, or unset them "
                 "to run on one node"
             )
+        _refuse_markers(env)
     return Detection(
         scheduler=NAME,
         nnodes=NodeCount.exactly(1),
@@ -66,3 +68,13 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
         else ("no scheduler detected: single node, rendezvous on a free local port",),
         single_node=True,
     )
+
+
+def _refuse_markers(env: Env) -> None:
+    """A multi-node marker that reached standalone (no detector claimed it, or no detector
+    exists for its platform) is refused: a world of one would train alone, silently."""
+    from . import SCHEDULERS  # the package imports this module; read the tuple when called
+
+    found = markers.set_markers(env, markers.catalogue(SCHEDULERS))
+    if found:
+        raise InputError(markers.refusal(found, env))
