@@ -14,7 +14,7 @@ from ..contract import ENV_SCHEDULER, setting
 from ..errors import InputError
 from ..options import UserOptions
 from . import env as envconv
-from . import explicit, kubeflow, mpi, pbs, runai, slurm, standalone, volcano
+from . import explicit, flux, kubeflow, lsf, mpi, pbs, runai, sagemaker, skypilot, slurm, standalone, volcano
 from .common import Env, get
 from .protocol import Detector
 
@@ -22,6 +22,10 @@ from .protocol import Detector
 # - runai, volcano: their markers (RUNAI_*, VC_TASK_INDEX / VC_*_HOSTS) are set only by
 #   them, and both also set the generic MASTER_ADDR/WORLD_SIZE/RANK that later detectors
 #   would read with other meanings (pods vs processes).
+# - sagemaker: SM_HOSTS/SM_CURRENT_HOST are SageMaker's alone and name every host.
+# - skypilot, flux: they start tasks inside Slurm/LSF allocations (and Kubernetes) whose
+#   variables the task inherits; they are the innermost scheduler, so they come before them.
+# - lsf: like slurm and pbs below; jsrun also sets OMPI_*/PMIX_*, so before mpi.
 # - slurm, pbs: an allocation's host list is the fullest truth on an HPC node; users also
 #   run mpirun or export PET_* inside allocations, so these come before kubeflow and mpi.
 # - kubeflow: the PET_* job variables the training-operator and Trainer set in a pod.
@@ -33,7 +37,7 @@ from .protocol import Detector
 # - standalone: nothing found; refuses stray WORLD_SIZE/MASTER_ADDR instead of guessing.
 # Two STRONG modules claiming at once (e.g. SLURM_JOB_ID and PBS_JOBID) is an error.
 SCHEDULERS: tuple[Detector, ...] = (
-    runai, volcano, slurm, pbs, kubeflow, mpi, envconv, explicit, standalone,
+    runai, volcano, sagemaker, skypilot, flux, slurm, pbs, lsf, kubeflow, mpi, envconv, explicit, standalone,
 )
 
 BY_NAME: dict[str, Detector] = {m.NAME: m for m in SCHEDULERS}

@@ -1,0 +1,62 @@
+"""torchpod.schedulers.lsf: IBM LSF (LSB_JOBID, LSB_DJOB_HOSTFILE, LSB_DJOB_RANKFILE, LSB_MCPU_HOSTS). Its own
+``claims()`` and ``detect()`` called directly, on the shared fixtures
+(tests/unit/fixtures/schedulers.yaml) that resolve to it and on the broken ones that reach
+it; tests/unit/torchpod/test_schedulers.py runs the same fixtures through the whole of
+``resolve()``."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchpod.schedulers import lsf
+
+from launcher_cases import (
+    assert_detect_refuses,
+    assert_detection_matches,
+    bad_cases_of,
+    detect_directly,
+    good_cases_of,
+    user_options,
+)
+
+GOOD = good_cases_of(lsf.NAME)
+BAD = bad_cases_of(lsf.NAME)
+# Broken fixtures that reach this detector but are refused by a later step of resolve()
+# (tests/unit/torchpod/test_schedulers.py checks their messages there).
+REFUSED_LATER = {}
+
+
+def test_it_has_fixtures_of_both_kinds():
+    assert GOOD, "add a fixture this detector resolves"
+    assert BAD, "add a broken fixture that reaches this detector"
+    assert set(REFUSED_LATER) <= {c.name for c in BAD}
+
+
+@pytest.mark.parametrize("case", GOOD, ids=[c.name for c in GOOD])
+def test_detect_alone_gives_the_fixtures_plan(case, tmp_path):
+    det, user = detect_directly(lsf, case, tmp_path)
+    assert_detection_matches(det, user, case)
+
+
+@pytest.mark.parametrize("case", BAD, ids=[c.name for c in BAD])
+def test_detect_refuses_a_broken_environment_in_one_line(case, tmp_path):
+    assert_detect_refuses(lsf, case, tmp_path, REFUSED_LATER)
+
+
+@pytest.mark.parametrize("env", [
+    {'LSB_JOBID': '9'},
+    {'LSB_DJOB_HOSTFILE': '/tmp/h'},
+    {'LSB_DJOB_RANKFILE': '/tmp/r'},
+    {'LSB_MCPU_HOSTS': 'n1 4'},
+])
+def test_claims_on_its_markers(env):
+    assert lsf.claims(env, user_options(env))
+
+
+@pytest.mark.parametrize("env", [
+    {},
+    {'JSM_NAMESPACE_LOCAL_RANK': '0'},
+    {'LSF_ENVDIR': '/etc/lsf'},
+])
+def test_does_not_claim_without_them(env):
+    assert not lsf.claims(env, user_options(env))
