@@ -13,8 +13,24 @@ from __future__ import annotations
 from ..contract import ENV_SCHEDULER, setting
 from ..errors import InputError
 from ..options import UserOptions
+from . import (
+    azureml,
+    explicit,
+    flux,
+    jobset,
+    kubeflow,
+    lsf,
+    lws,
+    mpi,
+    pbs,
+    runai,
+    sagemaker,
+    skypilot,
+    slurm,
+    standalone,
+    volcano,
+)
 from . import env as envconv
-from . import explicit, flux, kubeflow, lsf, mpi, pbs, runai, sagemaker, skypilot, slurm, standalone, volcano
 from .common import Env, get
 from .protocol import Detector
 
@@ -22,6 +38,7 @@ from .protocol import Detector
 # - runai, volcano: their markers (RUNAI_*, VC_TASK_INDEX / VC_*_HOSTS) are set only by
 #   them, and both also set the generic MASTER_ADDR/WORLD_SIZE/RANK that later detectors
 #   would read with other meanings (pods vs processes).
+# - lws, azureml: LWS_* and AZUREML_* are theirs alone; AzureML also sets MASTER_ADDR/WORLD_SIZE (processes).
 # - sagemaker: SM_HOSTS/SM_CURRENT_HOST are SageMaker's alone and name every host.
 # - skypilot, flux: they start tasks inside Slurm/LSF allocations (and Kubernetes) whose
 #   variables the task inherits; they are the innermost scheduler, so they come before them.
@@ -29,6 +46,7 @@ from .protocol import Detector
 # - slurm, pbs: an allocation's host list is the fullest truth on an HPC node; users also
 #   run mpirun or export PET_* inside allocations, so these come before kubeflow and mpi.
 # - kubeflow: the PET_* job variables the training-operator and Trainer set in a pod.
+# - jobset: after kubeflow, since Trainer v2 pods are JobSet pods too (JOB_COMPLETION_INDEX).
 # - mpi: mpirun nests inside every allocation above, so it is the answer only alone.
 # - env: MASTER_ADDR + WORLD_SIZE + RANK with no marker of its own (the env:// convention
 #   of Run:ai's docs, PAI-DLC, AIHC, training-operator < 1.7); after mpi, whose
@@ -37,7 +55,8 @@ from .protocol import Detector
 # - standalone: nothing found; refuses stray WORLD_SIZE/MASTER_ADDR instead of guessing.
 # Two STRONG modules claiming at once (e.g. SLURM_JOB_ID and PBS_JOBID) is an error.
 SCHEDULERS: tuple[Detector, ...] = (
-    runai, volcano, sagemaker, skypilot, flux, slurm, pbs, lsf, kubeflow, mpi, envconv, explicit, standalone,
+    runai, volcano, lws, azureml, sagemaker, skypilot, flux, slurm, pbs, lsf, kubeflow, jobset, mpi, envconv,
+    explicit, standalone,
 )
 
 BY_NAME: dict[str, Detector] = {m.NAME: m for m in SCHEDULERS}

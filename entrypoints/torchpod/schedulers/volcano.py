@@ -9,6 +9,15 @@ mounts the same lists one per line as /etc/volcano/<task>.host. The pytorch plug
 MASTER_PORT (contract.PYTORCHJOB_PORT unless configured), WORLD_SIZE (master + worker pods) and RANK
 (master 0, worker i -> i + 1).
 
+The pytorch plugin alone (``plugins: {pytorch: [...]}``, Volcano's own example in
+docs/user-guide/how_to_use_pytorch_plugin.md): the admission webhook adds the svc plugin
+(pkg/webhooks/admission/jobs/mutate/mutate_job.go, patchDefaultPlugins) but not env, so
+the pod has the host lists and no VC_TASK_INDEX; its node index is then RANK (master pod 0
+is node 0, worker i node i + 1), the count WORLD_SIZE (checked against the master and
+worker hosts) and the endpoint MASTER_ADDR:MASTER_PORT (``<job>-master-0.<job>``, port
+23456 unless --port). RANK and WORLD_SIZE count pods here (one container each), not
+processes. Read at volcano-sh/volcano ed72c7c8.
+
 Node order: master task hosts first, then worker hosts, matching the pytorch plugin's
 RANK; a job with neither uses all its tasks in name order. Under hostNetwork the pod
 carries the node's hostname (OCI OKE's RDMA recipe runs pods that way), so this pod's task
@@ -33,6 +42,7 @@ from .common import (
     check_host,
     digest,
     get,
+    master_endpoint,
     parse_int,
     parse_port,
     rdzv_port,
@@ -134,6 +144,11 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
         port = parse_port(*master_port)
         notes.append(f"port {port} from MASTER_PORT (Volcano pytorch plugin)")
         port_notes = ()
+    endpoint = Endpoint(hosts_t[0], port)
+    if index_var is None:  # the pytorch plugin alone: its master address, as its pods use it
+        endpoint, ep_notes = master_endpoint(env, ("MASTER_ADDR",), ("MASTER_PORT",))  # type: ignore[misc]  # _node checked
+        notes.extend(ep_notes)
+        port_notes = ()
     world = get(env, "WORLD_SIZE")
     if world is not None and world[1] != str(len(hosts_t)):
         notes.append(
@@ -144,7 +159,7 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
         scheduler=NAME,
         nnodes=NodeCount.exactly(len(hosts_t)),
         node_rank=node,
-        rdzv_endpoint=Endpoint(hosts_t[0], port),
+        rdzv_endpoint=endpoint,
         rdzv_id=stable_id("volcano", job, digest(",".join(hosts_t))),
         hosts=hosts_t,
         local_addr=hosts_t[node],
@@ -160,10 +175,7 @@ def _node(env: Env, facts: Facts, tasks, order, offsets, source: str) -> tuple[i
     mine = _own_task(env, facts, tasks, order)
     rank_var = get(env, "RANK")
     if index_var is None:
-        raise InputError(
-            "VC_TASK_INDEX is not set; expected this pod's index within its task (0, 1, ...); "
-            "add the env plugin: `plugins: {env: [], svc: []}`"
-        )
+        return _pytorch_plugin_node(env, order, total)
     task_index = parse_int(*index_var, hint="Volcano's env plugin sets it to the pod's index")
     if mine is not None:
         if task_index >= len(tasks[mine]):
@@ -190,6 +202,37 @@ def _node(env: Env, facts: Facts, tasks, order, offsets, source: str) -> tuple[i
             f"{total} hosts of tasks {', '.join(order)}; expected 0-{total - 1}"
         )
     return node, note
+
+
+def _pytorch_plugin_node(env: Env, order, total: int) -> tuple[int, str]:
+    """The node index the pytorch plugin alone gives (no env plugin, so no VC_TASK_INDEX):
+    its RANK, master pod 0 first, worker i -> i + 1 (pytorch.go OnPodCreate), counted
+    against its WORLD_SIZE (master + worker replicas, getTotalReplicas) and the svc
+    plugin's host lists, which the admission webhook forces on beside it
+    (pkg/webhooks/admission/jobs/mutate/mutate_job.go, patchDefaultPlugins)."""
+    rank_var, world = get(env, "RANK"), get(env, "WORLD_SIZE")
+    if rank_var is None or world is None or get(env, "MASTER_ADDR") is None:
+        raise InputError(
+            "VC_TASK_INDEX is not set; expected this pod's index within its task (0, 1, ...), or "
+            "the pytorch plugin's RANK, WORLD_SIZE and MASTER_ADDR; add the env plugin: "
+            "`plugins: {env: [], svc: []}`"
+        )
+    hint = "the Volcano pytorch plugin sets it"
+    node = parse_int("RANK", rank_var[1], hint=hint)
+    pods = parse_int("WORLD_SIZE", world[1], minimum=1, hint=hint)
+    if pods != total:
+        raise InputError(
+            f"WORLD_SIZE={world[1]!r} differs from the {total} hosts of tasks {', '.join(order)}; expected "
+            "equal counts (the pytorch plugin counts its master and worker tasks); name the tasks "
+            "master and worker, or add the env plugin: `plugins: {env: [], svc: []}`"
+        )
+    if node >= total:
+        raise InputError(
+            f"RANK={rank_var[1]!r} is outside WORLD_SIZE={pods}; expected 0-{total - 1} (the pytorch "
+            "plugin's pod rank); were the variables copied from another pod?"
+        )
+    return node, (f"node {node} of {total} from RANK (Volcano pytorch plugin, no env plugin: "
+                  "master pod 0 is node 0, worker i is node i + 1)")
 
 
 def _own_task(env: Env, facts: Facts, tasks, order) -> str | None:
