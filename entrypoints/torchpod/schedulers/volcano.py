@@ -175,7 +175,17 @@ def _node(env: Env, facts: Facts, tasks, order, offsets, source: str) -> tuple[i
     mine = _own_task(env, facts, tasks, order)
     rank_var = get(env, "RANK")
     if index_var is None:
-        return _pytorch_plugin_node(env, order, total)
+        node, note = _pytorch_plugin_node(env, order, total)
+        if mine is not None:  # this pod's own host name says where it stands: RANK must agree
+            names = {short(n).lower() for n in (facts.hostname, (get(env, "POD_NAME") or ("", ""))[1]) if n}
+            listed = [offsets[mine] + i for i, h in enumerate(tasks[mine]) if short(h).lower() in names]
+            if listed and node not in listed:
+                raise InputError(
+                    f"RANK={node} but this pod is {tasks[mine][listed[0] - offsets[mine]]!r}, node "
+                    f"{listed[0]} (master pod 0 first, worker i at i + 1); expected RANK={listed[0]}; "
+                    "were the variables copied from another pod?"
+                )
+        return node, note
     task_index = parse_int(*index_var, hint="Volcano's env plugin sets it to the pod's index")
     if mine is not None:
         if task_index >= len(tasks[mine]):
