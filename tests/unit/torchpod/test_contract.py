@@ -69,7 +69,7 @@ def test_the_launcher_reads_settings_through_the_table():
 
 
 @pytest.mark.parametrize("name, value, needle", [
-    ("TORCHPOD_SCHEDULER", "lsf", "is not a known scheduler"),
+    ("TORCHPOD_SCHEDULER", "cobalt", "is not a known scheduler"),
     ("TORCHPOD_RDZV_PORT", "70000", "TORCHPOD_RDZV_PORT"),
     ("TORCHPOD_RDZV_TIMEOUT", "soon", "TORCHPOD_RDZV_TIMEOUT"),
     ("TORCHPOD_PRESET", "no-such-shape", "TORCHPOD_PRESET"),
