@@ -30,6 +30,10 @@ from .common import Detection, Env, Facts, NodeCount, get, master_endpoint, pars
 NAME = "azureml"
 STRONG = True
 MARKERS = ("AZUREML_RUN_ID", "AZUREML_NODE_COUNT", "AZ_BATCHAI_JOB_NAME", "AZ_BATCH_MASTER_NODE")
+# AZUREML_RUN_ID and AZ_BATCHAI_JOB_NAME are set in every AzureML job, a single node too, and
+# AZUREML_NODE_COUNT may say 1: they name the platform. AZ_BATCH_MASTER_NODE exists only in a
+# multi-instance task, so it alone rules out a one-node plan (schedulers.markers).
+MULTI_NODE_MARKERS = ("AZ_BATCH_MASTER_NODE",)
 DISTRIBUTION = ("MASTER_ADDR", "NODE_RANK", "WORLD_SIZE")
 
 _FIX = "set process_count_per_instance: 1 in the job's distribution (torchpod starts one worker per GPU)"

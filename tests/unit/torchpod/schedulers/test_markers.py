@@ -114,3 +114,14 @@ def test_any_set_of_markers_with_any_values_is_never_one_node_alone(env):
     if not any(v.strip() for v in env.values()):
         return  # all blank: no marker is set
     assert_never_one_node_alone(env)
+
+
+@pytest.mark.parametrize("env", [{"AZUREML_RUN_ID": "r1"}, {"AZUREML_RUN_ID": "r1", "AZUREML_NODE_COUNT": "1"}])
+def test_a_single_node_azureml_job_is_one_node(env):
+    # AzureML sets its run id in every job; one node is a legitimate job there
+    code, out, err = plan(env)
+    assert code == 0 and json.loads(out)["scheduler"] == "standalone", err
+
+
+def test_an_azureml_job_of_two_nodes_is_never_one_node():
+    assert assert_never_one_node_alone({"AZUREML_RUN_ID": "r1", "AZUREML_NODE_COUNT": "2"}) != "standalone"
