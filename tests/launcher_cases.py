@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+import pytest
 import yaml
 
 from torchpod.errors import InputError
@@ -212,6 +213,31 @@ def assert_detect_refuses(module, case: Case, root: Path, refused_later) -> None
         assert "\n" not in str(exc)
     else:
         raise AssertionError(f"{module.NAME}.detect accepted the broken fixture {case.name}")
+
+
+def detector_tests(module, refused_later: Mapping[str, str]):
+    """The three checks every detector's own test file runs on the shared fixtures, as test
+    functions for that file to name (pytest collects them there): the detector has good and
+    broken fixtures; detect() alone gives each good fixture's values; it refuses each broken
+    one in one line (or, named in ``refused_later`` with the step that does, detects it)."""
+    good, bad = good_cases_of(module.NAME), bad_cases_of(module.NAME)
+
+    def test_it_has_fixtures_of_both_kinds():
+        assert good, "add a fixture this detector resolves"
+        assert bad, "add a broken fixture that reaches this detector"
+        assert set(refused_later) <= {c.name for c in bad}
+
+    @pytest.mark.parametrize("case", good, ids=[c.name for c in good])
+    def test_detect_alone_gives_the_fixtures_plan(case, tmp_path):
+        det, user = detect_directly(module, case, tmp_path)
+        assert_detection_matches(det, user, case)
+
+    @pytest.mark.parametrize("case", bad, ids=[c.name for c in bad])
+    def test_detect_refuses_a_broken_environment_in_one_line(case, tmp_path):
+        assert_detect_refuses(module, case, tmp_path, refused_later)
+
+    return (test_it_has_fixtures_of_both_kinds, test_detect_alone_gives_the_fixtures_plan,
+            test_detect_refuses_a_broken_environment_in_one_line)
 
 
 # A user's option that replaces each field after detection (resolve's decide_* steps).

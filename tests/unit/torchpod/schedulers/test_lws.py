@@ -11,36 +11,17 @@ import pytest
 from torchpod.schedulers import lws
 
 from launcher_cases import (
-    assert_detect_refuses,
-    assert_detection_matches,
-    bad_cases_of,
-    detect_directly,
-    good_cases_of,
+    detector_tests,
     user_options,
 )
 
-GOOD = good_cases_of(lws.NAME)
-BAD = bad_cases_of(lws.NAME)
 # Broken fixtures that reach this detector but are refused by a later step of resolve()
 # (tests/unit/torchpod/test_schedulers.py checks their messages there).
 REFUSED_LATER = {}
 
-
-def test_it_has_fixtures_of_both_kinds():
-    assert GOOD, "add a fixture this detector resolves"
-    assert BAD, "add a broken fixture that reaches this detector"
-    assert set(REFUSED_LATER) <= {c.name for c in BAD}
-
-
-@pytest.mark.parametrize("case", GOOD, ids=[c.name for c in GOOD])
-def test_detect_alone_gives_the_fixtures_plan(case, tmp_path):
-    det, user = detect_directly(lws, case, tmp_path)
-    assert_detection_matches(det, user, case)
-
-
-@pytest.mark.parametrize("case", BAD, ids=[c.name for c in BAD])
-def test_detect_refuses_a_broken_environment_in_one_line(case, tmp_path):
-    assert_detect_refuses(lws, case, tmp_path, REFUSED_LATER)
+# the shared fixtures through this detector alone (launcher_cases.detector_tests)
+(test_it_has_fixtures_of_both_kinds, test_detect_alone_gives_the_fixtures_plan,
+ test_detect_refuses_a_broken_environment_in_one_line) = detector_tests(lws, REFUSED_LATER)
 
 
 @pytest.mark.parametrize("env", [
