@@ -210,20 +210,42 @@ def test(c, tier="all", build_images=True, pytest_args=""):
                    "quoted as in a shell", code=2) from None
     chosen = TIERS if tier == "all" else (tier,)
     if build_images and {"image", "cluster"} & set(chosen):
-        # Always (re)build: BuildKit's cache makes an unchanged tree a matter of seconds,
-        # and the images under test then always match the tree, never a stale build.
-        for defn in (d for d in _defs().values() if d.ci):
-            # a variant's upstream plugin source is unreachable here: CI builds it from the
-            # tests' stand-in plugin, through the same definition key (docs/images.md, "CI")
-            build(c, image=defn.name, netplugin_tarball="test" if defn.aws_ofi_nccl else "")
-        if os.environ.get("TORCHPOD_PRUNE_BUILD_CACHE") == "1":
-            # CI builds once and never again: free BuildKit's cache (~18 GB) before the
-            # registry test stores every image a second time. Locally, keep it (fast rebuilds).
-            from torchpod_toolkit import engine
-
-            c.run(f"{engine.find_builder().docker} builder prune -af", pty=False)
+        _build_ci_images(c, prune=os.environ.get("TORCHPOD_PRUNE_BUILD_CACHE") == "1")
     paths = [f"tests/{t}" for t in chosen]
     c.run(shlex.join([sys.executable, "-m", "pytest", *paths, *extra]), pty=False)
+
+
+def _payload_groups(defs) -> list[list]:
+    """The CI definitions grouped by the wheels they install (base, Python, torch pins): one
+    group's images share their payload stage and its layer (pytorch, pytorch-efa and
+    pytorch-slingshot do), so they are built together, before that payload can be pruned."""
+    groups: dict[tuple, list] = {}
+    for defn in (d for d in defs.values() if d.ci):
+        groups.setdefault((defn.base, defn.python, defn.torch), []).append(defn)
+    # the plain image first: a variant is that image plus one layer
+    return [sorted(group, key=lambda d: d.aws_ofi_nccl is not None) for group in groups.values()]
+
+
+def _build_ci_images(c, prune: bool) -> None:
+    """Build both arches of every ``ci: true`` image, one payload group and arch at a time.
+
+    Always (re)build: BuildKit's cache makes an unchanged tree a matter of seconds, and the
+    images under test then always match the tree, never a stale build. With ``prune`` (CI,
+    which builds once and never again) BuildKit's cache is freed after each group and arch:
+    a payload stage (5-7 GB of unpacked wheels) and pip's cache of them (3-5 GB) are then
+    held for one payload at a time, not for all five. The images keep their layers. CI's
+    peak disk use fell from about 75 GB to about 40 (docs/testing.md, "Disk").
+    """
+    from torchpod_toolkit import engine
+
+    for group in _payload_groups(_defs()):
+        for arch in dict.fromkeys(a.name for defn in group for a in defn.arches):
+            for defn in (d for d in group if any(a.name == arch for a in d.arches)):
+                # a variant's upstream plugin source is unreachable here: CI builds it from
+                # the tests' stand-in plugin, through the same definition key (docs/images.md, "CI")
+                build(c, arch=arch, image=defn.name, netplugin_tarball="test" if defn.aws_ofi_nccl else "")
+            if prune:
+                c.run(f"{engine.find_builder().docker} builder prune -af", pty=False)
 
 
 def _cluster_image(arch: str = "x86_64") -> str:

@@ -1,0 +1,83 @@
+"""`invoke test`'s image builds (tasks._build_ci_images): every ``ci: true`` definition is built
+for every arch it declares, exactly once; images that install the same wheels are built
+together, arch by arch, and with pruning on (CI) BuildKit's cache is freed after each group
+and arch, so one payload's stage and pip cache are held at a time (CI ran out of disk when
+all five were held at once)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from paths import ROOT
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("tasks_ci_build_under_test", ROOT / "tasks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TASKS = _load()
+
+
+class _Recorder:
+    def __init__(self):
+        self.commands: list[str] = []
+
+    def run(self, command, **_):
+        self.commands.append(command)
+
+
+def _trace(monkeypatch, prune: bool) -> list[tuple]:
+    """Every build and prune, in order, with nothing actually built."""
+    events: list[tuple] = []
+
+    def build(c, arch="", image="", netplugin_tarball="", **_):
+        events.append(("build", image, arch, netplugin_tarball))
+
+    c = _Recorder()
+    monkeypatch.setattr(TASKS, "build", build)
+    monkeypatch.setattr(c, "run", lambda command, **_: events.append(("prune", command)))
+    TASKS._build_ci_images(c, prune=prune)
+    return events
+
+
+def test_every_ci_image_and_arch_is_built_once_and_no_other(monkeypatch):
+    defs = TASKS._defs()
+    builds = [e[1:3] for e in _trace(monkeypatch, prune=False) if e[0] == "build"]
+    expected = {(d.name, a.name) for d in defs.values() if d.ci for a in d.arches}
+    assert sorted(builds) == sorted(expected)
+    assert any(not d.ci for d in defs.values())  # a `ci: false` definition exists and was left out
+
+
+def test_variants_get_the_stand_in_plugin_and_plain_images_none(monkeypatch):
+    defs = TASKS._defs()
+    for _, image, _, tarball in (e for e in _trace(monkeypatch, prune=False) if e[0] == "build"):
+        assert tarball == ("test" if defs[image].aws_ofi_nccl else "")
+
+
+def test_without_pruning_nothing_is_pruned(monkeypatch):
+    assert all(e[0] == "build" for e in _trace(monkeypatch, prune=False))
+
+
+def test_with_pruning_each_payload_and_arch_is_built_then_freed(monkeypatch):
+    """Between two prunes, every build installs the same wheels for the same arch."""
+    defs = TASKS._defs()
+    events = _trace(monkeypatch, prune=True)
+    assert events[-1][0] == "prune" and all("builder prune -af" in e[1] for e in events if e[0] == "prune")
+    spans: list[list[tuple]] = [[]]
+    for event in events:
+        if event[0] == "prune":
+            spans.append([])
+        else:
+            spans[-1].append(event)
+    spans = [s for s in spans if s]
+    assert len(spans) == sum(1 for e in events if e[0] == "prune")  # no prune without a build before it
+    for span in spans:
+        payloads = {(defs[e[1]].base, defs[e[1]].python, defs[e[1]].torch, e[2]) for e in span}
+        assert len(payloads) == 1, span
+    # the default image and its two variants share one payload: built in one span per arch,
+    # the plain image first (a variant is that image plus one layer)
+    default = [s for s in spans if any(e[1] == "pytorch" for e in s)]
+    assert [[e[1] for e in s] for s in default] == [["pytorch", "pytorch-efa", "pytorch-slingshot"]] * 2
