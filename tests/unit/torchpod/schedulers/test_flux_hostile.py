@@ -39,5 +39,6 @@ def test_any_flux_variables_give_a_plan_or_one_line(nnodes, size, rank, local, e
             assert endpoint or count == 1, got  # several nodes need the user's endpoint
             if size is not None and size.strip():
                 assert int(size) == count
-        elif not endpoint and nnodes and nnodes.strip().isascii() and nnodes.strip().isdigit() and int(nnodes.strip()) > 1:
+        elif not endpoint and nnodes and nnodes.strip().isascii() and nnodes.strip().isdigit() \
+                and int(nnodes.strip()) > 1:
             assert "FLUX" in line or "rdzv-endpoint" in line, line
