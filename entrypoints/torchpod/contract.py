@@ -24,7 +24,7 @@ __all__ = [
     "ENV_PRESET", "ENV_DOCTOR", "ENV_SITE_LIB", "ENV_COMMAND", "RESULT_PREFIX",
     "RDZV_PORT_DEFAULT", "TORCHRUN_MASTER_PORT", "PYTORCHJOB_PORT", "TRAINER_PORT", "ETCD_PORT",
     "EPHEMERAL_PORTS", "SYSFS_ROOT_DEFAULT", "IMAGE_PLUGIN_DIR", "IMAGE_PLUGIN", "IMAGE_PLUGIN_LIBFABRIC",
-    "SITE_LIB", "SITE_DEPS", "EXAMPLES_DIR", "LABEL_PREFIX", "LABEL_KEYS", "label",
+    "SITE_LIB", "SITE_DEPS", "EXAMPLES_DIR", "LABEL_PREFIX", "LABEL_KEYS", "label", "JOBSET_LABEL_ENV",
 ]
 
 # --- ports ---------------------------------------------------------------------------
@@ -69,6 +69,20 @@ LABEL_KEYS = ("torch", "torchvision", "cuda", "nccl", "python", "rdma-core", "nc
 def label(key: str) -> str:
     """The full label name of ``key`` (``io.torchpod.<key>``)."""
     return f"{LABEL_PREFIX}.{key}"
+
+
+# --- JobSet's pod labels ----------------------------------------------------------------
+# JobSet sets no environment variable; its controller labels every pod
+# (kubernetes-sigs/jobset pkg/controllers/jobset_controller.go labelAndAnnotateObject,
+# v0.12.0). A manifest passes these labels by the downward API under these names, which
+# the launcher's jobset detector reads.
+JOBSET_LABEL_ENV: Mapping[str, str] = {
+    "JOBSET_NAME": "jobset.sigs.k8s.io/jobset-name",
+    "REPLICATED_JOB_NAME": "jobset.sigs.k8s.io/replicatedjob-name",
+    "JOB_INDEX": "jobset.sigs.k8s.io/job-index",
+    "JOB_GLOBAL_INDEX": "jobset.sigs.k8s.io/job-global-index",
+    "GLOBAL_REPLICAS": "jobset.sigs.k8s.io/global-replicas",
+}
 
 
 # --- the environment variables torchpod reads -----------------------------------------

@@ -29,6 +29,7 @@ env:// variables nor a user's endpoint describe the job.
 
 from __future__ import annotations
 
+from ..contract import JOBSET_LABEL_ENV
 from ..errors import InputError
 from ..options import UserOptions
 from .common import (
@@ -47,13 +48,7 @@ from .common import (
 
 NAME = "jobset"
 STRONG = False
-LABELS = {
-    "JOBSET_NAME": "jobset.sigs.k8s.io/jobset-name",
-    "REPLICATED_JOB_NAME": "jobset.sigs.k8s.io/replicatedjob-name",
-    "JOB_INDEX": "jobset.sigs.k8s.io/job-index",
-    "JOB_GLOBAL_INDEX": "jobset.sigs.k8s.io/job-global-index",
-    "GLOBAL_REPLICAS": "jobset.sigs.k8s.io/global-replicas",
-}
+LABELS = JOBSET_LABEL_ENV  # the downward-API names of the controller's labels (torchpod.contract)
 MARKERS = (*LABELS, "JOB_COMPLETION_INDEX")
 
 
