@@ -192,7 +192,7 @@ class Cluster:
         endpoint = EndpointConfig(self.client.api._version, aliases=list(run.node.names),
                                   ipv4_address=address)
         kwargs = dict(
-            command=list(run.node.command or self.command), name=f"{self.name}-{run.node.index}",
+            command=list(run.node.command or self._command(run.node)), name=f"{self.name}-{run.node.index}",
             hostname=run.node.hostname, environment=env, labels=dict(self.labels),
             network=self.network, networking_config={self.network: endpoint},
             volumes={k: dict(v) for k, v in self.volumes.items()}, detach=True,
@@ -209,6 +209,10 @@ class Cluster:
         run.container = self.client.containers.create(self.image, **kwargs)
         if run.node.files:
             run.container.put_archive("/", _tar(run.node.files))
+
+    def _command(self, node: Node) -> list[str]:
+        """The job's command, after the options the node's pod passes to `torchpod run`."""
+        return ["run", *node.options, "--", *self.command] if node.options else list(self.command)
 
     def _start(self, run: NodeRun) -> None:
         run.started_at = time.time()

@@ -60,6 +60,7 @@ class Node:
     files: tuple[tuple[str, str], ...] = ()  # absolute path -> text, written before start
     domainname: str = ""
     command: tuple[str, ...] = ()  # this node's own args (a manifest's pod); () = the job's
+    options: tuple[str, ...] = ()  # torchpod options the pod passes before the job's command (JobSet's --nnodes)
 
     @property
     def env_dict(self) -> dict[str, str]:
@@ -158,23 +159,42 @@ HARNESS_IMAGE = "torchpod/harness:model"
 HARNESS_COMMAND = ("workload.py",)
 
 
+def _manifest_pods(kind: str, job: Job) -> list:
+    """The pods the operator model (manifests/operators.py) makes of the job's manifest,
+    rendered with `invoke manifests`' renderer."""
+    from ..manifests import kube, operators
+    from ..manifests import spec as mspec
+
+    same = len(set(job.nproc)) == 1 and job.nproc[0] > 1
+    request = mspec.check(mspec.JobSpec(
+        kind, job.nodes, HARNESS_IMAGE, HARNESS_COMMAND, name=job.name,
+        gpus_per_node=job.nproc[0] if same else 0,
+        rdma="hostnetwork" if job.host_network else "none"))
+    return operators.pods(kube.objects(request))
+
+
 def _from_manifest(kind: str) -> "Builder":
-    """A Kubernetes scenario: render the job's manifest with `invoke manifests`' renderer
-    and take each pod from the operator model (manifests/operators.py), so the harness
-    runs exactly what a generated manifest makes the operator create."""
+    """A Kubernetes scenario: each pod from the operator model, so the harness runs exactly
+    what a generated manifest makes the operator create."""
 
     def builder(job: Job) -> Raw:
-        from ..manifests import kube, operators
-        from ..manifests import spec as mspec
-
-        same = len(set(job.nproc)) == 1 and job.nproc[0] > 1
-        request = mspec.check(mspec.JobSpec(
-            kind, job.nodes, HARNESS_IMAGE, HARNESS_COMMAND, name=job.name,
-            gpus_per_node=job.nproc[0] if same else 0,
-            rdma="hostnetwork" if job.host_network else "none"))
-        return [(p.hostname, p.dns_names, p.env, p.files) for p in operators.pods(kube.objects(request))]
+        return [(p.hostname, p.dns_names, p.env, p.files) for p in _manifest_pods(kind, job)]
 
     return builder
+
+
+def _manifest_options(kind: str) -> Callable[[Job], tuple[str, ...]]:
+    """The torchpod options a manifest's pods pass between ``run`` and ``--``."""
+
+    def options(job: Job) -> tuple[str, ...]:
+        args = _manifest_pods(kind, job)[0].args
+        return tuple(args[1:args.index("--")]) if args[:1] == ("run",) and "--" in args else ()
+
+    return options
+
+
+def _no_options(job: Job) -> tuple[str, ...]:
+    return ()
 
 
 def _env(job: Job) -> Raw:
@@ -269,13 +289,15 @@ class Scenario:
     name: str
     detector: str  # the torchpod.schedulers NAME `torchpod plan` must detect on its nodes
     build: Builder
+    options: Callable[[Job], tuple[str, ...]] = _no_options  # what every node passes before the command
 
 
 # The nodes of each HPC job kind, written from the batch systems' own sources (above).
 _HPC_NODES: dict[str, Builder] = {"slurm": _slurm, "pbs": _pbs, "pbs-pals": _pbs_pals}
 
 SCENARIOS: dict[str, Scenario] = {
-    **{k.scenario: Scenario(k.scenario, k.detector, _from_manifest(k.name) if k.kube else _HPC_NODES[k.name])
+    **{k.scenario: Scenario(k.scenario, k.detector, _from_manifest(k.name) if k.kube else _HPC_NODES[k.name],
+                            _manifest_options(k.name) if k.kube else _no_options)
        for k in jobs.KINDS},
     # conventions no manifest renders: their detectors are named here, the one place
     "env": Scenario("env", "env", _env),
@@ -311,6 +333,7 @@ def build(
     job = Job(_dns(job_id), nodes, counts, port, tuple(hosts) if hosts else None, job_number, host_network,
               pbs_slots)
     scheduler, raw = SCENARIOS[scenario].detector, SCENARIOS[scenario].build(job)
+    options = SCENARIOS[scenario].options(job)
     extra = tuple((extra_env or {}).items())
     out, notes = [], []
     for i, (hostname, names, env, files) in enumerate(raw):
@@ -321,7 +344,7 @@ def build(
             env = tuple((k, v) for k, v in env if k != "PET_NPROC_PER_NODE") + (("PET_NPROC_PER_NODE", str(counts[i])),)
         if host_network:
             hostname = f"{job.name}-gpu-node-{chr(ord('a') + i % 26)}{i // 26 or ''}"
-        out.append(Node(index=i, hostname=hostname, names=names, env=env, files=files))
+        out.append(Node(index=i, hostname=hostname, names=names, env=env, files=files, options=options))
     if host_network:
         notes.append("host network: hostnames are node names nobody resolves; listed names connect")
     return Topology(scenario=scenario, scheduler=scheduler, job_id=job.name, nodes=tuple(out),

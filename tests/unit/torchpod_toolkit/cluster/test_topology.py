@@ -21,7 +21,7 @@ def _plan(node, argv=("x.py",), tmp_path=None):
         env = {k: (str(target) if v == path else v) for k, v in env.items()}
     env = {k: v.replace(topology.IP_OF_NODE0, "10.0.0.10") for k, v in env.items()}
     env["CUDA_VISIBLE_DEVICES"] = ""
-    return resolve(env, Facts(hostname=node.hostname), split_command_line(list(argv)))
+    return resolve(env, Facts(hostname=node.hostname), split_command_line([*node.options, *argv]))  # JobSet: --nnodes
 
 
 # Host-network style applies where the scheduler gives each node its listed name or its

@@ -39,7 +39,7 @@ def _plans(topo, tmp_path):
             env = {k: (str(target) if v == path else v) for k, v in env.items()}
         env = {k: v.replace(topology.IP_OF_NODE0, "10.0.0.10") for k, v in env.items()}
         env["CUDA_VISIBLE_DEVICES"] = ""
-        plans.append(resolve(env, Facts(hostname=node.hostname), split_command_line(["x.py"])))
+        plans.append(resolve(env, Facts(hostname=node.hostname), split_command_line([*node.options, "x.py"])))
     return plans
 
 
