@@ -269,9 +269,57 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in (
 DEFAULT_RUNTIME = "apptainer"  # what an HPC job uses when --runtime is not given
 
 
-def slurm_script(spec: JobSpec, header: list[str]) -> str:
-    lines = ["#!/bin/bash", SHELLCHECK,
-             f"#SBATCH --job-name={spec.name}",
+# --requeue-lead (spec.requeue_lead): `sbatch --signal=B:USR1@N` sends USR1 to the batch shell
+# alone (sbatch(1); slurmstepd kill()s the batch shell's pid, not its process group: SchedMD/slurm
+# slurm-22-05-9-1 src/slurmd/slurmstepd/req.c), so the script passes it on. bash runs a trap as
+# soon as a signal ends the `wait` builtin, not while a foreground command runs (bash(1),
+# SIGNALS), hence the step runs in the background; srun forwards USR1 to every task (srun(1),
+# SIGNALS AND ESCAPE SEQUENCES; src/srun/libsrun/srun_job.c _srun_signal_mgr), torchpod to
+# torchrun, and torchrun (--signals-to-handle, torch >= 2.10) to its workers. Once the step has
+# ended, the script requeues its job with `scontrol requeue` (Lightning does the same from rank
+# 0's handler: Lightning-AI/pytorch-lightning 03d34b2c, src/lightning/pytorch/trainer/connectors/
+# signal_connector.py; here the batch shell does it, since scontrol is on the node, not in the
+# image). It requeues whatever the step's status: torchrun exits 1 after any signal it handles
+# (torch/distributed/elastic/agent/server/api.py re-raises SignalException), so a worker's own
+# exit code never reaches this shell. --open-mode=append keeps the first run's output: a
+# requeued job writes the same file, truncated by default (JobFileAppend=0, slurm.conf(5)).
+# Fixed text: no user value is in it.
+SLURM_REQUEUE = (
+    "# Near its time limit Slurm sends USR1 to this shell alone (--signal=B:USR1): it goes on to the",
+    "# training step (srun, torchpod, torchrun, the workers, which save a snapshot and stop); then the",
+    "# job requeues itself, and the next run resumes from the snapshot.",
+    "usr1=0",
+    "# shellcheck disable=SC2317  # run by the trap below, which shellcheck does not follow",
+    "on_usr1() {",
+    "  usr1=$((usr1 + 1))",
+    '  echo "torchpod: job $SLURM_JOB_ID got USR1 ahead of its time limit; passing it to the training step" >&2',
+    "}",
+    "trap on_usr1 USR1",
+    "requeue_job() {",
+    '  echo "torchpod: requeueing job $SLURM_JOB_ID; its next run resumes from the snapshot" >&2',
+    '  exec scontrol requeue "$SLURM_JOB_ID"',
+    "}",
+)
+# The trap only counts: the loop passes each USR1 on once the step's pid is known. A trapped
+# signal ends `wait` at once; one that lands between two commands, just before `wait`, waits
+# for the sleep, a second at most (a blocking `wait "$step"` would hold it until the step ends).
+SLURM_REQUEUE_WAIT = (
+    "step=$!",
+    "# pass each USR1 on to the step: a trapped signal ends `wait` at once, the sleep within a second",
+    "passed=0",
+    'while kill -0 "$step" 2>/dev/null; do',
+    '  while [ "$passed" -lt "$usr1" ]; do passed=$((passed + 1)); kill -USR1 "$step" 2>/dev/null || true; done',
+    '  sleep 1 & wait "$!" || true',
+    "done",
+    "status=0",
+    'wait "$step" || status=$?',
+    '[ "$usr1" = 0 ] || requeue_job',
+    'exit "$status"',
+)
+
+
+def _slurm_directives(spec: JobSpec) -> list[str]:
+    lines = [f"#SBATCH --job-name={spec.name}",
              f"#SBATCH --nodes={spec.nodes}",
              "#SBATCH --ntasks-per-node=1"]
     if spec.gpus_per_node:
@@ -279,11 +327,14 @@ def slurm_script(spec: JobSpec, header: list[str]) -> str:
     lines.append(f"#SBATCH --time={spec.walltime}")
     if spec.queue:
         lines.append(f"#SBATCH --partition={spec.queue}")
-    lines += ["#SBATCH --output=%x-%j.out", *header, "set -euo pipefail", ""]
-    step = ["srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
-    prep = prepare(spec, step)
-    if prep:
-        lines += ["# the image, fetched or converted once for the whole job", *prep, ""]
+    if spec.requeue_lead:
+        lead = int(spec.requeue_lead)  # spec.check made it a whole number; int() keeps any other text out
+        lines += [f"#SBATCH --signal=B:USR1@{lead}", "#SBATCH --requeue", "#SBATCH --open-mode=append"]
+    return lines + ["#SBATCH --output=%x-%j.out"]
+
+
+def _slurm_launch(spec: JobSpec, step: list) -> list[str]:
+    """The comment and the command line that start one launcher per node."""
     if RUNTIMES[spec.runtime].pyxis:
         # pyxis: --container-mounts=SRC:DST[:FLAGS][,...] (NVIDIA/pyxis README)
         mounts: list = []
@@ -293,12 +344,26 @@ def slurm_script(spec: JobSpec, header: list[str]) -> str:
                f"--container-workdir={WORKDIR}"]
         if spec.preset:
             run.append("--export=ALL," + ",".join(_env_pairs(spec)))
-        lines += ["# one launcher per node, through pyxis; pyxis does not run the image's ENTRYPOINT,",
-                  "# so torchpod is named", line([*run, *_torchpod(spec)])]
-    else:
-        lines += ["# one launcher per node (torchpod starts the node's GPU processes itself)",
-                  line([*step, *container_command(spec, SLURM_VARS)])]
-    return "\n".join(lines) + "\n"
+        return ["# one launcher per node, through pyxis; pyxis does not run the image's ENTRYPOINT,",
+                "# so torchpod is named", line([*run, *_torchpod(spec)])]
+    return ["# one launcher per node (torchpod starts the node's GPU processes itself)",
+            line([*step, *container_command(spec, SLURM_VARS)])]
+
+
+def slurm_script(spec: JobSpec, header: list[str]) -> str:
+    lines = ["#!/bin/bash", SHELLCHECK, *_slurm_directives(spec), *header, "set -euo pipefail", ""]
+    if spec.requeue_lead:
+        lines += [*SLURM_REQUEUE, ""]
+    step = ["srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
+    prep = prepare(spec, step)
+    if prep:
+        lines += ["# the image, fetched or converted once for the whole job", *prep, ""]
+    launch = _slurm_launch(spec, step)
+    if spec.requeue_lead:
+        # in the background, so that the trap runs while the step does (SLURM_REQUEUE)
+        launch = ['[ "$usr1" = 0 ] || requeue_job  # USR1 came before the step started', *launch[:-1],
+                  launch[-1] + " &", *SLURM_REQUEUE_WAIT]
+    return "\n".join(lines + launch) + "\n"
 
 
 def pbs_script(spec: JobSpec, header: list[str]) -> str:

@@ -30,6 +30,11 @@ RUNTIMES = tuple(hpc.RUNTIMES)  # one record per container runtime: hpc.RUNTIMES
 # (1e11 nodes, 800 GPUs) is caught here rather than by the scheduler hours later.
 MAX_NODES = 100_000
 MAX_GPUS_PER_NODE = 64
+# --requeue-lead: sbatch's --signal takes a sig_time of 0 to 65535 seconds, and "due to the
+# resolution of event handling by Slurm, the signal may be sent up to 60 seconds earlier than
+# specified" (sbatch(1), Slurm 22.05, SchedMD/slurm doc/man/man1/sbatch.1).
+MAX_REQUEUE_LEAD = 65535
+SIGNAL_EARLY = 60
 
 # Every pattern below is matched with fullmatch over ASCII only: `$` would accept a trailing
 # newline, and `\d`/`\w` accept non-ASCII digits and letters.
@@ -117,6 +122,10 @@ class JobSpec:
                           always=True, only=lambda s: not s.kube)
     queue: str = option("", help="Volcano queue, Slurm partition or PBS queue")
     walltime: str = option("01:00:00", help="HPC wall time, HH:MM:SS", only=lambda s: not s.kube)
+    # 0: off. Else sbatch --signal=B:USR1@SECONDS and --requeue (hpc.slurm_script)
+    requeue_lead: int = option(0, help="Slurm: SECONDS before --walltime at which the job gets USR1, saves a "
+                                       "snapshot and requeues itself; 0 (the default) is off",
+                               count=(0, MAX_REQUEUE_LEAD), only=lambda s: s.scheduler == "slurm")
     project: str = option("team-a", help="Run:ai project", only=lambda s: s.scheduler == "runai")
     site_lib: str = option("", help="Slingshot presets: the host directory with the site's aws-ofi-nccl "
                                     "build (libnccl-net.so)")
@@ -334,6 +343,7 @@ def check(spec: JobSpec) -> JobSpec:
         raise InputError(f"--nodes={spec.nodes} with --scheduler volcano-master; expected 2 or more "
                          "(one master task and at least one worker), or --scheduler volcano")
     _check_names(spec)
+    _check_requeue(spec)
     if spec.rdma not in RDMA:
         raise InputError(f"--rdma={spec.rdma!r} is unknown; expected one of {', '.join(RDMA)}")
     if spec.rdma == "device-plugin":
@@ -363,6 +373,25 @@ def check(spec: JobSpec) -> JobSpec:
         raise InputError(f"--runtime={runtime} is for HPC job scripts; Kubernetes runs the image itself: leave it out")
     _check_site(spec, runtime)
     return replace(spec, runtime=runtime)
+
+
+def _check_requeue(spec: JobSpec) -> None:
+    """--requeue-lead: Slurm's alone (sbatch --signal and --requeue; no other kind carries
+    it), and short enough that the job works before it is signalled: the signal may come
+    SIGNAL_EARLY s before the lead, and a job signalled as it starts would requeue for ever."""
+    if not spec.requeue_lead:
+        return
+    if spec.scheduler != "slurm":
+        raise InputError(f"--requeue-lead={spec.requeue_lead} is for --scheduler slurm (sbatch --signal and "
+                         f"--requeue); a {spec.scheduler} job cannot carry it: leave it out")
+    hours, minutes, seconds = (int(part) for part in spec.walltime.split(":"))
+    total = hours * 3600 + minutes * 60 + seconds
+    if spec.requeue_lead + SIGNAL_EARLY >= total:
+        fix = (f"a lead below {total - SIGNAL_EARLY} s, or a longer --walltime" if total - SIGNAL_EARLY > 1
+               else f"a --walltime longer than {spec.requeue_lead + SIGNAL_EARLY} s")
+        raise InputError(f"--requeue-lead={spec.requeue_lead} with --walltime={spec.walltime} ({total} s): Slurm may "
+                         f"signal up to {SIGNAL_EARLY} s before the lead, so the job could be signalled as it "
+                         f"starts and requeue for ever; expected {fix}")
 
 
 def _check_rdzv(spec: JobSpec) -> JobSpec:

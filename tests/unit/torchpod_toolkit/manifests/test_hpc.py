@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from torchpod_toolkit.manifests import hpc
 from torchpod_toolkit.manifests import render as render_mod
 from torchpod_toolkit.manifests.spec import JobSpec, check
 
@@ -51,3 +52,23 @@ def test_podman_passes_every_variable_family_the_launcher_reads():
     assert "--env 'PALS_*' --env 'PBS_*'" in out.text, out.text
     (out,) = render_mod.render(JobSpec("slurm", 2, IMAGE, ("t.py",), runtime="podman", gpus_per_node=4))
     assert "--env 'SLURM_*'" in out.text and "PALS" not in out.text
+
+
+@pytest.mark.parametrize("runtime", ["apptainer", "enroot", "podman", "docker", "none"])
+def test_requeue_lead_asks_for_the_signal_and_requeue_and_runs_the_step_in_the_background(runtime):
+    """--requeue-lead N: sbatch --signal=B:USR1@N, --requeue and --open-mode=append; the trap is
+    set before anything else runs (an unhandled USR1 would end the batch shell), the one launch
+    line ends in '&', and the script requeues only after waiting for the step."""
+    (out,) = render_mod.render(JobSpec("slurm", 2, IMAGE, ("t.py",), runtime=runtime, walltime="02:00:00",
+                                       requeue_lead="600"))
+    lines = out.text.splitlines()
+    directives = [ln for ln in lines if ln.startswith("#SBATCH ")]
+    assert directives[-4:] == ["#SBATCH --signal=B:USR1@600", "#SBATCH --requeue", "#SBATCH --open-mode=append",
+                               "#SBATCH --output=%x-%j.out"]
+    trap = lines.index("trap on_usr1 USR1")
+    assert trap < min(i for i, ln in enumerate(lines) if ln.startswith(("srun", "[ -f", "SIF=", "SQSH=", "podman")))
+    (launch,) = [i for i, ln in enumerate(lines) if ln.startswith("srun") and ln.endswith(" &")]
+    assert " torchpod run -- t.py &" in lines[launch] or " run -- t.py &" in lines[launch]
+    assert lines[launch - 3 if runtime == "enroot" else launch - 2].startswith('[ "$usr1" = 0 ] || requeue_job')
+    assert lines[launch + 1:] == list(hpc.SLURM_REQUEUE_WAIT)
+    assert '  exec scontrol requeue "$SLURM_JOB_ID"' in lines  # in requeue_job, after the wait

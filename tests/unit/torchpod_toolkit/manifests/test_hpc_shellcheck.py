@@ -54,6 +54,9 @@ def _rendered() -> dict[str, str]:
             for label, options in OPTION_SETS.items():
                 (out,) = render(_spec(scheduler, runtime, options))
                 cases[f"{scheduler}-{runtime}-{label}"] = out.text
+    for runtime in RUNTIMES:  # --requeue-lead: Slurm's USR1 trap and the step in the background
+        (out,) = render(_spec("slurm", runtime, dict(requeue_lead=300, walltime="02:00:00")))
+        cases[f"slurm-{runtime}-requeue"] = out.text
     for label, options in RUNAI_SETS.items():
         scripts = [o for o in render(_spec("runai", "", options)) if o.text.startswith("#!")]
         assert len(scripts) == 1
