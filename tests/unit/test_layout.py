@@ -127,7 +127,7 @@ REPOSITORY_TESTS = {"unit/test_layout.py", "unit/test_docs.py", "unit/test_packa
 # A second file for one module, split by what it feeds the module (hostile input,
 # hypothesis properties, scripts run for real, shellcheck): test_<module>_<suffix>.py.
 SUFFIXES = ("_hostile", "_properties", "_exec", "_shellcheck", "_shell")
-SOURCES = {"torchpod": LAUNCHER, "torchpod_toolkit": TOOLKIT}
+SOURCES = {"torchpod": LAUNCHER, "torchpod_toolkit": TOOLKIT, "examples": ROOT / "examples"}
 
 
 def test_test_modules_are_imported_by_path(pytestconfig):
