@@ -23,6 +23,8 @@ CRDS = {
     ("batch.volcano.sh/v1alpha1", "Job"): "crds/batch.volcano.sh_jobs.yaml",
     ("kubeflow.org/v1", "PyTorchJob"): "crds/kubeflow.org_pytorchjobs.yaml",
     ("trainer.kubeflow.org/v1alpha1", "TrainJob"): "crds/trainer.kubeflow.org_trainjobs.yaml",
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): "crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
+    ("jobset.x-k8s.io/v1alpha2", "JobSet"): "crds/jobset.x-k8s.io_jobsets.yaml",
 }
 
 
@@ -55,6 +57,11 @@ def _pod_templates(doc):
         templates = [t["template"] for t in spec["tasks"]]
     elif doc["kind"] == "PyTorchJob":
         templates = [r["template"] for r in spec["pytorchReplicaSpecs"].values()]
+    elif doc["kind"] == "LeaderWorkerSet":
+        lwt = spec["leaderWorkerTemplate"]
+        templates = [lwt["workerTemplate"]] + ([lwt["leaderTemplate"]] if "leaderTemplate" in lwt else [])
+    elif doc["kind"] == "JobSet":
+        templates = [r["template"]["spec"]["template"] for r in spec["replicatedJobs"]]
     else:
         return []
     return [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "t", **(t.get("metadata") or {})},
@@ -80,6 +87,8 @@ def test_custom_resources_pass_their_crd_schema_strictly(spec):
     ("volcano", ["spec"], "minAvaliable"),
     ("kubeflow", ["spec"], "nprocPerNod"),
     ("trainer", ["spec", "trainer"], "numNode"),
+    ("lws", ["spec", "leaderWorkerTemplate"], "sizes"),
+    ("jobset", ["spec", "network"], "enableDNSHostname"),
 ])
 def test_strict_crd_schema_rejects_a_misspelt_field(scheduler, path, field):
     doc = next(d for d in documents(JobSpec(scheduler, 2, IMAGE, ("t.py",))) if d["apiVersion"] != "v1")
@@ -105,3 +114,34 @@ def test_an_efa_pod_mounts_the_efa_installers_tree_read_only():
     pod = docs[0]["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
     assert {"name": "site-0", "hostPath": {"path": "/opt/amazon", "type": "Directory"}} in pod["volumes"]
     assert {"name": "site-0", "mountPath": "/opt/amazon", "readOnly": True} in pod["containers"][0]["volumeMounts"]
+
+
+# --- --nodes MIN:MAX ---------------------------------------------------------------------
+def _job(scheduler: str, nodes) -> dict:
+    return next(d for d in documents(JobSpec(scheduler, nodes, IMAGE, ("t.py",))) if d["apiVersion"] != "v1")
+
+
+def test_kubeflow_elastic_renders_min_and_max_replicas_and_max_pods():
+    spec = _job("kubeflow-elastic", "2:3")["spec"]
+    assert {k: spec["elasticPolicy"][k] for k in ("minReplicas", "maxReplicas", "maxRestarts")} == {
+        "minReplicas": 2, "maxReplicas": 3, "maxRestarts": 3}
+    assert spec["pytorchReplicaSpecs"]["Worker"]["replicas"] == 3
+    fixed = _job("kubeflow-elastic", "3")["spec"]["elasticPolicy"]
+    assert (fixed["minReplicas"], fixed["maxReplicas"]) == (3, 3)
+
+
+def test_volcano_with_a_range_gangs_min_runs_max_and_tells_the_launcher():
+    spec = _job("volcano", "2:3")["spec"]
+    (task,) = spec["tasks"]
+    assert (spec["minAvailable"], task["minAvailable"], task["replicas"]) == (2, 2, 3)
+    assert "policies" not in spec  # a lost pod must not restart the other two (RestartJob)
+    env = task["template"]["spec"]["containers"][0]["env"]
+    assert env == [{"name": "PET_NNODES", "value": "2:3"}, {"name": "PET_MAX_RESTARTS", "value": "3"}]
+
+
+def test_a_fixed_size_volcano_job_is_unchanged_by_the_range_code():
+    spec = _job("volcano", "3")["spec"]
+    (task,) = spec["tasks"]
+    assert spec["minAvailable"] == 3 and "minAvailable" not in task
+    assert {p["action"] for p in spec["policies"]} == {"RestartJob"}
+    assert "env" not in task["template"]["spec"]["containers"][0]
