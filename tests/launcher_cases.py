@@ -25,7 +25,8 @@ from paths import UNIT_FIXTURES
 
 FIXTURES = UNIT_FIXTURES / "schedulers.yaml"
 _KEYS = {"source", "hostname", "env", "files", "argv", "expect", "error", "notes_contain", "model"}
-_MODEL_KEYS = {"scenario", "nodes", "node", "job", "hosts", "number", "nproc", "port", "node0_ip", "host_network"}
+_MODEL_KEYS = {"scenario", "nodes", "node", "job", "hosts", "number", "nproc", "port", "node0_ip", "node_ips",
+               "host_network"}
 _EXPECT_KEYS = {
     "scheduler", "nnodes", "node_rank", "nproc_per_node", "rdzv_backend", "rdzv_endpoint",
     "rdzv_id", "rdzv_conf", "local_addr", "max_restarts", "is_host", "hosts",
@@ -55,9 +56,10 @@ def _render(name: str, model: dict) -> tuple[str, dict[str, str], dict[str, str]
                           port=model.get("port", 23456), hosts=model.get("hosts"),
                           job_number=model.get("number"), host_network=model.get("host_network", False))
     node = topo.nodes[model["node"]]
-    ip = model.get("node0_ip", "10.0.0.10")
-    env = {k: v.replace(topology.IP_OF_NODE0, ip) for k, v in node.env}
-    return node.hostname, env, {path.lstrip("/"): text for path, text in node.files}
+    ips = model.get("node_ips") or [model.get("node0_ip", "10.0.0.10")] + [f"10.0.0.{11 + i}" for i in
+                                                                          range(model["nodes"] - 1)]
+    env = {k: topology.fill_ips(v, ips) for k, v in node.env}
+    return node.hostname, env, {path.lstrip("/"): topology.fill_ips(text, ips) for path, text in node.files}
 
 
 def _load() -> dict[str, Case]:

@@ -4,7 +4,7 @@ tests (a plain module on pytest's pythonpath); nothing here is upstream code.
 
 Each stub is a small bash script (bash starts in about a millisecond; a Python stub costs
 sixty) that appends its argv to one log as NUL-separated fields (name, argc, args), then
-does what the real tool does with its command line: a fan-out (srun, mpiexec, pbsdsh)
+does what the real tool does with its command line: a fan-out (srun, mpiexec, pbsdsh, blaunch)
 strips its own options and executes the command once (one node is enough to see the
 argv), a container runtime strips its options and the image argument and executes what
 the container would (``exec`` a command, or the image's ENTRYPOINT ``torchpod`` with the
@@ -28,7 +28,8 @@ from pathlib import Path
 
 ERROR = "STUB-ERROR"
 NOT_FOUND = "NOT-FOUND"
-ENV_RECORD = "torchpod-env"  # what torchpod saw: TORCHPOD_PRESET, SLURM_JOB_ID, PBS_NODEFILE (or <unset>)
+ENV_RECORD = "torchpod-env"  # what torchpod saw: TORCHPOD_PRESET, SLURM_JOB_ID, PBS_NODEFILE,
+# LSB_DJOB_HOSTFILE (or <unset>)
 REAL_TOOLS = ("sort", "wc", "env")  # coreutils the scripts may run; the real ones
 
 _PRELUDE = r"""#!/bin/bash
@@ -120,6 +121,28 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ $# -gt 0 ] || fail "no program"
+cd "$HOME" || fail "no HOME"
+exec "$@"
+""")
+
+STUBS["blaunch"] = ("IBM LSF 10.1 blaunch(8): `blaunch [-n] [-u host_file | -z host_name ... | host_name] "
+                    "[-use-login-shell | -no-shell] command [argument ...]`, only inside an LSF job; -u runs the "
+                    "command on every host the file lists, as a remote task that starts in no directory the job "
+                    "names (here $HOME).", r"""
+[ -n "${LSB_JOBID-}" ] || fail "blaunch works only under LSF (no LSB_JOBID)"
+hostfile=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -n|-no-shell|-use-login-shell) shift ;;
+    -u) need $# "$1"; hostfile=$2; shift 2 ;;
+    -z) fail "-z is not modelled" ;;
+    -*) fail "unknown option $1" ;;
+    *) break ;;
+  esac
+done
+[ -n "$hostfile" ] || fail "no -u host_file: a bare first word would be read as a host name"
+[ -f "$hostfile" ] || fail "-u $hostfile: no such host file"
+[ $# -gt 0 ] || fail "no command"
 cd "$HOME" || fail "no HOME"
 exec "$@"
 """)
@@ -300,7 +323,8 @@ exit 0
 """)
 
 STUBS["torchpod"] = ("The image's ENTRYPOINT: records its argv and the fabric preset it was handed.", r"""
-record torchpod-env "${TORCHPOD_PRESET-<unset>}" "${SLURM_JOB_ID-<unset>}" "${PBS_NODEFILE-<unset>}"
+record torchpod-env "${TORCHPOD_PRESET-<unset>}" "${SLURM_JOB_ID-<unset>}" "${PBS_NODEFILE-<unset>}" \
+  "${LSB_DJOB_HOSTFILE-<unset>}"
 exit 0
 """)
 

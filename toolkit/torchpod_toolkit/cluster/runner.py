@@ -33,7 +33,7 @@ from torchpod.contract import EXAMPLES_DIR as EXAMPLES
 from torchpod.contract import RESULT_PREFIX
 from torchpod.errors import RuntimeFailure
 
-from .topology import IP_OF_NODE0, Node, Topology
+from .topology import Node, Topology, fill_ips, needs_ips
 
 # What a container that went away (or an engine that timed out) raises through the SDK.
 ENGINE_ERRORS = (docker.errors.APIError, requests.exceptions.RequestException)
@@ -145,19 +145,16 @@ class Cluster:
         if self.network is None:
             net = self.client.networks.create(
                 self.name, driver="bridge", labels=dict(self.labels), check_duplicate=True)
-            if self._needs_node0_ip():
+            if needs_ips(self.topology.nodes):
                 net = self._with_own_subnet(net)
             self._own_network = net
             self.network = self.name
         return self.network
 
-    def _needs_node0_ip(self) -> bool:
-        return any(IP_OF_NODE0 in v for n in self.topology.nodes for _, v in n.env)
-
     def _with_own_subnet(self, net):
         """Re-create ``net`` with the subnet Docker picked, now user-configured, so nodes
-        can get fixed addresses and node 0's IP is known before it starts (Run:ai and
-        mpirun hand every node the master's IP)."""
+        can get fixed addresses known before they start (Run:ai, mpirun and AzureML hand
+        every node the master's IP; SkyPilot every node's)."""
         from docker.types import IPAMConfig, IPAMPool
 
         net.reload()
@@ -185,10 +182,11 @@ class Cluster:
 
         env = dict(run.node.env)
         env.update(self.env)
-        address = None
+        address, files = None, run.node.files
         if self._addresses:
             address = self._addresses[run.node.index]
-            env = {k: v.replace(IP_OF_NODE0, self._addresses[0]) for k, v in env.items()}
+            env = {k: fill_ips(v, self._addresses) for k, v in env.items()}
+            files = tuple((path, fill_ips(text, self._addresses)) for path, text in files)
         endpoint = EndpointConfig(self.client.api._version, aliases=list(run.node.names),
                                   ipv4_address=address)
         kwargs = dict(
@@ -207,8 +205,8 @@ class Cluster:
         if self.entrypoint is not None:
             kwargs["entrypoint"] = list(self.entrypoint)
         run.container = self.client.containers.create(self.image, **kwargs)
-        if run.node.files:
-            run.container.put_archive("/", _tar(run.node.files))
+        if files:
+            run.container.put_archive("/", _tar(files))
 
     def _command(self, node: Node) -> list[str]:
         """The job's command, after the options the node's pod passes to `torchpod run`."""

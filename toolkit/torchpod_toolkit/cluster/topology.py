@@ -9,7 +9,8 @@ schedulers.yaml, ``model:`` entries) render single nodes from it with real-world
 Nothing here touches Docker, the environment or the clock.
 
 Scenarios (``SCENARIOS``): one per renderable job kind (manifests/jobs.py, which also
-says the detector each one must produce), plus env and mpi, which no manifest renders.
+says the detector each one must produce), plus env, mpi, sagemaker, flux and azureml,
+which no manifest renders.
 The Kubernetes ones (runai, kubeflow, kubeflow-elastic,
 trainer, volcano, volcano-master) are not written here: ``_from_manifest`` renders the job
 with `invoke manifests`' renderer and takes each pod from the operator model
@@ -29,6 +30,31 @@ The others, one builder each, written from the systems' own sources:
   compressed SLURM_JOB_NODELIST, SLURM_NODEID, step variables.
 - mpi: Open MPI `mpirun --map-by ppr:1:node -x MASTER_ADDR -x MASTER_PORT` (mpirun(1)):
   OMPI_COMM_WORLD_* and PMIx variables, MASTER_ADDR the first node's IP, filled in at start.
+- lsf: the job `invoke manifests --scheduler lsf` writes (`bsub -n N -R "span[ptile=1]"`,
+  `blaunch -u`): one slot per host, so LSB_DJOB_HOSTFILE (written under the job's .lsbatch
+  directory, as PBS_NODEFILE is) lists each host once, LSB_MCPU_HOSTS "host 1 ...", LSB_JOBID
+  (IBM LSF 10.1, "Environment variables set for job execution"); no variable says which host
+  this is, so the hostname is the listed name.
+- skypilot: SKYPILOT_NODE_IPS (every node's IP, one a line, head first), SKYPILOT_NODE_RANK,
+  SKYPILOT_NUM_NODES, SKYPILOT_NUM_GPUS_PER_NODE, SKYPILOT_TASK_ID (skypilot-org/skypilot
+  0.14.1, sky/backends/task_codegen.py); nodes named head, worker1.. as SkyPilot's logs name
+  them; every IP filled in at start (``{node<i>_ip}``).
+- sagemaker: containers algo-1..N listed sorted lexicographically in SM_HOSTS and
+  /opt/ml/input/config/resourceconfig.json, SM_CURRENT_HOST, SM_NUM_GPUS
+  (aws/sagemaker-training-toolkit @33839372, src/sagemaker_training/environment.py and
+  mapping.py to_env_vars); the container's own hostname is the instance's, not algo-N
+  (aws/sagemaker-training-toolkit issue 9: Open MPI reports such a host), so only the
+  algo-N names connect.
+- flux: `flux run -N N --tasks-per-node=1` tasks: FLUX_JOB_ID (f58), FLUX_JOB_SIZE,
+  FLUX_JOB_NNODES, FLUX_URI, FLUX_KVS_NAMESPACE (flux-framework/flux-core @4a5e79f5,
+  src/shell/shell.c), FLUX_TASK_RANK, FLUX_TASK_LOCAL_ID (src/shell/task.c). Flux lists no
+  hosts, so the job script exports MASTER_ADDR="$(flux hostlist -n 0 local)" and
+  MASTER_PORT, which `flux run` copies into every task (flux-run(1), ENVIRONMENT).
+- azureml: the PyTorch distribution with process_count_per_instance 1: MASTER_ADDR the first
+  node's IP and MASTER_PORT 6105, NODE_RANK, WORLD_SIZE = nodes, RANK = NODE_RANK,
+  LOCAL_RANK 0, AZUREML_RUN_ID, AZUREML_NODE_COUNT, AZ_BATCH_MASTER_NODE IP:PORT
+  (MicrosoftDocs/azure-ai-docs how-to-train-distributed-gpu.md; Azure/azureml-cheatsheets
+  distributed-training.md).
 
 ``host_network=True`` plays pods with hostNetwork / HPC nodes whose hostname is not the
 listed name: every container's hostname becomes a "physical" node name (``gpu-node-a``)
@@ -37,18 +63,51 @@ that nobody can resolve, so only the listed names (via ``--local-addr``) connect
 
 from __future__ import annotations
 
+import json
 import re
 import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from torchpod.contract import PYTORCHJOB_PORT
+from torchpod.contract import PYTORCHJOB_PORT, RDZV_PORT_DEFAULT
 from torchpod.errors import InputError
 
 from ..manifests import jobs
 from ..manifests.operators import K8S_ENV as K8S
 
 IP_OF_NODE0 = "{node0_ip}"  # replaced by the runner once node 0 has an address
+# Any node's address, ``{node<i>_ip}``: the runner gives each node a fixed address on the
+# job's network and fills these in before start (fill_ips), for schedulers that hand out IPs.
+_IP_PLACEHOLDER = re.compile(r"\{node(\d+)_ip\}", re.ASCII)
+# AzureML's PyTorch distribution sets MASTER_PORT 6105 (Azure/azureml-cheatsheets,
+# website/docs/cheatsheets/python/v1/distributed-training.md); only this model uses it.
+AZUREML_MASTER_PORT = 6105
+# Where SageMaker writes every container's hosts and current_host (aws/sagemaker-training-toolkit
+# @33839372, src/sagemaker_training/environment.py, read_resource_config).
+SAGEMAKER_RESOURCE_CONFIG = "/opt/ml/input/config/resourceconfig.json"
+
+
+def ip_of(index: int) -> str:
+    """The placeholder for node ``index``'s address (node 0: IP_OF_NODE0)."""
+    return f"{{node{index}_ip}}"
+
+
+def needs_ips(nodes: Sequence["Node"]) -> bool:
+    """Whether any node's environment or files name a node's address (fill_ips)."""
+    return any(_IP_PLACEHOLDER.search(text) for n in nodes
+               for text in [v for _, v in n.env] + [t for _, t in n.files])
+
+
+def fill_ips(text: str, addresses: Sequence[str]) -> str:
+    """``text`` with every ``{node<i>_ip}`` replaced by ``addresses[i]``."""
+
+    def one(m: re.Match) -> str:
+        index = int(m.group(1))
+        if index >= len(addresses):
+            raise ValueError(f"{m.group(0)} names node {index}; only {len(addresses)} addresses were given")
+        return addresses[index]
+
+    return _IP_PLACEHOLDER.sub(one, text)
 
 
 @dataclass(frozen=True)
@@ -281,6 +340,105 @@ def _mpi(job: Job) -> Raw:
     return nodes
 
 
+
+def _gpus(job: Job, i: int) -> str:
+    """A node's GPU count as a platform reports it: the harness's nproc above one, else 0
+    (a CPU node: the launcher then counts the GPUs it finds)."""
+    return str(job.nproc[i]) if job.nproc[i] > 1 else "0"
+
+
+def _sagemaker(job: Job) -> Raw:
+    # SageMaker names the containers algo-1..N and lists them sorted lexicographically
+    # (algo-10 before algo-2); node i is the i-th name of that list.
+    hosts = list(job.hosts) if job.hosts else sorted(f"algo-{k}" for k in range(1, job.nodes + 1))
+    listed = json.dumps(hosts, separators=(",", ":"))  # mapping.to_env_vars' form
+    nodes: Raw = []
+    for i, host in enumerate(hosts):
+        config = {"current_host": host, "current_instance_type": "ml.p4d.24xlarge",
+                  "current_instance_group": "homogeneousCluster", "hosts": hosts,
+                  "instance_groups": [{"instance_group_name": "homogeneousCluster",
+                                       "instance_type": "ml.p4d.24xlarge", "hosts": hosts}],
+                  "network_interface_name": "eth0"}
+        text = json.dumps(config, sort_keys=True)
+        env = (
+            ("TRAINING_JOB_NAME", job.name), ("SM_HOSTS", listed), ("SM_CURRENT_HOST", host),
+            ("SM_NUM_GPUS", _gpus(job, i)), ("SM_NETWORK_INTERFACE_NAME", "eth0"),
+            ("SM_CURRENT_INSTANCE_TYPE", "ml.p4d.24xlarge"), ("SM_RESOURCE_CONFIG", text),
+        )
+        # the container's own hostname is the instance's, not its algo-N name
+        hostname = f"ip-10-0-{i // 200}-{10 + i % 200}"
+        nodes.append((hostname, (host,), env, ((SAGEMAKER_RESOURCE_CONFIG, text),)))
+    return nodes
+
+
+def _lsf(job: Job) -> Raw:
+    hosts = [job.host(i, f"{job.name}-gpu{i + 1:02d}") for i in range(job.nodes)]
+    jobid = job.job_number
+    path = f"/home/lsfuser/.lsbatch/{jobid}.hostfile"
+    common = (
+        ("LSB_JOBID", jobid), ("LSB_JOBNAME", job.name), ("LSB_QUEUE", "normal"),
+        ("LSB_HOSTS", " ".join(hosts)), ("LSB_MCPU_HOSTS", " ".join(f"{h} 1" for h in hosts)),
+        ("LSB_DJOB_HOSTFILE", path), ("LSB_DJOB_NUMPROC", str(job.nodes)), ("LS_SUBCWD", "/workspace"),
+    )
+    files = ((path, "".join(f"{h}\n" for h in hosts)),)  # one line per slot: one slot per host
+    return [(host, (host,), common, files) for host in hosts]
+
+
+def _f58(number: int) -> str:
+    """A Flux job id as FLUX_JOB_ID writes it: 'ƒ' and base58 (flux-core src/common/libutil/fluid.c)."""
+    digits = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+    out = ""
+    while True:
+        number, rest = divmod(number, 58)
+        out = digits[rest] + out
+        if not number:
+            return "\u0192" + out
+
+
+def _flux(job: Job) -> Raw:
+    hosts = [job.host(i, f"{job.name}-flux{i + 1:02d}") for i in range(job.nodes)]
+    number = int(job.job_number) if job.job_number.isdigit() else zlib.crc32(job.job_number.encode())
+    fluid = number << 24  # a FLUID: milliseconds << 24 (generator id and sequence 0)
+    common = (
+        ("FLUX_URI", "local:///run/flux/local"), ("FLUX_KVS_NAMESPACE", f"job-{fluid}"),
+        ("FLUX_JOB_ID", _f58(fluid)), ("FLUX_JOB_ID_PATH", "/" + _f58(fluid)),
+        ("FLUX_JOB_SIZE", str(job.nodes)), ("FLUX_JOB_NNODES", str(job.nodes)),
+        # the job script's own exports, copied into every task by `flux run`
+        ("MASTER_ADDR", hosts[0]), ("MASTER_PORT", str(RDZV_PORT_DEFAULT)),
+    )
+    return [(host, (host,), common + (("FLUX_TASK_RANK", str(i)), ("FLUX_TASK_LOCAL_ID", "0")), ())
+            for i, host in enumerate(hosts)]
+
+
+def _skypilot(job: Job) -> Raw:
+    ips = "\n".join(ip_of(i) for i in range(job.nodes))
+    task = f"sky-2026-01-01-00-00-00-000000_{job.name}_{job.job_number}"
+    nodes: Raw = []
+    for i in range(job.nodes):
+        host = job.host(i, f"{job.name}-head" if i == 0 else f"{job.name}-worker{i}")
+        env = (
+            ("SKYPILOT_NODE_IPS", ips), ("SKYPILOT_NODE_RANK", str(i)), ("SKYPILOT_NUM_NODES", str(job.nodes)),
+            ("SKYPILOT_NUM_GPUS_PER_NODE", _gpus(job, i)), ("SKYPILOT_TASK_ID", task),
+        )
+        nodes.append((host, (host,), env, ()))
+    return nodes
+
+
+def _azureml(job: Job) -> Raw:
+    run = f"{job.name}_{job.job_number}_a1b2c3d4"
+    port = str(AZUREML_MASTER_PORT)
+    common = (
+        ("AZUREML_RUN_ID", run), ("AZUREML_NODE_COUNT", str(job.nodes)),
+        ("AZ_BATCH_MASTER_NODE", f"{IP_OF_NODE0}:{port}"),
+        ("MASTER_ADDR", IP_OF_NODE0), ("MASTER_PORT", port), ("WORLD_SIZE", str(job.nodes)),
+    )
+    nodes: Raw = []
+    for i in range(job.nodes):
+        host = job.host(i, f"{job.name}-{i:06d}")  # the node's own name: no variable lists it
+        env = common + (("NODE_RANK", str(i)), ("RANK", str(i)), ("LOCAL_RANK", "0"))
+        nodes.append((host, (host,), env, ()))
+    return nodes
+
 Builder = Callable[[Job], Raw]
 
 
@@ -293,7 +451,8 @@ class Scenario:
 
 
 # The nodes of each HPC job kind, written from the batch systems' own sources (above).
-_HPC_NODES: dict[str, Builder] = {"slurm": _slurm, "pbs": _pbs, "pbs-pals": _pbs_pals}
+_HPC_NODES: dict[str, Builder] = {"slurm": _slurm, "pbs": _pbs, "pbs-pals": _pbs_pals, "lsf": _lsf,
+                                   "skypilot": _skypilot}
 
 SCENARIOS: dict[str, Scenario] = {
     **{k.scenario: Scenario(k.scenario, k.detector, _from_manifest(k.name) if k.kube else _HPC_NODES[k.name],
@@ -302,6 +461,9 @@ SCENARIOS: dict[str, Scenario] = {
     # conventions no manifest renders: their detectors are named here, the one place
     "env": Scenario("env", "env", _env),
     "mpi": Scenario("mpi", "mpi", _mpi),
+    "sagemaker": Scenario("sagemaker", "sagemaker", _sagemaker),
+    "flux": Scenario("flux", "flux", _flux),
+    "azureml": Scenario("azureml", "azureml", _azureml),
 }
 
 

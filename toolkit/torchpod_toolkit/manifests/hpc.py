@@ -41,12 +41,17 @@ SLURM_VARS = ("SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_JOB
               "SLURM_STEP_NODELIST", "SLURM_STEP_NUM_NODES", "SLURM_STEP_TASKS_PER_NODE",
               "SLURM_TASKS_PER_NODE", "SLURM_GPUS_ON_NODE", "SLURMD_NODENAME")
 PBS_VARS = ("PBS_JOBID", "PBS_NODEFILE", "PBS_NODENUM", "PALS_NODEID", "PALS_RANKID", "PALS_LOCAL_RANKID")
+LSF_VARS = ("LSB_JOBID", "LSB_DJOB_HOSTFILE", "LSB_DJOB_RANKFILE", "LSB_MCPU_HOSTS", "JSM_NAMESPACE_LOCAL_RANK")
+# The node file each batch system's launcher reads, bound into the container at its own path.
+NODE_FILES = {PBS_VARS: "PBS_NODEFILE", LSF_VARS: "LSB_DJOB_HOSTFILE"}
 WORKDIR = "/workspace"
 
 # The only text a script holds unquoted: torchpod's own expansions, each a double-quoted
 # variable the batch shell fills in. No user value is ever one of them.
-EXPANSIONS = frozenset({'"$SIF"', '"$SQSH"', '"$NNODES"', '"$PBS_O_WORKDIR"', f'"$PWD:{WORKDIR}"',
-                        '"$PBS_NODEFILE:$PBS_NODEFILE:ro"', '"$PBS_NODEFILE:$PBS_NODEFILE"'})
+EXPANSIONS = frozenset({'"$SIF"', '"$SQSH"', '"$NNODES"', '"$PBS_O_WORKDIR"', f'"$PWD:{WORKDIR}"', '"$PWD"',
+                        '"$PBS_NODEFILE:$PBS_NODEFILE:ro"', '"$PBS_NODEFILE:$PBS_NODEFILE"',
+                        '"$LSB_DJOB_HOSTFILE"', '"$LSB_DJOB_HOSTFILE:$LSB_DJOB_HOSTFILE:ro"',
+                        '"$LSB_DJOB_HOSTFILE:$LSB_DJOB_HOSTFILE"'})
 # pbsdsh runs a program with its arguments, not a shell line (openpbs src/tools/pbsdsh.c:
 # tm_spawn of argv). Its tasks start in $HOME, so this fixed bash program changes to the
 # directory the job script expanded ($1) and execs the rest of its arguments as they are.
@@ -177,12 +182,13 @@ def prepare(spec: JobSpec, per_node: list) -> list[str]:
 
 def _binds(spec: JobSpec, forward: tuple[str, ...], *, flags: bool = True) -> list:
     """HOST:CONTAINER[:ro] of every bind, the form Apptainer --bind, docker/podman -v and
-    pyxis take: the submit directory, the PBS node file (the launcher reads the node list
-    there, under /var/spool/pbs), the site's plugin. enroot's --mount is an fstab entry,
-    colon-separated, with no ``ro`` there (``flags=False``)."""
+    pyxis take: the submit directory, the PBS or LSF node file (the launcher reads the node
+    list there, under /var/spool/pbs or the job's .lsbatch directory), the site's plugin.
+    enroot's --mount is an fstab entry, colon-separated, with no ``ro`` there (``flags=False``)."""
     out: list = [Sh(f'"$PWD:{WORKDIR}"')]
-    if forward is PBS_VARS:
-        out.append(Sh('"$PBS_NODEFILE:$PBS_NODEFILE:ro"' if flags else '"$PBS_NODEFILE:$PBS_NODEFILE"'))
+    nodefile = NODE_FILES.get(forward)
+    if nodefile:
+        out.append(Sh(f'"${nodefile}:${nodefile}:ro"' if flags else f'"${nodefile}:${nodefile}"'))
     for host, inside in spec.fabric_binds():  # host paths spec.check held to HOST_PATH_CHARS
         if any(ch in host or ch in inside for ch in ",:"):
             raise ValueError(f"bind path {host!r} -> {inside!r} reached hpc.py unchecked")
@@ -399,5 +405,67 @@ def pbs_script(spec: JobSpec, header: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-# The batch script of each HPC job kind, by its submit command (jobs.KINDS).
-SCRIPTS = {"sbatch": slurm_script, "qsub": pbs_script}
+def _lsf_walltime(walltime: str) -> str:
+    """bsub -W takes [hour:]minute (IBM LSF 10.1, bsub -W): HH:MM:SS with seconds rounded up."""
+    hours, minutes, seconds = (int(part) for part in walltime.split(":"))
+    minutes += 1 if seconds else 0
+    return f"{hours + minutes // 60}:{minutes % 60:02d}"
+
+
+def lsf_script(spec: JobSpec, header: list[str]) -> str:
+    """bsub script: ``-n NODES -R "span[ptile=1]"`` asks for one slot on each of NODES hosts,
+    so LSB_DJOB_HOSTFILE lists every host once, and ``blaunch -u "$LSB_DJOB_HOSTFILE"``
+    starts one task on each host listed there (IBM LSF 10.1, blaunch(8): -u host_file runs
+    the task on every host in the file). ``-no-shell`` (blaunch(8): no intermediate shell)
+    hands each word over as an argument instead of a command line a remote shell re-parses;
+    the fixed bash program PBSDSH_CD_EXEC changes to the submit directory this script
+    expanded, since blaunch names no working directory for its tasks. ``-gpu "num=N"`` is
+    per host (LSF 10.1.0.5+ GPU syntax)."""
+    lines = ["#!/bin/bash", SHELLCHECK,
+             f"#BSUB -J {_label(spec.name)}",
+             f"#BSUB -n {spec.nodes}",
+             '#BSUB -R "span[ptile=1]"']
+    if spec.gpus_per_node:
+        lines.append(f'#BSUB -gpu "num={spec.gpus_per_node}"')
+    lines.append(f"#BSUB -W {_lsf_walltime(spec.walltime)}")
+    if spec.queue:
+        lines.append(f"#BSUB -q {spec.queue}")
+    lines += [f"#BSUB -o {_label(spec.name)}-%J.out", *header, "set -euo pipefail", ""]
+    fan = ["blaunch", "-u", Sh('"$LSB_DJOB_HOSTFILE"'), "-no-shell"]
+    prep = prepare(spec, fan)
+    if prep:
+        lines += ["# the image, fetched or converted once for the whole job", *prep, ""]
+    lines += ["# span[ptile=1]: one LSB_DJOB_HOSTFILE line per host, so blaunch -u starts one launcher per host",
+              line([*fan, "/bin/bash", "-c", PBSDSH_CD_EXEC, "bash", Sh('"$PWD"'),
+                    *container_command(spec, LSF_VARS)])]
+    return "\n".join(lines) + "\n"
+
+
+# SkyPilot asks for GPUs by type and count (resources.accelerators, "NAME:COUNT"); the job
+# request names only a count, so the task asks for this type, which the header says to change.
+SKYPILOT_GPU = "H100"
+
+
+def skypilot_task(spec: JobSpec) -> dict:
+    """The SkyPilot task (skypilot-org/skypilot 0.14.1, sky/utils/schemas.py get_task_schema):
+    ``num_nodes``, ``resources`` with ``image_id: docker:IMAGE`` (SkyPilot starts the image
+    with ``--entrypoint=/bin/bash --net=host`` and runs the task inside it:
+    sky/provision/docker_utils.py) and ``accelerators``, ``workdir: .`` (synced to every
+    node, where ``run`` starts), and ``run``, which SkyPilot starts once on every node with
+    bash: one line of argv words, each quoted by construction."""
+    resources: dict = {"image_id": "docker:" + spec.image}
+    if spec.gpus_per_node:
+        resources["accelerators"] = f"{SKYPILOT_GPU}:{spec.gpus_per_node}"
+    return {"name": _label(spec.name), "num_nodes": spec.nodes, "resources": resources, "workdir": ".",
+            "run": line(_bare(spec, ()))}
+
+
+def skypilot_file(spec: JobSpec, header: list[str]) -> str:
+    """The task YAML: the header's comments, then the object dumped by render's YAML writer."""
+    from . import render  # render imports this module: import it when called, not at load
+
+    return "\n".join(header) + "\n" + render._yaml([skypilot_task(spec)])
+
+
+# The batch script (or task file) of each HPC job kind, by its submit command (jobs.KINDS).
+SCRIPTS = {"sbatch": slurm_script, "qsub": pbs_script, "bsub <": lsf_script, "sky launch": skypilot_file}

@@ -11,9 +11,8 @@ checks each record against the detectors and the harness (tests/unit/torchpod_to
 
 Ports (torchpod.contract, which cites each upstream): Volcano's pytorch plugin and
 training-operator open PYTORCHJOB_PORT; Trainer v2 fixes TRAINER_PORT; a worker-only
-Volcano job, a LeaderWorkerSet, a JobSet and the HPC jobs name no port, so the launcher
-builds the endpoint from the host list (or the LWS leader's or first JobSet pod's name)
-with RDZV_PORT_DEFAULT (TORCHPOD_RDZV_PORT).
+Volcano job and the HPC jobs name no port, so the launcher builds the endpoint from the
+host list with RDZV_PORT_DEFAULT (TORCHPOD_RDZV_PORT).
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ class JobKind:
     suffix: str  # the rendered file's extension
     fan_out: str = ""  # how an HPC job starts one launcher per node, when the header names it
     marker: str = ""  # a variable only this kind's pods carry among kinds of the same model
+    runtimes: tuple[str, ...] = ()  # the --runtime values a batch kind takes, the first its default; (): all
 
     @property
     def kube(self) -> bool:
@@ -63,14 +63,15 @@ KINDS: tuple[JobKind, ...] = (
     # Run:ai's pods are a PyTorchJob's plus RUNAI_JOB_NAME (operators.pytorchjob)
     JobKind("runai", "runai", PYTORCHJOB_PORT, "runai", operators.pytorchjob,
             "Run:ai with its PyTorch (training-operator) support", _KUBECTL, "yaml", marker="RUNAI_JOB_NAME"),
-    JobKind("lws", "lws", RDZV_PORT_DEFAULT, "lws", operators.leaderworkerset,
-            "LeaderWorkerSet (kubernetes-sigs/lws) >= 0.6 on Kubernetes >= 1.27", _KUBECTL, "yaml"),
-    JobKind("jobset", "jobset", RDZV_PORT_DEFAULT, "jobset", operators.jobset,
-            "JobSet (kubernetes-sigs/jobset) >= 0.7", _KUBECTL, "yaml"),
     JobKind("slurm", "slurm", RDZV_PORT_DEFAULT, "slurm", None, None, "sbatch", "sbatch"),
     JobKind("pbs", "pbs", RDZV_PORT_DEFAULT, "pbs", None, None, "qsub", "sh", fan_out="pbsdsh"),
     JobKind("pbs-pals", "pbs", RDZV_PORT_DEFAULT, "pbs-pals", None, None, "qsub", "sh",
             fan_out="Cray PALS mpiexec"),
+    JobKind("lsf", "lsf", RDZV_PORT_DEFAULT, "lsf", None, None, "bsub <", "bsub", fan_out="blaunch -u"),
+    # SkyPilot runs the image itself (image_id docker:): torchpod is in the task's environment
+    JobKind("skypilot", "skypilot", RDZV_PORT_DEFAULT, "skypilot", None, None, "sky launch", "yaml",
+            fan_out="`run` starts on every node, in the image; GPU type H100, change it to yours",
+            runtimes=("none",)),
 )
 
 BY_NAME: Mapping[str, JobKind] = {k.name: k for k in KINDS}

@@ -1,15 +1,23 @@
-"""The cluster harness's topologies resolve as the launcher expects, and restarts get the
-TCPStore opt-out (launcher fixes found by tests/cluster)."""
+"""The cluster harness's topologies resolve as the launcher expects, each platform's nodes
+carry what it sets (and the addresses the runner fills in), and restarts get the TCPStore
+opt-out (launcher fixes found by tests/cluster)."""
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from torchpod.errors import InputError
 from torchpod.resolve import resolve
 from torchpod.schedulers.common import Facts
 from torchpod.torchrun_flags import split_command_line
 from torchpod_toolkit.cluster import topology
+
+IPS = [f"10.0.0.{10 + i}" for i in range(8)]  # the addresses the runner would give nodes 0..7
 
 
 def _plan(node, argv=("x.py",), tmp_path=None):
@@ -19,17 +27,18 @@ def _plan(node, argv=("x.py",), tmp_path=None):
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
         env = {k: (str(target) if v == path else v) for k, v in env.items()}
-    env = {k: v.replace(topology.IP_OF_NODE0, "10.0.0.10") for k, v in env.items()}
+    env = {k: topology.fill_ips(v, IPS) for k, v in env.items()}
     env["CUDA_VISIBLE_DEVICES"] = ""
     return resolve(env, Facts(hostname=node.hostname), split_command_line([*node.options, *argv]))  # JobSet: --nnodes
 
 
 # Host-network style applies where the scheduler gives each node its listed name or its
 # index (PBS_NODENUM, PALS_NODEID, or the manifest's downward-API POD_NAME/REPLICA_INDEX);
-# the env:// convention addresses nodes by pod name and tells a node neither, and a
-# TrainJob cannot ask for hostNetwork at all (below).
+# the env:// convention addresses nodes by pod name and tells a node neither, LSF finds a
+# node only by its hostname in the host file, and a TrainJob cannot ask for hostNetwork at
+# all (below).
 HOST_NETWORK_CASES = [(s, False) for s in topology.SCENARIOS] + [
-    (s, True) for s in topology.SCENARIOS if s not in ("env", "trainer")]
+    (s, True) for s in topology.SCENARIOS if s not in ("env", "trainer", "lsf")]
 
 
 def test_a_trainjob_cannot_be_played_with_host_network():
@@ -48,8 +57,8 @@ def test_every_node_of_a_topology_resolves_to_its_own_index(scenario, host_netwo
         assert {str(p.nnodes) for p in plans} == {"3"}
     assert [p.node_rank for p in plans] == [0, 1, 2]
     for node, plan in zip(topo.nodes, plans):
-        if plan.local_addr is not None:
-            assert plan.local_addr in node.names  # what other containers can resolve
+        if plan.local_addr is not None:  # what other containers can resolve, or this node's own IP
+            assert plan.local_addr in node.names or plan.local_addr == IPS[node.index]
 
 
 def test_model_renders_real_world_names():
@@ -76,7 +85,7 @@ def test_topology_rejects_unknown_scheduler_and_bad_counts():
     from torchpod.errors import InputError
 
     with pytest.raises(InputError, match="expected one of"):
-        topology.build("lsf", 2, "j")
+        topology.build("cobalt", 2, "j")
     with pytest.raises(InputError, match="one per node"):
         topology.build("slurm", 2, "j", nproc=(1,))
 
@@ -106,3 +115,64 @@ def test_demo_summary_names_the_group_for_every_workload():
     assert summary_lines(train, 2, topo, 100.0) == [
         "nodes 2, world size 2, scheduler slurm (detected as slurm), first all-reduce after 4.4 s"]
     assert summary_lines([], 2, topo, 0.0) == ["nodes 2: no rank reported a result"]
+
+
+# --- SageMaker, LSF, SkyPilot, Flux, AzureML: what each platform's nodes carry ---------------
+def test_sagemaker_lists_hosts_lexicographically_and_the_container_is_named_otherwise():
+    topo = topology.build("sagemaker", 12, "big")
+    node = topo.nodes[1]
+    hosts = json.loads(node.env_dict["SM_HOSTS"])
+    assert hosts == sorted(f"algo-{k}" for k in range(1, 13)) and hosts[:3] == ["algo-1", "algo-10", "algo-11"]
+    assert node.env_dict["SM_CURRENT_HOST"] == "algo-10" == node.names[0] != node.hostname
+    ((path, text),) = node.files
+    assert path == "/opt/ml/input/config/resourceconfig.json"
+    assert json.loads(text)["current_host"] == "algo-10" and json.loads(text)["hosts"] == hosts
+
+
+def test_lsf_host_file_lists_each_host_once_as_span_ptile_one_allocates():
+    topo = topology.build("lsf", 3, "train", hosts=["gpu01", "gpu02", "gpu03"], job_number="8812")
+    env = topo.nodes[2].env_dict
+    ((path, text),) = topo.nodes[2].files
+    assert env["LSB_DJOB_HOSTFILE"] == path and text == "gpu01\ngpu02\ngpu03\n"
+    assert env["LSB_MCPU_HOSTS"] == "gpu01 1 gpu02 1 gpu03 1" and env["LSB_JOBID"] == "8812"
+    assert topo.nodes[2].hostname == "gpu03"
+
+
+def _f58_decode(text: str) -> int:
+    digits = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+    assert text[0] == "\u0192"
+    number = 0
+    for ch in text[1:]:
+        number = number * 58 + digits.index(ch)
+    return number
+
+
+def test_flux_tasks_carry_the_job_shells_variables_and_the_scripts_exports():
+    topo = topology.build("flux", 3, "train", hosts=["t10", "t11", "t12"], job_number="77")
+    env = topo.nodes[2].env_dict
+    assert _f58_decode(env["FLUX_JOB_ID"]) == 77 << 24 and env["FLUX_KVS_NAMESPACE"] == f"job-{77 << 24}"
+    assert (env["FLUX_JOB_SIZE"], env["FLUX_JOB_NNODES"], env["FLUX_TASK_RANK"], env["FLUX_TASK_LOCAL_ID"]) == \
+        ("3", "3", "2", "0")
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("t10", "29400")
+
+
+def test_skypilot_and_azureml_hand_out_addresses_the_runner_fills_in():
+    sky = topology.build("skypilot", 3, "t")
+    assert topology.needs_ips(sky.nodes)
+    ips = ["10.1.0.5", "10.1.0.6", "10.1.0.7"]
+    assert topology.fill_ips(sky.nodes[1].env_dict["SKYPILOT_NODE_IPS"], ips) == "10.1.0.5\n10.1.0.6\n10.1.0.7"
+    az = topology.build("azureml", 2, "t").nodes[1].env_dict
+    assert topology.fill_ips(az["AZ_BATCH_MASTER_NODE"], ips) == "10.1.0.5:6105"
+    assert topology.fill_ips(az["MASTER_ADDR"], ips) == "10.1.0.5" and az["NODE_RANK"] == "1"
+    assert not topology.needs_ips(topology.build("slurm", 2, "t").nodes)
+
+
+def test_an_address_for_a_node_the_runner_has_none_for_is_refused():
+    with pytest.raises(ValueError, match=r"\{node2_ip\} names node 2; only 2 addresses"):
+        topology.fill_ips("{node0_ip} {node2_ip}", ["10.0.0.1", "10.0.0.2"])
+
+
+@given(text=st.text())
+def test_text_without_placeholders_is_left_as_it_is(text):
+    if not re.search(r"\{node\d+_ip\}", text, re.ASCII):
+        assert topology.fill_ips(text, []) == text

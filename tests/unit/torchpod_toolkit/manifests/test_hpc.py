@@ -1,10 +1,14 @@
-"""torchpod_toolkit.manifests.hpc: every Slurm/PBS job script starts one launcher per node,
+"""torchpod_toolkit.manifests.hpc: every Slurm/PBS/LSF job script starts one launcher per node,
 fetches the image once, binds the site's net plugin where the launcher looks, and passes
-every variable family the launcher reads into the container."""
+every variable family the launcher reads into the container; a SkyPilot task runs the image
+on every node with one quoted `run` line, and SkyPilot's own schema accepts it."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
+import yaml
 
 from torchpod_toolkit.manifests import hpc
 from torchpod_toolkit.manifests import render as render_mod
@@ -17,6 +21,11 @@ from manifest_cases import IMAGE, SITE_LIB_HOST, SPECS, spec_id
 def test_hpc_script_starts_one_launcher_per_node(spec):
     (out,) = render_mod.render(spec)
     text = out.text
+    if spec.scheduler == "skypilot":  # SkyPilot starts `run` once on every node itself
+        task = yaml.safe_load(text)
+        assert task["num_nodes"] == spec.nodes and task["run"].startswith("torchpod run ")
+        assert "\n" not in task["run"] and "torchrun" not in text
+        return
     # torchpod named (no container, pyxis), or the image's ENTRYPOINT given `run --` (docker,
     # podman, enroot start: the imported image's /etc/rc execs the ENTRYPOINT)
     launch = [ln for ln in text.splitlines() if "torchpod run" in ln or " run -- " in ln]
@@ -24,6 +33,9 @@ def test_hpc_script_starts_one_launcher_per_node(spec):
     line = launch[0]
     if spec.scheduler == "slurm":
         assert line.startswith("srun --ntasks-per-node=1") and "#SBATCH --ntasks-per-node=1" in text
+    elif spec.scheduler == "lsf":
+        assert line.startswith('blaunch -u "$LSB_DJOB_HOSTFILE" -no-shell ') and '#BSUB -R "span[ptile=1]"' in text
+        assert "LSB_DJOB_HOSTFILE:" in line or spec.runtime == "none"  # the host file reaches the container
     elif spec.scheduler == "pbs-pals":
         assert line.startswith('mpiexec -n "$NNODES" --ppn 1') and ":mpiprocs=1" in text
     else:
@@ -72,3 +84,60 @@ def test_requeue_lead_asks_for_the_signal_and_requeue_and_runs_the_step_in_the_b
     assert lines[launch - 3 if runtime == "enroot" else launch - 2].startswith('[ "$usr1" = 0 ] || requeue_job')
     assert lines[launch + 1:] == list(hpc.SLURM_REQUEUE_WAIT)
     assert '  exec scontrol requeue "$SLURM_JOB_ID"' in lines  # in requeue_job, after the wait
+
+
+# --- LSF ------------------------------------------------------------------------------
+@pytest.mark.parametrize("walltime, form", [("01:00:00", "1:00"), ("00:00:30", "0:01"), ("12:59:59", "13:00"),
+                                            ("100:05:00", "100:05")])
+def test_lsf_wall_time_is_hours_and_minutes_rounded_up(walltime, form):
+    (out,) = render_mod.render(JobSpec("lsf", 2, IMAGE, ("t.py",), walltime=walltime))
+    assert f"\n#BSUB -W {form}\n" in out.text
+
+
+def test_lsf_asks_one_slot_per_host_and_gpus_per_host():
+    (out,) = render_mod.render(JobSpec("lsf", 3, IMAGE, ("t.py",), gpus_per_node=4, queue="gpu_q"))
+    assert '#BSUB -n 3\n#BSUB -R "span[ptile=1]"\n#BSUB -gpu "num=4"\n' in out.text
+    assert "#BSUB -q gpu_q\n" in out.text and "# Submit: bsub < train.lsf.bsub" in out.text
+    (cpu,) = render_mod.render(JobSpec("lsf", 3, IMAGE, ("t.py",), gpus_per_node=0))
+    assert "#BSUB -gpu" not in cpu.text
+
+
+def test_lsf_containers_get_the_variables_and_host_file_the_launcher_reads():
+    (out,) = render_mod.render(JobSpec("lsf", 2, IMAGE, ("t.py",), runtime="podman", gpus_per_node=4))
+    assert "--env 'JSM_*' --env 'LSB_*'" in out.text and '-v "$LSB_DJOB_HOSTFILE:$LSB_DJOB_HOSTFILE:ro"' in out.text
+    (out,) = render_mod.render(JobSpec("lsf", 2, IMAGE, ("t.py",), runtime="docker", gpus_per_node=4))
+    assert "-e LSB_JOBID -e LSB_DJOB_HOSTFILE -e LSB_DJOB_RANKFILE -e LSB_MCPU_HOSTS" in out.text
+
+
+# --- SkyPilot ---------------------------------------------------------------------------
+def _task(**change) -> dict:
+    (out,) = render_mod.render(JobSpec(**{"scheduler": "skypilot", "nodes": 3, "image": IMAGE,
+                                          "command": ("train.py", "--lr", "1e-3"), **change}))
+    assert out.name.endswith(".skypilot.yaml")
+    return yaml.safe_load(out.text)
+
+
+def test_skypilot_task_runs_the_image_on_every_node():
+    task = _task(gpus_per_node=4, preset="aws-p5")
+    assert task == {"name": "train", "num_nodes": 3, "workdir": ".",
+                    "resources": {"image_id": "docker:" + IMAGE, "accelerators": "H100:4"},
+                    "run": "env TORCHPOD_PRESET=aws-p5 torchpod run -- train.py --lr 1e-3"}
+    assert "accelerators" not in _task(gpus_per_node=0)["resources"]
+
+
+def test_skypilot_run_is_one_line_of_quoted_words():
+    task = _task(command=("train.py", "a\nb", "$(id)", "it's"))
+    assert task["run"] == "torchpod run -- train.py $'a\\nb' '$(id)' 'it'\"'\"'s'"
+
+
+def test_skypilot_validates_the_task_with_its_own_schema():
+    """SkyPilot's own task schema and parser (sky.utils.schemas, sky.Task): the package is large
+    (hundreds of MB of cloud SDKs), so it is not a dev dependency; this runs where it is installed."""
+    sky = pytest.importorskip("sky", reason="SkyPilot (pip install skypilot) is not installed: no schema check")
+    from sky.utils import common_utils, schemas
+
+    for change in ({}, {"gpus_per_node": 0}, {"preset": "aws-p5", "command": ("t.py", "a\nb", "$x")}):
+        task = _task(**change)
+        common_utils.validate_schema(task, schemas.get_task_schema(), "invalid task: ")
+        parsed = sky.Task.from_yaml_config(copy.deepcopy(task))  # it pops the keys it reads
+        assert parsed.num_nodes == 3 and parsed.run == task["run"] and parsed.workdir == "."

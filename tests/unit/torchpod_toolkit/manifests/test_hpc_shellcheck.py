@@ -1,5 +1,6 @@
 """shellcheck (Debian's package) finds nothing in any job script `invoke manifests` writes:
-every HPC scheduler x runtime under a few option sets (and the Run:ai submit script), with
+every HPC scheduler x runtime under a few option sets (and the Run:ai submit script, and
+the bash of a SkyPilot task's ``run``), with
 ordinary and hostile arguments, and every script kept in manifests/ (issue 18, Must 7).
 
 One shellcheck run reads every file (it starts in about 0.2 s; once per file would be most
@@ -14,7 +15,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
+from torchpod_toolkit.manifests import hpc, jobs
 from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import HPC, RUNTIMES, JobSpec
 
@@ -46,14 +49,22 @@ def _spec(scheduler: str, runtime: str, options: dict) -> JobSpec:
                       **options})
 
 
+def _script(name: str, text: str) -> str:
+    """The bash a rendered file runs: a job script itself, or a SkyPilot task's ``run``,
+    which SkyPilot runs with bash (under the same directive as the scripts)."""
+    if not name.endswith(".yaml"):
+        return text
+    return "\n".join(["#!/bin/bash", hpc.SHELLCHECK, yaml.safe_load(text)["run"], ""])
+
+
 def _rendered() -> dict[str, str]:
     """case id -> the text of the script it renders (a script shellcheck can read: '#!')."""
     cases = {}
     for scheduler in HPC:
-        for runtime in RUNTIMES:
+        for runtime in jobs.kind(scheduler).runtimes or RUNTIMES:
             for label, options in OPTION_SETS.items():
                 (out,) = render(_spec(scheduler, runtime, options))
-                cases[f"{scheduler}-{runtime}-{label}"] = out.text
+                cases[f"{scheduler}-{runtime}-{label}"] = _script(out.name, out.text)
     for runtime in RUNTIMES:  # --requeue-lead: Slurm's USR1 trap and the step in the background
         (out,) = render(_spec("slurm", runtime, dict(requeue_lead=300, walltime="02:00:00")))
         cases[f"slurm-{runtime}-requeue"] = out.text

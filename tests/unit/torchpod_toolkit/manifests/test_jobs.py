@@ -37,7 +37,7 @@ def _plans(topo, tmp_path):
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
             env = {k: (str(target) if v == path else v) for k, v in env.items()}
-        env = {k: v.replace(topology.IP_OF_NODE0, "10.0.0.10") for k, v in env.items()}
+        env = {k: topology.fill_ips(v, [f"10.0.0.{10 + i}" for i in range(len(topo.nodes))]) for k, v in env.items()}
         env["CUDA_VISIBLE_DEVICES"] = ""
         plans.append(resolve(env, Facts(hostname=node.hostname), split_command_line([*node.options, "x.py"])))
     return plans
@@ -99,7 +99,7 @@ def test_a_manifest_maps_to_the_detector_by_its_operator_and_marker():
         == "volcano"
 
 
-@pytest.mark.parametrize("name", ["lsf", "", "Slurm", "slurm\n", "volcano\x00"])
+@pytest.mark.parametrize("name", ["cobalt", "", "Slurm", "slurm\n", "volcano\x00"])
 def test_an_unknown_kind_is_one_error_naming_the_flag(name):
     with pytest.raises(InputError, match=r"--scheduler=.* is unknown; expected one of volcano, "):
         jobs.kind(name)
@@ -121,9 +121,7 @@ def _tasks_module():
 
 def test_every_field_but_the_command_is_an_option():
     names = [f.name for f in fields(JobSpec)]
-    spans = {how.span for _, how in spec_mod.options() if how.span}  # set by their option's MIN:MAX
-    assert spans == {"min_nodes"}
-    assert [n for n, _ in spec_mod.options()] == [n for n in names if n != "command" and n not in spans]
+    assert [n for n, _ in spec_mod.options()] == [n for n in names if n != "command"]
     assert spec_mod.required() == ("scheduler", "nodes", "image")
 
 
@@ -186,13 +184,21 @@ def test_one_record_per_runtime():
     assert check(JobSpec("volcano", 2, IMAGE, ("t.py",))).runtime == "none"
 
 
-@pytest.mark.parametrize("runtime", list(hpc.RUNTIMES))
-@pytest.mark.parametrize("kind", list(jobs.HPC))
+@pytest.mark.parametrize("kind, runtime", [(k, r) for k in jobs.HPC for r in jobs.kind(k).runtimes or hpc.RUNTIMES])
 def test_every_runtime_starts_torchpod_under_every_batch_system(kind, runtime):
     (out,) = render.render(JobSpec(kind, 2, IMAGE, ("train.py",), runtime=runtime))
     last = out.text.rstrip("\n").splitlines()[-1]
     assert "train.py" in last and ("torchpod" in last or runtime in ("enroot", "podman", "docker"))
     assert f"(container runtime: {runtime}" in out.text
+
+
+@pytest.mark.parametrize("kind", [k.name for k in jobs.KINDS if k.runtimes])
+def test_a_kind_that_runs_the_image_itself_takes_only_its_runtimes(kind):
+    allowed = jobs.kind(kind).runtimes
+    assert check(JobSpec(kind, 2, IMAGE, ("t.py",))).runtime == allowed[0]
+    for runtime in set(hpc.RUNTIMES) - set(allowed):
+        with pytest.raises(InputError, match=f"--runtime={runtime} with --scheduler {kind}, which runs the image"):
+            check(JobSpec(kind, 2, IMAGE, ("t.py",), runtime=runtime))
 
 
 def test_an_unknown_runtime_is_one_error_naming_the_flag():

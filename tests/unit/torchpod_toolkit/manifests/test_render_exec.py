@@ -2,12 +2,14 @@
 executed, and every Kubernetes file parsed, to see what it really does with the user's text.
 
 HPC: for every scheduler x runtime the script runs under bash in a temporary job directory
-whose PATH holds only the stubs of manifest_stubs (srun, mpiexec, pbsdsh, apptainer, enroot,
+whose PATH holds only the stubs of manifest_stubs (srun, mpiexec, pbsdsh, blaunch, apptainer, enroot,
 podman-hpc, docker, torchpod; the real sort, wc and env), each modelled on its real command
 line. The script must hand exactly ``run [--rdzv-backend etcd-v2 --rdzv-endpoint E] -- ARGV``
 to torchpod, through the intended fan-out and runtime, with the intended binds and image,
 and run nothing else: no command bash cannot find, no marker file, no stray file. Or
-``render`` refuses with one InputError line (render writes nothing; it returns text).
+``render`` refuses with one InputError line (render writes nothing; it returns text). A
+SkyPilot task is YAML: it must parse to the object built, and its ``run`` runs under bash
+with the same stubs.
 
 Kubernetes: each YAML file parses to exactly the intended documents (count, kinds, the
 objects kube.objects built) and the container's args carry ARGV exactly; the Run:ai ``.sh``
@@ -30,7 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from torchpod.errors import InputError
-from torchpod_toolkit.manifests import kube
+from torchpod_toolkit.manifests import hpc, jobs, kube
 from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import HPC, KUBE, RUNTIMES, JobSpec, check
 
@@ -38,11 +40,11 @@ import manifest_stubs as stubs
 
 IMAGE = "registry.example.com/torchpod/pytorch:2.13.0-cuda13.0"
 SLINGSHOT, EFA = "hpe-slingshot-gh200", "aws-p5"  # presets.json: a Slingshot and an EFA shape
-FAN_OUT = {"slurm": "srun", "pbs": "pbsdsh", "pbs-pals": "mpiexec"}
+FAN_OUT = {"slurm": "srun", "pbs": "pbsdsh", "pbs-pals": "mpiexec", "lsf": "blaunch"}
 PROGRAM = {"apptainer": "apptainer", "enroot": "enroot", "podman": "podman-hpc", "docker": "docker", "none": None}
-COMBOS = [(s, r) for s in HPC for r in RUNTIMES]
+COMBOS = [(s, r) for s in HPC for r in jobs.kind(s).runtimes or RUNTIMES]
 KINDS = {"volcano": "Job", "volcano-master": "Job", "kubeflow": "PyTorchJob", "kubeflow-elastic": "PyTorchJob",
-         "trainer": "TrainJob", "runai": "PyTorchJob", "lws": "LeaderWorkerSet", "jobset": "JobSet"}
+         "trainer": "TrainJob", "runai": "PyTorchJob"}
 HANG_GUARD = 30  # seconds; a script that runs longer has hung (a stub waiting, a read from a FIFO)
 
 # Pieces a hostile value is made of, next to arbitrary text: what ends a shell word, a
@@ -88,8 +90,24 @@ def directives(text: str, prefix: str) -> list[list[str]]:
     return out
 
 
+def check_lsf_directives(spec: JobSpec, text: str) -> None:
+    """#BSUB lines (bsub reads them like a command line, quotes included): each option once,
+    the job's values, and -W the wall time in [hour:]minute, rounded up to a minute."""
+    words = directives(text, "#BSUB")
+    found = {d[0]: " ".join(d[1:]) for d in words}
+    assert len(found) == len(words) and set(found) <= {"-J", "-n", "-R", "-gpu", "-W", "-q", "-o"}, words
+    assert (found["-J"], found["-n"], found["-R"]) == (spec.name, str(spec.nodes), '"span[ptile=1]"')
+    assert found.get("-gpu") == (f'"num={spec.gpus_per_node}"' if spec.gpus_per_node else None)
+    assert found.get("-q", "") == spec.queue and found["-o"] == f"{spec.name}-%J.out"
+    hours, minutes, seconds = (int(x) for x in spec.walltime.split(":"))
+    wall_h, wall_m = found["-W"].split(":")
+    assert int(wall_h) * 60 + int(wall_m) == hours * 60 + minutes + (seconds > 0) and len(wall_m) == 2
+
+
 def check_directives(spec: JobSpec, text: str) -> None:
-    if spec.scheduler == "slurm":
+    if spec.scheduler == "lsf":
+        check_lsf_directives(spec, text)
+    elif spec.scheduler == "slurm":
         words = directives(text, "#SBATCH")
         assert all(len(d) == 1 and d[0].startswith("--") and "=" in d[0] for d in words), words
         found = dict(d[0][2:].split("=", 1) for d in words)
@@ -129,7 +147,7 @@ def run_job(text: str, tmp: Path, locale: str) -> tuple[subprocess.CompletedProc
         where["bin"], where["log"], HOME=str(where["home"]), LC_ALL=locale, MARK=str(where["mark"]),
         SLURM_JOB_ID="7", SLURM_JOB_NAME="train", SLURM_JOB_NODELIST="n[0-1]", SLURM_JOB_NUM_NODES="2",
         SLURM_SUBMIT_DIR=work, PBS_JOBID="7.pbs", PBS_O_WORKDIR=work, PBS_NODEFILE=str(nodefile),
-        PBS_ENVIRONMENT="PBS_BATCH")
+        PBS_ENVIRONMENT="PBS_BATCH", LSB_JOBID="7", LSB_DJOB_HOSTFILE=str(nodefile), LSB_MCPU_HOSTS="n0 1 n1 1")
     try:
         proc = subprocess.run(["/bin/bash", str(script)], cwd=work, env=env, capture_output=True,
                               timeout=HANG_GUARD)
@@ -140,7 +158,7 @@ def run_job(text: str, tmp: Path, locale: str) -> tuple[subprocess.CompletedProc
 
 def expected_mounts(spec: JobSpec, work: str, nodefile: str) -> set[tuple[str, str]]:
     out = {(work, "/workspace"), *spec.fabric_binds()}
-    if spec.scheduler != "slurm":  # the launcher reads PBS_NODEFILE inside the container
+    if spec.scheduler != "slurm":  # the launcher reads PBS_NODEFILE / LSB_DJOB_HOSTFILE inside the container
         out.add((nodefile, nodefile))
     return out
 
@@ -158,10 +176,12 @@ def check_calls(spec: JobSpec, calls: list[stubs.Call], where: dict[str, Path]) 
     assert list(tp[0].args) == expected_args(spec)
     # what the launcher reads must reach it inside the container (docker and podman-hpc start
     # with only the variables they are handed)
-    preset, job_id, nodefile = next(c for c in calls if c.name == stubs.ENV_RECORD).args
+    preset, job_id, nodefile, hostfile = next(c for c in calls if c.name == stubs.ENV_RECORD).args
     assert preset == (spec.preset or "<unset>"), f"torchpod saw TORCHPOD_PRESET={preset!r}"
     if spec.scheduler == "slurm":
         assert job_id == "7", f"torchpod saw SLURM_JOB_ID={job_id!r}"
+    elif spec.scheduler == "lsf":
+        assert hostfile == str(where["job"] / "nodefile"), f"torchpod saw LSB_DJOB_HOSTFILE={hostfile!r}"
     else:
         assert nodefile == str(where["job"] / "nodefile"), f"torchpod saw PBS_NODEFILE={nodefile!r}"
     images = image_words(spec, calls)
@@ -209,6 +229,9 @@ def check_hpc(spec: JobSpec, locale: str) -> None:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         pytest.fail(f"rendered a file that cannot be written as UTF-8 (refuse it in one line instead): {exc}")
+    if outputs[0].name.endswith(".yaml"):  # a SkyPilot task: YAML whose `run` is bash
+        check_skypilot(check(spec), text, locale)
+        return
     assert text.split("\n", 1)[0] in ("#!/bin/bash", "#!/usr/bin/env bash")
     comments_are_ascii(text)
     spec = check(spec)
@@ -223,6 +246,28 @@ def check_hpc(spec: JobSpec, locale: str) -> None:
         assert made <= {f"{spec.name}.sif", f"{spec.name}.sqsh"}, f"stray files: {made}"
         assert not any(where["home"].iterdir()), "files appeared in HOME"
         assert {p.name for p in Path(tmp).iterdir()} == {"bin", "work", "home", "job", "calls.log"}
+
+
+def check_skypilot(spec: JobSpec, text: str, locale: str) -> None:
+    """The task parses to exactly the object built, every comment is printable ASCII, and its
+    ``run``, executed by bash as SkyPilot does on every node, hands torchpod exactly the argv."""
+    comments_are_ascii(text)
+    docs = list(yaml.safe_load_all(text))
+    assert docs == [hpc.skypilot_task(spec)], docs
+    task = docs[0]
+    assert (task["name"], task["num_nodes"]) == (spec.name, spec.nodes)
+    assert task["resources"]["image_id"] == "docker:" + spec.image
+    assert task["resources"].get("accelerators") == (f"{hpc.SKYPILOT_GPU}:{spec.gpus_per_node}"
+                                                     if spec.gpus_per_node else None)
+    with tempfile.TemporaryDirectory(prefix="torchpod-sky-") as tmp:
+        proc, where = run_job("#!/bin/bash\n" + task["run"] + "\n", Path(tmp), locale)
+        calls = stubs.read_log(where["log"])
+        assert proc.returncode == 0 and proc.stderr == b"", (proc.returncode, proc.stderr, calls)
+        assert [c.name for c in calls] == ["torchpod", stubs.ENV_RECORD], calls
+        assert list(calls[0].args) == expected_args(spec)
+        assert calls[1].args[0] == (spec.preset or "<unset>")
+        assert not where["mark"].exists(), "the task's run executed code from a value (the marker file exists)"
+        assert not any(where["work"].iterdir()) and not any(where["home"].iterdir())
 
 
 # ---- HPC: hostile argv, every scheduler x runtime -------------------------------------------------
@@ -349,10 +394,6 @@ def container_args(doc: dict) -> list[list[str]]:
         return [spec["trainer"]["args"]]
     if doc["kind"] == "Job":
         return [t["template"]["spec"]["containers"][0]["args"] for t in spec["tasks"]]
-    if doc["kind"] == "LeaderWorkerSet":
-        return [spec["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["args"]]
-    if doc["kind"] == "JobSet":
-        return [r["template"]["spec"]["template"]["spec"]["containers"][0]["args"] for r in spec["replicatedJobs"]]
     return [r["template"]["spec"]["containers"][0]["args"] for r in spec["pytorchReplicaSpecs"].values()]
 
 
@@ -378,8 +419,6 @@ def check_kube(spec: JobSpec) -> None:
     assert (job["metadata"]["name"], job["metadata"]["namespace"]) == (spec.name, spec.namespace)
     etcd_by_operator = spec.scheduler == "kubeflow-elastic"  # elasticPolicy carries the etcd endpoint
     want = ["run", "--", *spec.command] if etcd_by_operator else expected_args(spec)
-    if spec.scheduler == "jobset":  # no JobSet pod can tell its Job's parallelism: the launcher is told
-        want = ["run", "--nnodes", str(spec.nodes), *want[1:]]
     assert all(args == want for args in container_args(job)), container_args(job)
     if spec.scheduler == "runai":
         check_runai_script(spec, files[f"{spec.name}.runai.sh"], want)
