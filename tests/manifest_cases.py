@@ -7,7 +7,7 @@ import yaml
 
 from torchpod_toolkit.manifests import jobs
 from torchpod_toolkit.manifests.render import render
-from torchpod_toolkit.manifests.spec import HPC, KUBE, JobSpec
+from torchpod_toolkit.manifests.spec import HPC, KUBE, NODE_RANGE_KINDS, JobSpec
 
 IMAGE = "registry.example.com/torchpod/pytorch:2.13.0-cuda13.0"
 SITE_LIB_HOST = "/home/user/software/aws-ofi-nccl-1.14.0/lib"
@@ -26,6 +26,8 @@ def _specs() -> list[JobSpec]:
         out.append(JobSpec(sched, 2, IMAGE, ("train.py",), name="etcdjob", rdzv="etcd", etcd_server=True))
         out.append(JobSpec(sched, 2, IMAGE, ("train.py",), name="cpujob", gpus_per_node=0,
                            rdzv="etcd", etcd_endpoint="etcd.infra:2379"))
+    for sched in NODE_RANGE_KINDS:  # elastic (--nodes 2:3): runs on 2 of its 3 pods
+        out.append(JobSpec(sched, "2:3", IMAGE, ("train.py",), name="elastic", gpus_per_node=0))
     out.append(JobSpec("kubeflow", 2, IMAGE, ("train.py",), name="efajob", preset="aws-p5", rdma="device-plugin",
                        rdma_resource="vpc.amazonaws.com/efa"))
     for sched in HPC:

@@ -105,9 +105,36 @@ def _meta(spec: JobSpec, name: str | None = None, **extra) -> Obj:
     return {"name": name or spec.name, "namespace": spec.namespace, **extra}
 
 
+# torchrun restarts of the worker group an elastic job allows (elasticPolicy.maxRestarts,
+# PET_MAX_RESTARTS): each lost or returning node costs one.
+ELASTIC_RESTARTS = 3
+
+
+def _volcano_elastic(spec: JobSpec, job_spec: Obj, tasks: list[Obj]) -> None:
+    """A worker-only Volcano Job that runs on MIN of its MAX pods (--nodes MIN:MAX): the
+    gang is MIN, on the job and on its task (the admission webhook defaults a task's
+    minAvailable to its replicas: volcano-sh/volcano ed72c7c8, pkg/webhooks/admission/jobs/
+    mutate/mutate_job.go); no RestartJob policy, so a lost pod does not restart the others
+    (applyPolicies' default action is SyncJob, which recreates the pod: pkg/controllers/job/
+    job_controller_util.go); and the launcher is told MIN:MAX and the restarts in torchrun's
+    own PET_NNODES and PET_MAX_RESTARTS, since the svc plugin lists all MAX hosts."""
+    job_spec["minAvailable"] = spec.min_nodes
+    del job_spec["policies"]
+    told = [{"name": "PET_NNODES", "value": spec.nnodes}, {"name": "PET_MAX_RESTARTS", "value": str(ELASTIC_RESTARTS)}]
+    for i, task in enumerate(tasks):
+        containers = task["template"]["spec"]["containers"]
+        c = containers[0]
+        head = {k: c[k] for k in ("name", "image", "imagePullPolicy", "args")}  # container() puts env next
+        containers[0] = {**head, "env": [*c.get("env", []), *told],
+                         **{k: v for k, v in c.items() if k not in head and k != "env"}}
+        tasks[i] = {"name": task["name"], "replicas": task["replicas"], "minAvailable": spec.min_nodes,
+                    "template": task["template"]}
+
+
 def volcano_job(spec: JobSpec) -> Obj:
     """batch.volcano.sh/v1alpha1 Job: gang-scheduled (minAvailable = nodes), env + svc
-    plugins; master + worker tasks with the pytorch plugin for volcano-master."""
+    plugins; master + worker tasks with the pytorch plugin for volcano-master; with
+    --nodes MIN:MAX, elastic (_volcano_elastic)."""
     with_master = spec.scheduler == "volcano-master"
     hostnet = spec.rdma == "hostnetwork"
     # Under hostNetwork the hostname is the node's; master+worker pods then find their task
@@ -133,12 +160,15 @@ def volcano_job(spec: JobSpec) -> Obj:
                      {"event": "PodFailed", "action": "RestartJob"}],
         "tasks": tasks,
     })
+    if spec.min_nodes is not None:
+        _volcano_elastic(spec, job_spec, tasks)
     return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": _meta(spec), "spec": job_spec}
 
 
 def pytorch_job(spec: JobSpec, *, elastic: bool, labels: Obj | None = None,
                 scheduler_name: str | None = None) -> Obj:
-    """kubeflow.org/v1 PyTorchJob: Master + Workers, or worker-only with an elasticPolicy."""
+    """kubeflow.org/v1 PyTorchJob: Master + Workers, or worker-only with an elasticPolicy
+    (minReplicas MIN of --nodes MIN:MAX, else nodes; maxReplicas and Worker replicas nodes)."""
     hostnet = spec.rdma == "hostnetwork"
     downward: tuple[tuple[str, str], ...] = ()
     if hostnet and scheduler_name != RUNAI_SCHEDULER:  # torchpod's Run:ai detector reads no POD_NAME
@@ -159,7 +189,8 @@ def pytorch_job(spec: JobSpec, *, elastic: bool, labels: Obj | None = None,
 
     job_spec: Obj = {"nprocPerNode": str(spec.nproc)}
     if elastic:
-        policy: Obj = {"minReplicas": spec.nodes, "maxReplicas": spec.nodes, "maxRestarts": 3}
+        policy: Obj = {"minReplicas": spec.min_nodes or spec.nodes, "maxReplicas": spec.nodes,
+                       "maxRestarts": ELASTIC_RESTARTS}
         if spec.rdzv == "etcd":
             host, port = spec.etcd_endpoint.rsplit(":", 1)
             policy.update({"rdzvBackend": "etcd-v2", "rdzvHost": host, "rdzvPort": int(port)})

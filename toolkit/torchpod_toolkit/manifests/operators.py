@@ -12,7 +12,11 @@ runs the same pods as containers. Written from the operators' sources:
   VC_<TASK>_NUM, task names upper-cased with '-' -> '_', plus /etc/volcano/<task>.host
   (svc/svc.go GenerateHosts); ``pytorch`` (distributed-framework/pytorch/pytorch.go) adds
   MASTER_ADDR ``<job>-<master>-0.<job>``, MASTER_PORT (--port, else contract.PYTORCHJOB_PORT), WORLD_SIZE (master +
-  worker replicas) and RANK (master 0, worker i -> i + 1).
+  worker replicas) and RANK (master 0, worker i -> i + 1). minAvailable (job and task) is
+  the gang the scheduler waits for, not the pods: every replica is created and listed; the
+  admission webhook refuses a job minAvailable above the replicas of all tasks, or a task's
+  above its replicas (ed72c7c8, pkg/webhooks/admission/jobs/validate/admit_job.go), and so does
+  the model.
 - training-operator v1.9 (kubeflow/training-operator, pkg/controller.v1/pytorch/envvar.go,
   master.go, elastic.go): pods and per-pod Services ``<job>-<type>-<i>``; to every container
   PYTHONUNBUFFERED=1; with a Master: MASTER_PORT/PET_MASTER_PORT (the ``pytorchjob-port``
@@ -141,9 +145,22 @@ def _flags(args: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def _volcano_admitted(name: str, spec: Obj) -> None:
+    """What Volcano's admission webhook refuses about minAvailable (admit_job.go)."""
+    total = sum(int(t["replicas"]) for t in spec["tasks"])
+    if int(spec.get("minAvailable") or 0) > total:
+        raise InputError(f"Volcano Job {name}: minAvailable {spec['minAvailable']} is above the {total} replicas "
+                         "of its tasks; expected at most the replicas (the admission webhook refuses it)")
+    for t in spec["tasks"]:
+        if t.get("minAvailable") is not None and int(t["minAvailable"]) > int(t["replicas"]):
+            raise InputError(f"Volcano Job {name}: task {t['name']} minAvailable {t['minAvailable']} is above its "
+                             f"{t['replicas']} replicas; expected at most the replicas")
+
+
 def volcano(job: Obj, node_names: Sequence[str] = ()) -> list[Pod]:
     name, ns = job["metadata"]["name"], job["metadata"].get("namespace", "default")
     spec = job["spec"]
+    _volcano_admitted(name, spec)
     plugins = spec.get("plugins") or {}
     tasks = spec["tasks"]
     hosts: dict[str, list[str]] = {}

@@ -23,7 +23,7 @@ from torchpod.contract import ENV_PRESET, SITE_DEPS
 from torchpod.errors import InputError, RuntimeFailure
 
 from . import hpc, jobs, kube
-from .spec import JobSpec, check, default, flag, options, parse_counts, required
+from .spec import JobSpec, check, default, flag, option_text, options, parse_counts, required
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def invoke_line(spec: JobSpec) -> str:
         if isinstance(value, bool):
             argv += [flag(name)] if value else []
         else:
-            argv += [flag(name), str(value)]
+            argv += [flag(name), option_text(spec, name)]
     return " ".join(hpc.quote(a, ascii_only=True) for a in [*argv, "--", *spec.command])
 
 
@@ -68,7 +68,7 @@ def pod_security(spec: JobSpec) -> str:
 def header(spec: JobSpec, filename: str) -> list[str]:
     gpus = f"{spec.gpus_per_node} GPUs" if spec.gpus_per_node else "CPU only"
     kind = jobs.kind(spec.scheduler)
-    lines = [f"torchpod {spec.scheduler} job '{spec.name}': {spec.nodes} nodes x {gpus}, image {spec.image}"]
+    lines = [f"torchpod {spec.scheduler} job '{spec.name}': {spec.nnodes} nodes x {gpus}, image {spec.image}"]
     if kind.kube:
         lines.append(f"Submit: {kind.submit} {filename}   (needs {kind.requires})")
         lines.append(f"Pod Security: namespace level {pod_security(spec)}")

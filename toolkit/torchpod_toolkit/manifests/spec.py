@@ -36,6 +36,18 @@ MAX_GPUS_PER_NODE = 64
 MAX_REQUEUE_LEAD = 65535
 SIGNAL_EARLY = 60
 
+# The kinds whose job can run on fewer nodes than it asks for (`--nodes MIN:MAX`, torchrun's
+# --nnodes form), and what carries MIN there (kube.py renders it):
+# - kubeflow-elastic: elasticPolicy minReplicas/maxReplicas, Worker replicas = MAX; the
+#   operator sets PET_NNODES=MIN:MAX (kubeflow/training-operator v1.9.0,
+#   pkg/controller.v1/pytorch/elastic.go generateEnvNnodes).
+# - volcano (worker task only): minAvailable = MIN on the job and on its task, replicas = MAX
+#   (volcano-sh/volcano ed72c7c8, pkg/webhooks/admission/jobs/mutate/mutate_job.go defaults a
+#   task's minAvailable to its replicas), and PET_NNODES=MIN:MAX in the container, which the
+#   launcher reads as torchrun's own spelling of --nnodes.
+# Every other kind has a fixed size. LWS and JobSet: not yet (their group size is fixed).
+NODE_RANGE_KINDS = ("kubeflow-elastic", "volcano")
+
 # Every pattern below is matched with fullmatch over ASCII only: `$` would accept a trailing
 # newline, and `\d`/`\w` accept non-ASCII digits and letters.
 _A = re.ASCII
@@ -80,6 +92,8 @@ class Option:
     count: tuple[int, int] | None = None  # a whole number in [min, max], typed as text
     always: bool = False  # the Regenerate line names it even at its default
     only: Callable[["JobSpec"], bool] | None = None  # the Regenerate line names it only for these jobs
+    # with count: the flag may also be typed MIN:MAX; MIN goes to this field (see parse_counts)
+    span: str | None = None
 
 
 def option(default=MISSING, **how):
@@ -95,8 +109,10 @@ def flag(name: str) -> str:
 class JobSpec:
     # Field order is the order of the Regenerate line's flags; the first four are positional.
     scheduler: str = option(help=jobs.choices(), cli_default="", always=True)
-    nodes: int = option(help=f"nodes (pods) in the job, 1 to {MAX_NODES}", cli_default="2",
-                        count=(1, MAX_NODES), always=True)
+    # the most nodes (pods); with --nodes MIN:MAX, MIN is min_nodes (the last field)
+    nodes: int = option(help=f"nodes (pods) in the job, 1 to {MAX_NODES}; MIN:MAX for an elastic job "
+                             f"({jobs.choices(NODE_RANGE_KINDS)})", cli_default="2",
+                        count=(1, MAX_NODES), always=True, span="min_nodes")
     image: str = option(help="the image, pinned: REGISTRY/torchpod/pytorch:TAG or @sha256:DIGEST",
                         cli_default="", always=True)
     # mypy's dataclass plugin reads option(...) as a default (it follows only dataclasses.field)
@@ -129,6 +145,8 @@ class JobSpec:
     project: str = option("team-a", help="Run:ai project", only=lambda s: s.scheduler == "runai")
     site_lib: str = option("", help="Slingshot presets: the host directory with the site's aws-ofi-nccl "
                                     "build (libnccl-net.so)")
+    # No flag of its own: `--nodes MIN:MAX` sets it. None: the job runs on exactly ``nodes``.
+    min_nodes: int | None = None
 
     @property
     def fabric(self) -> str:
@@ -147,6 +165,11 @@ class JobSpec:
     @property
     def kube(self) -> bool:
         return self.scheduler in KUBE
+
+    @property
+    def nnodes(self) -> str:
+        """The node count as torchrun's --nnodes writes it: ``N``, or ``MIN:MAX`` when elastic."""
+        return f"{self.min_nodes}:{self.nodes}" if self.min_nodes is not None else str(self.nodes)
 
     @property
     def port(self) -> int:
@@ -197,12 +220,43 @@ def cli_options() -> list[tuple[str, object, str]]:
 
 
 def parse_counts(given: dict) -> dict:
-    """``given`` with every count option present parsed (parse_count, its flag and bounds)."""
+    """``given`` with every count option present parsed (parse_count, its flag and bounds);
+    a spanned option typed MIN:MAX (parse_span) also fills its span field with MIN."""
     out = dict(given)
     for name, how in options():
-        if how.count and name in out:
+        if how.count and name in out and how.span:
+            low, out[name] = parse_span(flag(name), out[name], minimum=how.count[0], maximum=how.count[1])
+            if low != out[name]:
+                out[how.span] = low
+        elif how.count and name in out:
             out[name] = parse_count(flag(name), out[name], minimum=how.count[0], maximum=how.count[1])
     return out
+
+
+# A count's digits: enough for any bound here, few enough that int() never sees thousands
+# of digits (Python refuses more than 4300 with a ValueError, not an InputError).
+_SPAN = re.compile(r"([0-9]{1,18})(?::([0-9]{1,18}))?", _A)
+
+
+def parse_span(flag: str, text, *, minimum: int, maximum: int) -> tuple[int, int]:
+    """``N`` or ``MIN:MAX`` (torchrun's --nnodes form) typed on the command line: ASCII
+    digits only, minimum <= MIN <= MAX <= maximum; N is N:N. Else one InputError naming
+    the flag, the value and the form."""
+    form = (f"expected a whole number from {minimum} to {maximum}, or MIN:MAX with {minimum} <= MIN <= MAX "
+            f"<= {maximum}, e.g. 2:4 (ASCII digits only)")
+    shown = f"{text[:40]!r}... ({len(text)} characters)" if isinstance(text, str) and len(text) > 40 else repr(text)
+    if isinstance(text, bool) or not isinstance(text, (int, str)):
+        raise InputError(f"{flag}={shown}; {form}")
+    if isinstance(text, int):
+        low = high = text
+    else:
+        m = _SPAN.fullmatch(text)
+        if m is None:
+            raise InputError(f"{flag}={shown}; {form}")
+        low, high = int(m.group(1)), int(m.group(2) or m.group(1))
+    if not minimum <= low <= high <= maximum:
+        raise InputError(f"{flag}={shown}; {form}")
+    return low, high
 
 
 def parse_count(flag: str, text, *, minimum: int, maximum: int) -> int:
@@ -210,7 +264,7 @@ def parse_count(flag: str, text, *, minimum: int, maximum: int) -> int:
     within [minimum, maximum]; else one InputError naming the flag."""
     if isinstance(text, bool) or not isinstance(text, (int, str)):
         raise InputError(f"{flag}={text!r}; expected a whole number from {minimum} to {maximum}")
-    if isinstance(text, str) and not _DIGITS.fullmatch(text):
+    if isinstance(text, str) and (not _DIGITS.fullmatch(text) or len(text) > 18):
         raise InputError(f"{flag}={text!r}; expected a whole number from {minimum} to {maximum} "
                          "(ASCII digits only)")
     value = int(text)
@@ -338,7 +392,9 @@ def check(spec: JobSpec) -> JobSpec:
     if spec.scheduler not in SCHEDULERS:
         raise InputError(f"--scheduler={spec.scheduler!r} is unknown; expected one of {', '.join(SCHEDULERS)}")
     counts = parse_counts({name: getattr(spec, name) for name, how in options() if how.count})
-    spec = replace(spec, **counts, command=check_command(spec.command))
+    if spec.min_nodes is not None and counts.get("min_nodes", spec.min_nodes) != spec.min_nodes:
+        raise InputError(f"--nodes={spec.nodes!r} with min_nodes={spec.min_nodes!r}: two minimums; expected one")
+    spec = _check_node_range(replace(spec, **counts, command=check_command(spec.command)))
     if spec.scheduler == "volcano-master" and spec.nodes < 2:
         raise InputError(f"--nodes={spec.nodes} with --scheduler volcano-master; expected 2 or more "
                          "(one master task and at least one worker), or --scheduler volcano")
@@ -377,6 +433,32 @@ def check(spec: JobSpec) -> JobSpec:
         raise InputError(f"--runtime={runtime} is for HPC job scripts; Kubernetes runs the image itself: leave it out")
     _check_site(spec, runtime)
     return replace(spec, runtime=runtime)
+
+
+def _check_node_range(spec: JobSpec) -> JobSpec:
+    """min_nodes (from --nodes MIN:MAX, or given as a field) within 1..nodes, and only for
+    the kinds that can run short of nodes (NODE_RANGE_KINDS); MIN = MAX is a fixed size."""
+    low = spec.min_nodes
+    if low is None:
+        return spec
+    if isinstance(low, bool) or not isinstance(low, int) or not 1 <= low <= spec.nodes:
+        raise InputError(f"--nodes={low!r}:{spec.nodes}; expected MIN:MAX with 1 <= MIN <= MAX <= {MAX_NODES}, "
+                         "e.g. 2:4 (ASCII digits only)")
+    if low == spec.nodes:
+        return replace(spec, min_nodes=None)
+    if spec.scheduler not in NODE_RANGE_KINDS:
+        raise InputError(f"--nodes={spec.nnodes} with --scheduler {spec.scheduler}: a {spec.scheduler} job has "
+                         f"a fixed size; expected --nodes N, or MIN:MAX with --scheduler "
+                         f"{jobs.choices(NODE_RANGE_KINDS)}")
+    return spec
+
+
+def option_text(spec: JobSpec, name: str) -> str:
+    """An option's value as `invoke manifests` takes it (``--nodes 2:4`` for an elastic job)."""
+    how = dict(options())[name]
+    if how.span and getattr(spec, how.span) is not None:
+        return f"{getattr(spec, how.span)}:{getattr(spec, name)}"
+    return str(getattr(spec, name))
 
 
 def _check_requeue(spec: JobSpec) -> None:

@@ -105,3 +105,34 @@ def test_an_efa_pod_mounts_the_efa_installers_tree_read_only():
     pod = docs[0]["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
     assert {"name": "site-0", "hostPath": {"path": "/opt/amazon", "type": "Directory"}} in pod["volumes"]
     assert {"name": "site-0", "mountPath": "/opt/amazon", "readOnly": True} in pod["containers"][0]["volumeMounts"]
+
+
+# --- --nodes MIN:MAX ---------------------------------------------------------------------
+def _job(scheduler: str, nodes) -> dict:
+    return next(d for d in documents(JobSpec(scheduler, nodes, IMAGE, ("t.py",))) if d["apiVersion"] != "v1")
+
+
+def test_kubeflow_elastic_renders_min_and_max_replicas_and_max_pods():
+    spec = _job("kubeflow-elastic", "2:3")["spec"]
+    assert {k: spec["elasticPolicy"][k] for k in ("minReplicas", "maxReplicas", "maxRestarts")} == {
+        "minReplicas": 2, "maxReplicas": 3, "maxRestarts": 3}
+    assert spec["pytorchReplicaSpecs"]["Worker"]["replicas"] == 3
+    fixed = _job("kubeflow-elastic", "3")["spec"]["elasticPolicy"]
+    assert (fixed["minReplicas"], fixed["maxReplicas"]) == (3, 3)
+
+
+def test_volcano_with_a_range_gangs_min_runs_max_and_tells_the_launcher():
+    spec = _job("volcano", "2:3")["spec"]
+    (task,) = spec["tasks"]
+    assert (spec["minAvailable"], task["minAvailable"], task["replicas"]) == (2, 2, 3)
+    assert "policies" not in spec  # a lost pod must not restart the other two (RestartJob)
+    env = task["template"]["spec"]["containers"][0]["env"]
+    assert env == [{"name": "PET_NNODES", "value": "2:3"}, {"name": "PET_MAX_RESTARTS", "value": "3"}]
+
+
+def test_a_fixed_size_volcano_job_is_unchanged_by_the_range_code():
+    spec = _job("volcano", "3")["spec"]
+    (task,) = spec["tasks"]
+    assert spec["minAvailable"] == 3 and "minAvailable" not in task
+    assert {p["action"] for p in spec["policies"]} == {"RestartJob"}
+    assert "env" not in task["template"]["spec"]["containers"][0]

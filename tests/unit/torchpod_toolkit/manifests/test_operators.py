@@ -3,10 +3,15 @@
 
 from __future__ import annotations
 
+import copy
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from torchpod.errors import InputError
 from torchpod.schedulers.common import Facts
 from torchpod_toolkit.manifests import kube, operators
 from torchpod_toolkit.manifests.spec import JobSpec, check
@@ -31,7 +36,8 @@ def _pod_plan(pod: operators.Pod, tmp_path: Path):
 
 
 EXPECTED_SCHEDULER = {"volcano": "volcano", "volcano-master": "volcano", "kubeflow": "kubeflow",
-                      "kubeflow-elastic": "kubeflow", "trainer": "kubeflow", "runai": "runai"}
+                      "kubeflow-elastic": "kubeflow", "trainer": "kubeflow", "runai": "runai", "lws": "lws",
+                      "jobset": "jobset"}
 
 
 def _endpoint(spec: JobSpec) -> str:

@@ -1,5 +1,5 @@
 """torchpod_toolkit.manifests.spec: a bad request is one line naming the flag, the value and
-the form expected, before anything is rendered."""
+the form expected, before anything is rendered; `--nodes MIN:MAX` only for the elastic kinds."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from torchpod.errors import InputError
+from torchpod_toolkit.manifests import jobs
 from torchpod_toolkit.manifests import render as render_mod
-from torchpod_toolkit.manifests.spec import JobSpec
+from torchpod_toolkit.manifests.spec import NODE_RANGE_KINDS, JobSpec, check
 
 from manifest_cases import IMAGE
 
@@ -97,3 +98,84 @@ def test_requeue_lead_survives_the_regenerate_line():
     assert render_mod.render(render_mod.parse_invoke_line(regenerate))[0].text == out.text
     (plain,) = render_mod.render(JobSpec("slurm", 2, IMAGE, ("train.py",), runtime="none"))
     assert "--requeue-lead" not in plain.text  # off by default, and not named
+
+
+# --- --nodes MIN:MAX: elastic jobs -----------------------------------------------------
+FIXED_KINDS = [k for k in jobs.NAMES if k not in NODE_RANGE_KINDS]
+
+
+def _elastic(kind: str, nodes, **extra) -> JobSpec:
+    return check(JobSpec(kind, nodes, IMAGE, ("train.py",), **extra))
+
+
+@pytest.mark.parametrize("kind", NODE_RANGE_KINDS)
+def test_an_elastic_kind_takes_min_and_max_and_keeps_nodes_the_pod_count(kind):
+    spec = _elastic(kind, "2:3")
+    assert (spec.nodes, spec.min_nodes, spec.nnodes) == (3, 2, "2:3")
+    assert _elastic(kind, 3, min_nodes=2) == spec  # the field, as the harness passes it
+    assert _elastic(kind, "1:100000").nnodes == "1:100000"
+
+
+@pytest.mark.parametrize("kind", NODE_RANGE_KINDS)
+def test_min_equal_to_max_is_a_fixed_size(kind):
+    assert _elastic(kind, "3:3") == _elastic(kind, "3") == _elastic(kind, 3, min_nodes=3)
+    assert _elastic(kind, "3:3").min_nodes is None and _elastic(kind, "3:3").nnodes == "3"
+
+
+@pytest.mark.parametrize("kind", FIXED_KINDS)
+def test_every_other_kind_refuses_a_range_naming_itself(kind):
+    with pytest.raises(InputError) as err:
+        _elastic(kind, "2:3", gpus_per_node=0)
+    message = str(err.value)
+    assert message.startswith(f"--nodes=2:3 with --scheduler {kind}: a {kind} job has a fixed size;"), message
+    assert "kubeflow-elastic or volcano" in message and "\n" not in message
+
+
+HOSTILE_RANGES = ["0:2", "3:2", "2:", ":3", ":", "1:2:3", "\u00b2:3", "2:\u0663", "2:3 ", " 2:3", "2:3\n",
+                  "2 :3", "+2:3", "-1:3", "2:3.0", "2:1e3", "1:100001", "100001:100002", "0", "0:0",
+                  "9" * 19, "1:" + "9" * 5000, "2\x00:3", "2\uff1a3", "2;3", "2-3", "2..3", ""]
+
+
+@pytest.mark.parametrize("text", HOSTILE_RANGES, ids=ascii)
+@pytest.mark.parametrize("kind", NODE_RANGE_KINDS)
+def test_a_bad_range_is_one_line_naming_nodes_the_value_and_the_form(kind, text):
+    with pytest.raises(InputError) as err:
+        _elastic(kind, text)
+    message = str(err.value)
+    assert message.startswith("--nodes=") and "\n" not in message and len(message) < 300, message
+    assert "or MIN:MAX with 1 <= MIN <= MAX <= 100000" in message, message
+    assert repr(text)[:20] in message
+
+
+@pytest.mark.parametrize("min_nodes", [0, 4, -1, True, "2", 2.0])
+def test_a_bad_min_nodes_field_is_one_line(min_nodes):
+    with pytest.raises(InputError, match=r"^--nodes=.*; expected MIN:MAX with 1 <= MIN <= MAX"):
+        _elastic("volcano", 3, min_nodes=min_nodes)
+
+
+def test_a_range_and_a_different_min_nodes_field_are_refused():
+    with pytest.raises(InputError, match=r"^--nodes='2:3' with min_nodes=1: two minimums; expected one$"):
+        _elastic("volcano", "2:3", min_nodes=1)
+    assert _elastic("volcano", "2:3", min_nodes=2).nnodes == "2:3"
+
+
+@settings(deadline=None, max_examples=300)
+@given(text=st.text(max_size=12) | st.from_regex(r"[0-9]{1,7}:[0-9]{1,7}", fullmatch=True))
+def test_any_text_is_a_range_with_the_right_bounds_or_one_line(text):
+    try:
+        spec = _elastic("kubeflow-elastic", text)
+    except InputError as err:
+        assert str(err).startswith("--nodes=") and "\n" not in str(err)
+        return
+    low, _, high = text.partition(":")
+    assert text.isascii() and spec.nodes == int(high or low) and 1 <= int(low) <= spec.nodes <= 100_000
+    assert spec.min_nodes == (int(low) if int(low) < spec.nodes else None)
+
+
+@pytest.mark.parametrize("kind", NODE_RANGE_KINDS)
+def test_the_regenerate_line_carries_the_range_and_reads_back(kind):
+    spec = _elastic(kind, "2:5")
+    (yaml_out,) = render_mod.render(spec)
+    line = render_mod.regenerate_line(yaml_out.text)
+    assert " --nodes 2:5 " in line and yaml_out.text.startswith(f"# torchpod {kind} job 'train': 2:5 nodes")
+    assert check(render_mod.parse_invoke_line(line)) == spec
