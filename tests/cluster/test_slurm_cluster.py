@@ -1,9 +1,13 @@
 """The generated Slurm script on a real Slurm cluster: slurmctld and two slurmd nodes
 (Debian's slurm-wlm 22.05 and munge) in containers built on the image under test. The
 script is `sbatch`ed as generated (`--runtime none`: the nodes are the image), real `srun`
-starts one launcher per node, and every rank's all-reduce is checked."""
+starts one launcher per node, and every rank's all-reduce is checked. With
+`--requeue-lead`, a job with a two-minute limit is signalled by Slurm's own timer, saves,
+requeues itself and finishes with every epoch and every step run exactly once."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -16,17 +20,20 @@ from cluster_helpers import EXAMPLES, LABEL, NODE_ENV
 NODES = 2
 
 
+IMAGE = "registry.example.com/torchpod/pytorch:2.13.0"  # named in the script's header only (--runtime none)
+
+
 @pytest.fixture
-def slurm_cluster(docker_client, cluster_image, test_label):
+def slurm_cluster(docker_client, cluster_image, test_label, dev_volumes):
     image = slurm.node_image(docker_client, cluster_image)
-    with slurm.SlurmCluster(docker_client, image, NODES, test_label, env=dict(NODE_ENV)) as cl:
+    with slurm.SlurmCluster(docker_client, image, NODES, test_label, env=dict(NODE_ENV), volumes=dev_volumes) as cl:
         yield cl.start()
     assert not docker_client.containers.list(all=True, filters={"label": f"{LABEL}={test_label[LABEL]}"})
 
 
 def test_generated_sbatch_script_runs_one_launcher_per_node(slurm_cluster):
     check = (f"{EXAMPLES}/allreduce_check.py", "--expect-world", str(NODES), "--expect-nodes", str(NODES))
-    (script,) = render(JobSpec("slurm", NODES, "registry.example.com/torchpod/pytorch:2.13.0", check,
+    (script,) = render(JobSpec("slurm", NODES, IMAGE, check,
                                name="ddp", gpus_per_node=0, runtime="none", walltime="00:10:00"))
     jobid = slurm_cluster.submit(script.text, script.name)
     state = slurm_cluster.wait(jobid, timeout=240)
@@ -39,7 +46,55 @@ def test_generated_sbatch_script_runs_one_launcher_per_node(slurm_cluster):
     assert out.count("torchpod: slurm: node ") == NODES, out[-4000:]  # one launcher on each node
 
 
+# Slurm sends the --signal warning at its first 30 s time-limit check (PERIODIC_TIMEOUT) at most
+# LEAD + 30 s before the end (send_job_warn_signal, src/slurmctld/job_mgr.c, slurm-22-05-9-1):
+# with a 120 s limit, 31 to 61 s into a run. Training takes longer than that (EPOCHS x
+# EPOCH_SECONDS plus the start), so the first run is always signalled mid-training; a resumed
+# run that outlasts 31 s may be signalled again, which the assertions allow.
+WALLTIME, LEAD = "00:02:00", 59
+EPOCHS, EPOCH_SECONDS = 16, 4
+
+
+def test_job_near_its_time_limit_saves_requeues_and_resumes_every_epoch_once(slurm_cluster):
+    snapshot = f"{slurm.SHARED}/requeue-snapshot.pt"
+    train = (f"{EXAMPLES}/snapshot_trainer.py", str(EPOCHS), "1", "--snapshot-path", snapshot,
+             "--epoch-seconds", str(EPOCH_SECONDS), "--dataset-size", "256")
+    (script,) = render(JobSpec("slurm", NODES, IMAGE, train, name="requeue", gpus_per_node=0, runtime="none",
+                               walltime=WALLTIME, requeue_lead=LEAD))
+    jobid = slurm_cluster.submit(script.text, script.name)
+    state = slurm_cluster.wait(jobid, timeout=420)
+    out = slurm_cluster.read(f"{slurm.SHARED}/requeue-{jobid}.out")  # every run's output (--open-mode=append)
+    job = slurm_cluster.show_job(jobid)
+    assert state == "COMPLETED", f"job {jobid}: {state}\n{job}\n{out[-8000:]}\n{slurm_cluster.logs()}"
+    restarts = int(re.search(r"\bRestarts=(\d+)", job).group(1))
+    assert restarts >= 1, f"never requeued:\n{job}\n{out[-6000:]}"
+    # each run that was signalled passed USR1 on and requeued itself; the last run was not signalled
+    assert out.count(f"torchpod: job {jobid} got USR1 ahead of its time limit") == restarts, out[-6000:]
+    assert out.count(f"torchpod: requeueing job {jobid}") == restarts, out[-6000:]
+    # every rank of a signalled run stopped before the same step, at least one on the signal itself
+    assert out.count("Stopping before epoch") >= NODES and "on SIGUSR1" in out, out[-6000:]
+    assert "Resuming training from snapshot at Epoch" in out
+    results = [r for r in runner.parse_results(out) if r["workload"] == "snapshot_trainer"]
+    assert len(results) == NODES * (restarts + 1), out[-6000:]  # every rank of every run reported
+    final = results[-NODES:]
+    assert sorted(r["rank"] for r in final) == list(range(NODES)) and all(r["stopped_at"] is None for r in final)
+    for rank in range(NODES):
+        mine = [r for r in results if r["rank"] == rank]
+        assert mine[-1]["ok"] and mine[-1]["epoch_log"] == list(range(EPOCHS)), mine[-1]  # each epoch once
+        # the first run stopped mid-training; a later one signalled as its training ended may not have
+        assert mine[0]["stopped_at"] is not None and mine[-1]["stopped_at"] is None, mine
+        # each step once: the runs' steps add up to the whole training, no step lost or repeated
+        assert sum(r["steps"] for r in mine) == EPOCHS * mine[-1]["steps_per_epoch"], mine
+
+
 def test_slurm_conf_names_every_node_and_no_cgroup_plugin():
     conf = slurm.slurm_conf(slurm.node_names(3))
     assert "NodeName=c1,c2,c3 " in conf and "SlurmctldHost=slurmctld" in conf
     assert "cgroup" not in conf.replace("# cgroup", "").split("ProctrackType=")[1].split("\n")[0]
+
+
+def test_slurm_conf_lets_a_requeued_job_start_again_within_seconds():
+    conf = slurm.slurm_conf(slurm.node_names(2)).splitlines()
+    assert f"AuthInfo=cred_expire={slurm.CRED_EXPIRE_S}" in conf and 5 <= slurm.CRED_EXPIRE_S < 120
+    assert "SchedulerParameters=bf_interval=2,sched_interval=5" in conf
+    assert not any(line.startswith(("JobRequeue=0", "JobFileAppend")) for line in conf)

@@ -33,13 +33,28 @@ def node_names(n: int) -> list[str]:
     return [f"c{i + 1}" for i in range(n)]
 
 
+# The states after which a job does no more (src/common/slurm_protocol_defs.c job_state_string,
+# SchedMD/slurm slurm-22-05-9-1): the base states a job ends in, and the holds it cannot leave
+# alone. Anything else (PENDING, RUNNING, COMPLETING, REQUEUED, ...) is on its way.
+FINAL_STATES = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
+                          "DEADLINE", "OUT_OF_MEMORY", "REQUEUE_HOLD", "SPECIAL_EXIT"})
+# A requeued job may start again after the credential lifetime (slurm.conf(5) AuthInfo
+# cred_expire: "This also controls how long a requeued job must wait before starting again";
+# 120 s by default, at least 5: src/common/slurm_cred.c). The tests' requeue runs in seconds.
+CRED_EXPIRE_S = 10
+
+
 def slurm_conf(nodes: list[str], cpus: int = 1) -> str:
-    """A minimal slurm.conf (22.05): munge auth, no cgroups (containers), no accounting."""
+    """A minimal slurm.conf (22.05): munge auth, no cgroups (containers), no accounting, and
+    a requeued job that starts again within seconds (CRED_EXPIRE_S; the backfill and main
+    scheduler loops every 2 and 5 s instead of 30 and 60: slurm.conf(5) bf_interval and
+    sched_interval)."""
     return "\n".join([
         "ClusterName=torchpod",
         f"SlurmctldHost={CONTROLLER}",
         "AuthType=auth/munge",
         "CredType=cred/munge",
+        f"AuthInfo=cred_expire={CRED_EXPIRE_S}",
         "SlurmUser=root",
         "SlurmdUser=root",
         "MpiDefault=none",
@@ -48,6 +63,7 @@ def slurm_conf(nodes: list[str], cpus: int = 1) -> str:
         "JobAcctGatherType=jobacct_gather/none",
         "AccountingStorageType=accounting_storage/none",
         "SchedulerType=sched/backfill",
+        "SchedulerParameters=bf_interval=2,sched_interval=5",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core",
         "ReturnToService=2",
@@ -99,6 +115,8 @@ class SlurmCluster:
     nodes: int
     labels: Mapping[str, str]
     env: Mapping[str, str] = field(default_factory=dict)  # set in every container (jobs inherit sbatch's)
+    # extra binds in every container, as docker's volumes= takes them (runner.dev_mounts)
+    volumes: Mapping[str, dict] = field(default_factory=dict)
     name: str = ""
     containers: dict = field(default_factory=dict)
     _network: Any = None
@@ -121,7 +139,7 @@ class SlurmCluster:
             c = self.client.containers.create(
                 self.image, [role], name=f"{self.name}-{host}", hostname=host, labels=dict(self.labels),
                 network=self.name, environment=dict(self.env), shm_size="256m",
-                volumes={self._volume.name: {"bind": SHARED, "mode": "rw"}}, detach=True)
+                volumes={self._volume.name: {"bind": SHARED, "mode": "rw"}, **self.volumes}, detach=True)
             c.put_archive("/", _tar(files))
             self.containers[host] = c
         for c in self.containers.values():
@@ -153,16 +171,21 @@ class SlurmCluster:
         return out.strip().split(";")[0]
 
     def wait(self, jobid: str, timeout: float) -> str:
-        """Wait for the job to end; returns its final JobState (COMPLETED, FAILED, ...)."""
+        """Wait for the job to end, requeued runs included; returns its final JobState
+        (FINAL_STATES: COMPLETED, FAILED, ...)."""
         deadline, state = time.time() + timeout, ""
         while time.time() < deadline:
-            code, out = self._exec(CONTROLLER, ["scontrol", "show", "job", jobid])
-            m = re.search(r"JobState=(\S+)", out)
+            m = re.search(r"JobState=(\S+)", self.show_job(jobid))
             state = m.group(1) if m else state
-            if state and state not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING"):
+            if state in FINAL_STATES:
                 return state
             time.sleep(1)
         return f"TIMEOUT (last state {state or 'unknown'})"
+
+    def show_job(self, jobid: str) -> str:
+        """`scontrol show job`'s text ('' when the controller does not know the job)."""
+        code, out = self._exec(CONTROLLER, ["scontrol", "show", "job", jobid])
+        return out if code == 0 else ""
 
     def read(self, path: str) -> str:
         code, out = self._exec(CONTROLLER, ["cat", path])

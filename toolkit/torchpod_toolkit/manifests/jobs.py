@@ -11,8 +11,9 @@ checks each record against the detectors and the harness (tests/unit/torchpod_to
 
 Ports (torchpod.contract, which cites each upstream): Volcano's pytorch plugin and
 training-operator open PYTORCHJOB_PORT; Trainer v2 fixes TRAINER_PORT; a worker-only
-Volcano job and the HPC jobs name no port, so the launcher builds the endpoint from the
-host list with RDZV_PORT_DEFAULT (TORCHPOD_RDZV_PORT).
+Volcano job, a LeaderWorkerSet, a JobSet and the HPC jobs name no port, so the launcher
+builds the endpoint from the host list (or the LWS leader's or first JobSet pod's name)
+with RDZV_PORT_DEFAULT (TORCHPOD_RDZV_PORT).
 """
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ KINDS: tuple[JobKind, ...] = (
     # Run:ai's pods are a PyTorchJob's plus RUNAI_JOB_NAME (operators.pytorchjob)
     JobKind("runai", "runai", PYTORCHJOB_PORT, "runai", operators.pytorchjob,
             "Run:ai with its PyTorch (training-operator) support", _KUBECTL, "yaml", marker="RUNAI_JOB_NAME"),
+    JobKind("lws", "lws", RDZV_PORT_DEFAULT, "lws", operators.leaderworkerset,
+            "LeaderWorkerSet (kubernetes-sigs/lws) >= 0.6 on Kubernetes >= 1.27", _KUBECTL, "yaml"),
+    JobKind("jobset", "jobset", RDZV_PORT_DEFAULT, "jobset", operators.jobset,
+            "JobSet (kubernetes-sigs/jobset) >= 0.7", _KUBECTL, "yaml"),
     JobKind("slurm", "slurm", RDZV_PORT_DEFAULT, "slurm", None, None, "sbatch", "sbatch"),
     JobKind("pbs", "pbs", RDZV_PORT_DEFAULT, "pbs", None, None, "qsub", "sh", fan_out="pbsdsh"),
     JobKind("pbs-pals", "pbs", RDZV_PORT_DEFAULT, "pbs-pals", None, None, "qsub", "sh",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchpod.contract import ENV_PRESET, ETCD_PORT
+from torchpod.contract import ENV_PRESET, ETCD_PORT, JOBSET_LABEL_ENV
 
 from .operators import RUNAI_SCHEDULER  # the operator model reads the same name
 from .spec import JobSpec
@@ -258,6 +258,44 @@ def runai_command(spec: JobSpec) -> list[str]:
     return argv + ["--", *launcher_args(spec)]
 
 
+# The c10d port's name on LeaderWorkerSet and JobSet pods: no operator reads it (the
+# launcher builds the endpoint with torchpod's own port), it documents the pod.
+RDZV_PORT_NAME = "c10d-rdzv"
+
+
+def leader_worker_set(spec: JobSpec) -> Obj:
+    """leaderworkerset.x-k8s.io/v1 LeaderWorkerSet: one group of --nodes pods, the leader
+    and its workers from the one workerTemplate (no leaderTemplate: the leader runs the
+    same `torchpod run`). LWS_* tell each pod its place; the launcher reads no POD_NAME, so
+    hostNetwork needs no downward API. A StatefulSet's pods restart Always: the group is
+    recreated whenever one restarts (restartPolicy RecreateGroupOnPodRestart), and again
+    after the script ends, so delete the LeaderWorkerSet when the run is over."""
+    template = {"size": spec.nodes, "restartPolicy": "RecreateGroupOnPodRestart",
+                "workerTemplate": {"spec": pod_spec(spec, port_name=RDZV_PORT_NAME)}}
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": _meta(spec),
+            "spec": {"replicas": 1, "startupPolicy": "LeaderCreated", "leaderWorkerTemplate": template,
+                     "networkConfig": {"subdomainPolicy": "Shared"}}}
+
+
+def job_set(spec: JobSpec) -> Obj:
+    """jobset.x-k8s.io/v1alpha2 JobSet: one replicated job ``node`` of one Indexed Job that
+    runs all --nodes pods at once (completions = parallelism), pods named
+    ``<name>-node-0-<i>`` in the subdomain ``<name>``. JobSet sets no variable: its labels
+    reach the launcher by the downward API (contract.JOBSET_LABEL_ENV), and, since no pod
+    can tell its Job's parallelism, the node count by ``--nnodes``. A failed pod fails its
+    Job (backoffLimit 0, restartPolicy Never) and the JobSet recreates every Job, as the
+    rendezvous must restart for everyone (failurePolicy.maxRestarts)."""
+    downward = tuple((env, f"metadata.labels['{label}']") for env, label in JOBSET_LABEL_ENV.items())
+    args = ["run", "--nnodes", str(spec.nodes), *launcher_args(spec)[1:]]
+    pod = {**pod_spec(spec, downward=downward, args=args, port_name=RDZV_PORT_NAME), "restartPolicy": "Never"}
+    job = {"completionMode": "Indexed", "completions": spec.nodes, "parallelism": spec.nodes, "backoffLimit": 0,
+           "template": {"spec": pod}}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": _meta(spec),
+            "spec": {"network": {"enableDNSHostnames": True, "subdomain": spec.name, "publishNotReadyAddresses": True},
+                     "failurePolicy": {"maxRestarts": 3},
+                     "replicatedJobs": [{"name": "node", "replicas": 1, "template": {"spec": job}}]}}
+
+
 def etcd_objects(spec: JobSpec) -> list[Obj]:
     """One etcd serving the v2 API and a Service in front of it (``<job>-etcd:ETCD_PORT``)."""
     labels = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/instance": spec.etcd_service}
@@ -288,5 +326,6 @@ def objects(spec: JobSpec) -> list[Obj]:
         "kubeflow": lambda s: pytorch_job(s, elastic=False),
         "kubeflow-elastic": lambda s: pytorch_job(s, elastic=True),
         "trainer": train_job, "runai": runai_job,
+        "lws": leader_worker_set, "jobset": job_set,
     }[spec.scheduler]
     return out + [build(spec)]

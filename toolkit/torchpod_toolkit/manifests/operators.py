@@ -33,6 +33,37 @@ runs the same pods as containers. Written from the operators' sources:
   Job (JOB_COMPLETION_INDEX, annotation batch.kubernetes.io/job-completion-index), subdomain
   = job; trainer.env, then PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK (the completion
   index), PET_MASTER_ADDR ``<job>-node-0-0.<job>``, PET_MASTER_PORT (contract.TRAINER_PORT).
+- LeaderWorkerSet (kubernetes-sigs/lws v0.10.0, commit 2161f38f): per group g a leader
+  pod ``<lws>-<g>`` from the leader StatefulSet ``<lws>`` and workers ``<lws>-<g>-<w>``,
+  w = 1..size-1, from the worker StatefulSet ``<lws>-<g>`` whose ordinals start at 1
+  (pkg/controllers/leaderworkerset_controller.go constructLeaderStatefulSetApplyConfiguration,
+  pod_controller.go constructWorkerStatefulSetApplyConfiguration); the leader runs the
+  leaderTemplate, else the workerTemplate. Both StatefulSets name the headless Service
+  ``<lws>`` (subdomainPolicy Shared, the default; UniquePerReplica: the leader pod's name),
+  so hostname = pod name and subdomain = that Service. Labels leaderworkerset.sigs.k8s.io/
+  name, group-index, worker-index (0 for the leader), group-key (sha1 of
+  ``<ns>/<leader pod>``, pkg/webhooks/pod_webhook.go genGroupUniqueKey); annotations size,
+  and leader-name on workers. pkg/utils/pod/pod_utils.go AddLWSVariables puts
+  LWS_LEADER_ADDRESS ``<lws>-<g>.<subdomain>.<ns>``, LWS_GROUP_SIZE (the size annotation)
+  and LWS_WORKER_INDEX (the worker-index label) first in every container, dropping the
+  container's own definitions of those names. The revision-key label and the TPU variables
+  (only for pods requesting TPUs) are left out.
+- JobSet (kubernetes-sigs/jobset v0.12.0, commit f22e565a): per replicated job r and Job
+  index j a Job ``<js>-<r>-<j>`` (pkg/util/placement GenJobName); the webhook
+  (pkg/webhooks/jobset_webhook.go Default) makes it Indexed and turns
+  network.enableDNSHostnames on; the controller (pkg/controllers/jobset_controller.go
+  constructJob, labelAndAnnotateObject) sets the pod template's subdomain to
+  network.subdomain, else the JobSet's name (GetSubdomain), and labels and annotates it:
+  jobset.sigs.k8s.io/jobset-name, jobset-uid, replicatedjob-name, restart-attempt
+  (Status.Restarts, 0 for a new JobSet), replicatedjob-replicas, global-replicas (the Jobs
+  over every replicated job), job-index, job-key (sha1 of ``<ns>/<job>``),
+  job-global-index (the Job's index over the replicated jobs in spec order), group-name
+  (``default``), group-replicas, job-group-index. Kubernetes' Job controller
+  (pkg/controller/job/job_controller.go manageJob, indexed_job_utils.go) names each pod
+  ``<job>-<i>-<random>``, sets its hostname ``<job>-<i>``, the annotation and label
+  batch.kubernetes.io/job-completion-index, and appends JOB_COMPLETION_INDEX (from that
+  annotation) to each container that has none. The random suffix and the UID are stand-ins
+  (derived from the name).
 
 Kubernetes itself: KUBERNETES_SERVICE_HOST/PORT in every container; for a duplicated
 variable the last definition wins; under hostNetwork the pod's hostname is its node's.
@@ -40,6 +71,7 @@ variable the last definition wins; under hostNetwork the pod's hostname is its n
 
 from __future__ import annotations
 
+import hashlib
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -310,10 +342,134 @@ def trainjob(job: Obj, node_names: Sequence[str] = ()) -> list[Pod]:
     return pods
 
 
+def _sha1(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+# LeaderWorkerSet's names (kubernetes-sigs/lws api/leaderworkerset/v1/leaderworkerset_types.go).
+LWS = "leaderworkerset.sigs.k8s.io/"
+LWS_ENV = ("LWS_LEADER_ADDRESS", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX")
+
+
+def _lws_pod(name: str, ns: str, group: int, worker: int, size: int, tmpl: Obj, sub: str,
+             node: str) -> Pod:
+    """One pod of group ``group``: the leader (worker 0) or a worker."""
+    leader = f"{name}-{group}"
+    pod = leader if worker == 0 else f"{leader}-{worker}"
+    labels = {f"{LWS}name": name, f"{LWS}group-index": str(group), f"{LWS}worker-index": str(worker),
+              f"{LWS}group-key": _sha1(f"{ns}/{leader}")}
+    annotations = {f"{LWS}size": str(size)}
+    if worker:
+        annotations[f"{LWS}leader-name"] = leader
+    spec = tmpl.get("spec", {})
+    hostnet = bool(spec.get("hostNetwork"))
+    c = _main_container(spec)
+    own = [(k, v) for k, v in _resolve(c.get("env"), pod, ns, labels, annotations, node) if k not in LWS_ENV]
+    lws_env = [("LWS_LEADER_ADDRESS", f"{leader}.{sub}.{ns}"), ("LWS_GROUP_SIZE", str(size)),
+               ("LWS_WORKER_INDEX", str(worker))]
+    return Pod(name=pod, hostname=node if hostnet else pod, dns_names=(f"{pod}.{sub}", f"{pod}.{sub}.{ns}"),
+               env=_last_wins(list(K8S_ENV) + lws_env + own), args=tuple(c.get("args") or ()),
+               image=c["image"], labels=tuple(labels.items()), host_network=hostnet)
+
+
+def leaderworkerset(lws: Obj, node_names: Sequence[str] = ()) -> list[Pod]:
+    name, ns = lws["metadata"]["name"], lws["metadata"].get("namespace", "default")
+    spec = lws["spec"]
+    template = spec["leaderWorkerTemplate"]
+    size = int(template.get("size", 1))  # the CRD's defaults: size 1, replicas 1
+    policy = (spec.get("networkConfig") or {}).get("subdomainPolicy", "Shared")
+    pods: list[Pod] = []
+    for group in range(int(spec.get("replicas", 1))):
+        sub = f"{name}-{group}" if policy == "UniquePerReplica" else name
+        for worker in range(size):
+            tmpl = template.get("leaderTemplate") if worker == 0 else None
+            k = len(pods)
+            node = node_names[k] if k < len(node_names) else _node_name(k)
+            pods.append(_lws_pod(name, ns, group, worker, size, tmpl or template["workerTemplate"], sub, node))
+    return pods
+
+
+# JobSet's names (kubernetes-sigs/jobset api/jobset/v1alpha2/jobset_types.go, pkg/constants).
+JOBSET = "jobset.sigs.k8s.io/"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def _indexed_pods(rjob: Obj, job: str) -> int:
+    """How many pods the Indexed Job runs at once: all of its completions, or refused."""
+    spec = rjob["template"].get("spec", {})
+    mode = spec.get("completionMode", "Indexed")  # JobSet's webhook default
+    completions, parallelism = spec.get("completions"), spec.get("parallelism", 1)
+    if mode != "Indexed" or completions is None or int(parallelism) != int(completions):
+        raise InputError(f"JobSet Job {job}: completionMode {mode!r}, completions {completions!r}, parallelism "
+                         f"{parallelism!r} is not modelled; expected an Indexed Job with completions = parallelism "
+                         "(every pod of the job running at once)")
+    return int(completions)
+
+
+def _jobset_meta(name: str, ns: str, rjobs: Sequence[Obj], r: int, j: int) -> dict[str, str]:
+    """What labelAndAnnotateObject puts on the pod template of Job j of replicated job r,
+    as labels and as annotations alike."""
+    rjob = rjobs[r]
+    group = rjob.get("groupName", "default")
+    in_group = [x for x in rjobs if x.get("groupName", "default") == group]
+    job = f"{name}-{rjob['name']}-{j}"
+    return {f"{JOBSET}jobset-name": name, f"{JOBSET}jobset-uid": _uid(name),
+            f"{JOBSET}replicatedjob-name": rjob["name"], f"{JOBSET}restart-attempt": "0",
+            f"{JOBSET}replicatedjob-replicas": str(rjob.get("replicas", 1)),
+            f"{JOBSET}global-replicas": str(sum(int(x.get("replicas", 1)) for x in rjobs)),
+            f"{JOBSET}job-index": str(j), f"{JOBSET}job-key": _sha1(f"{ns}/{job}"),
+            f"{JOBSET}job-global-index": str(sum(int(x.get("replicas", 1)) for x in rjobs[:r]) + j),
+            f"{JOBSET}group-name": group,
+            f"{JOBSET}group-replicas": str(sum(int(x.get("replicas", 1)) for x in in_group)),
+            f"{JOBSET}job-group-index": str(sum(int(x.get("replicas", 1)) for x in in_group[:in_group.index(rjob)])
+                                            + j)}
+
+
+def _jobset_pod(job: str, i: int, ns: str, tmpl: Obj, meta: Mapping[str, str], sub: str | None,
+                node: str) -> Pod:
+    """Pod ``i`` of the Indexed Job ``job``, as Kubernetes' Job controller creates it."""
+    host = f"{job}-{i}"
+    labels = {**(tmpl.get("metadata", {}).get("labels") or {}), **meta, COMPLETION_INDEX: str(i),
+              "batch.kubernetes.io/job-name": job, "job-name": job}
+    annotations = {**(tmpl.get("metadata", {}).get("annotations") or {}), **meta, COMPLETION_INDEX: str(i)}
+    pod = f"{host}-{_uid(host)[:5]}"  # generateName <job>-<i>-: the suffix is random
+    spec = tmpl.get("spec", {})
+    hostnet = bool(spec.get("hostNetwork"))
+    c = _main_container(spec)
+    env = list(K8S_ENV) + _resolve(c.get("env"), pod, ns, labels, annotations, node)
+    if not any(item.get("name") == "JOB_COMPLETION_INDEX" for item in c.get("env") or ()):
+        env.append(("JOB_COMPLETION_INDEX", str(i)))
+    names = (f"{host}.{sub}", f"{host}.{sub}.{ns}") if sub else ()
+    return Pod(name=pod, hostname=node if hostnet else host, dns_names=names, env=_last_wins(env),
+               args=tuple(c.get("args") or ()), image=c["image"], labels=tuple(labels.items()),
+               host_network=hostnet)
+
+
+def jobset(js: Obj, node_names: Sequence[str] = ()) -> list[Pod]:
+    name, ns = js["metadata"]["name"], js["metadata"].get("namespace", "default")
+    spec = js["spec"]
+    network = spec.get("network") or {}
+    # the webhook turns DNS hostnames on unless the JobSet turns them off
+    sub = (network.get("subdomain") or name) if network.get("enableDNSHostnames", True) else None
+    rjobs = spec["replicatedJobs"]
+    pods: list[Pod] = []
+    for r, rjob in enumerate(rjobs):
+        for j in range(int(rjob.get("replicas", 1))):
+            job = f"{name}-{rjob['name']}-{j}"
+            meta = _jobset_meta(name, ns, rjobs, r, j)
+            for i in range(_indexed_pods(rjob, job)):
+                k = len(pods)
+                node = node_names[k] if k < len(node_names) else _node_name(k)
+                pods.append(_jobset_pod(job, i, ns, rjob["template"]["spec"]["template"], meta, sub, node))
+    return pods
+
+
 MODELS = {
     ("batch.volcano.sh/v1alpha1", "Job"): volcano,
     ("kubeflow.org/v1", "PyTorchJob"): pytorchjob,
     ("trainer.kubeflow.org/v1alpha1", "TrainJob"): trainjob,
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): leaderworkerset,
+    ("jobset.x-k8s.io/v1alpha2", "JobSet"): jobset,
 }
 
 
@@ -322,8 +478,8 @@ def job_object(docs: Sequence[Obj]) -> Obj:
     jobs = [d for d in docs if d and (d.get("apiVersion"), d.get("kind")) in MODELS]
     if len(jobs) != 1:
         kinds = ", ".join(f"{d.get('kind')}" for d in docs if d)
-        raise InputError("expected exactly one Volcano Job, PyTorchJob or TrainJob in the manifest; "
-                         f"found {kinds or 'nothing'}")
+        raise InputError("expected exactly one Volcano Job, PyTorchJob, TrainJob, LeaderWorkerSet or JobSet in "
+                         f"the manifest; found {kinds or 'nothing'}")
     return jobs[0]
 
 

@@ -23,6 +23,8 @@ CRDS = {
     ("batch.volcano.sh/v1alpha1", "Job"): "crds/batch.volcano.sh_jobs.yaml",
     ("kubeflow.org/v1", "PyTorchJob"): "crds/kubeflow.org_pytorchjobs.yaml",
     ("trainer.kubeflow.org/v1alpha1", "TrainJob"): "crds/trainer.kubeflow.org_trainjobs.yaml",
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): "crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
+    ("jobset.x-k8s.io/v1alpha2", "JobSet"): "crds/jobset.x-k8s.io_jobsets.yaml",
 }
 
 
@@ -55,6 +57,11 @@ def _pod_templates(doc):
         templates = [t["template"] for t in spec["tasks"]]
     elif doc["kind"] == "PyTorchJob":
         templates = [r["template"] for r in spec["pytorchReplicaSpecs"].values()]
+    elif doc["kind"] == "LeaderWorkerSet":
+        lwt = spec["leaderWorkerTemplate"]
+        templates = [lwt["workerTemplate"]] + ([lwt["leaderTemplate"]] if "leaderTemplate" in lwt else [])
+    elif doc["kind"] == "JobSet":
+        templates = [r["template"]["spec"]["template"] for r in spec["replicatedJobs"]]
     else:
         return []
     return [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "t", **(t.get("metadata") or {})},
@@ -80,6 +87,8 @@ def test_custom_resources_pass_their_crd_schema_strictly(spec):
     ("volcano", ["spec"], "minAvaliable"),
     ("kubeflow", ["spec"], "nprocPerNod"),
     ("trainer", ["spec", "trainer"], "numNode"),
+    ("lws", ["spec", "leaderWorkerTemplate"], "sizes"),
+    ("jobset", ["spec", "network"], "enableDNSHostname"),
 ])
 def test_strict_crd_schema_rejects_a_misspelt_field(scheduler, path, field):
     doc = next(d for d in documents(JobSpec(scheduler, 2, IMAGE, ("t.py",))) if d["apiVersion"] != "v1")

@@ -44,7 +44,8 @@ def _endpoint(spec: JobSpec) -> str:
     n = spec.name
     return {"volcano": f"{n}-worker-0.{n}", "volcano-master": f"{n}-master-0.{n}",
             "kubeflow": f"{n}-master-0", "runai": f"{n}-master-0", "kubeflow-elastic": f"{n}-worker-0",
-            "trainer": f"{n}-node-0-0.{n}"}[spec.scheduler] + f":{check(spec).port}"
+            "trainer": f"{n}-node-0-0.{n}", "lws": f"{n}-0.{n}.{spec.namespace}",
+            "jobset": f"{n}-node-0-0.{n}"}[spec.scheduler] + f":{check(spec).port}"
 
 
 @pytest.mark.parametrize("spec", KUBE_SPECS, ids=spec_id)

@@ -44,7 +44,7 @@ FAN_OUT = {"slurm": "srun", "pbs": "pbsdsh", "pbs-pals": "mpiexec", "lsf": "blau
 PROGRAM = {"apptainer": "apptainer", "enroot": "enroot", "podman": "podman-hpc", "docker": "docker", "none": None}
 COMBOS = [(s, r) for s in HPC for r in jobs.kind(s).runtimes or RUNTIMES]
 KINDS = {"volcano": "Job", "volcano-master": "Job", "kubeflow": "PyTorchJob", "kubeflow-elastic": "PyTorchJob",
-         "trainer": "TrainJob", "runai": "PyTorchJob"}
+         "trainer": "TrainJob", "runai": "PyTorchJob", "lws": "LeaderWorkerSet", "jobset": "JobSet"}
 HANG_GUARD = 30  # seconds; a script that runs longer has hung (a stub waiting, a read from a FIFO)
 
 # Pieces a hostile value is made of, next to arbitrary text: what ends a shell word, a
@@ -394,6 +394,10 @@ def container_args(doc: dict) -> list[list[str]]:
         return [spec["trainer"]["args"]]
     if doc["kind"] == "Job":
         return [t["template"]["spec"]["containers"][0]["args"] for t in spec["tasks"]]
+    if doc["kind"] == "LeaderWorkerSet":
+        return [spec["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["args"]]
+    if doc["kind"] == "JobSet":
+        return [r["template"]["spec"]["template"]["spec"]["containers"][0]["args"] for r in spec["replicatedJobs"]]
     return [r["template"]["spec"]["containers"][0]["args"] for r in spec["pytorchReplicaSpecs"].values()]
 
 
@@ -419,6 +423,8 @@ def check_kube(spec: JobSpec) -> None:
     assert (job["metadata"]["name"], job["metadata"]["namespace"]) == (spec.name, spec.namespace)
     etcd_by_operator = spec.scheduler == "kubeflow-elastic"  # elasticPolicy carries the etcd endpoint
     want = ["run", "--", *spec.command] if etcd_by_operator else expected_args(spec)
+    if spec.scheduler == "jobset":  # no JobSet pod can tell its Job's parallelism: the launcher is told
+        want = ["run", "--nnodes", str(spec.nodes), *want[1:]]
     assert all(args == want for args in container_args(job)), container_args(job)
     if spec.scheduler == "runai":
         check_runai_script(spec, files[f"{spec.name}.runai.sh"], want)
