@@ -1,11 +1,12 @@
 """LeaderWorkerSet (leaderworkerset.x-k8s.io/v1): one group of pods, a leader and its workers.
 
-Upstream (kubernetes-sigs/lws): pkg/utils/pod/pod_utils.go AddLWSVariables (commit
-1b17603c) puts three variables in every container of every pod of a group, all per pod
-(= per node here), none per process:
+Upstream (kubernetes-sigs/lws): pkg/utils/pod/pod_utils.go AddLWSVariables (v0.10.0,
+commit 2161f38f) puts three variables in every container of every pod of a group, all per
+pod (= per node here), none per process:
 
 - LWS_LEADER_ADDRESS: ``<lws>-<group>.<subdomain>.<namespace>``, the leader pod's DNS name
-  (the leader's IP or an annotation's address for hash-named groups);
+  (always this form; the subdomain is the LWS's name, or the leader pod's under
+  subdomainPolicy UniquePerReplica);
 - LWS_GROUP_SIZE: the ``leaderworkerset.sigs.k8s.io/size`` annotation, the pods in the
   group, leader included;
 - LWS_WORKER_INDEX: the ``leaderworkerset.sigs.k8s.io/worker-index`` label, 0 for the
