@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from torchpod.errors import InputError
 from torchpod.schedulers.common import Facts
 from torchpod_toolkit.manifests import kube, operators
-from torchpod_toolkit.manifests.spec import JobSpec, check
+from torchpod_toolkit.manifests.spec import NODE_RANGE_KINDS, JobSpec, check
 
 from launcher_cases import plan_for
 from manifest_cases import IMAGE, KUBE_SPECS, spec_id
@@ -163,3 +163,29 @@ def test_the_jobset_model_refuses_a_job_it_does_not_model_in_one_line(change, ne
     with pytest.raises(InputError, match=needle) as err:
         operators.pods([js])
     assert "\n" not in str(err.value) and "expected an Indexed Job with completions = parallelism" in str(err.value)
+
+
+# --- --nodes MIN:MAX: the launcher plans MIN:MAX on every modelled pod --------------------
+@pytest.mark.parametrize("kind", NODE_RANGE_KINDS)
+@pytest.mark.parametrize("rdma", ["none", "hostnetwork"])
+def test_an_elastic_jobs_pods_all_plan_min_max_with_restarts(kind, rdma, tmp_path):
+    spec = check(JobSpec(kind, "2:3", IMAGE, ("train.py",), name="el", rdma=rdma, gpus_per_node=0))
+    pods = operators.pods(kube.objects(spec))
+    assert len(pods) == 3  # MAX pods; the scheduler may run MIN of them
+    plans = [_pod_plan(p, tmp_path) for p in pods]
+    assert {str(p.nnodes) for p in plans} == {"2:3"}
+    assert {p.max_restarts for p in plans} == {3}
+    assert sorted(p.node_rank for p in plans) == [0, 1, 2]
+    assert {str(p.rdzv_endpoint) for p in plans} == {_endpoint(spec)}
+    assert all({"--nnodes=2:3", "--max-restarts=3"} <= set(p.torchrun_args) for p in plans)
+
+
+def test_the_volcano_model_refuses_what_the_admission_webhook_refuses():
+    job = kube.objects(check(JobSpec("volcano", "2:3", IMAGE, ("train.py",))))[0]
+    job["spec"]["minAvailable"] = 4
+    with pytest.raises(InputError, match="minAvailable 4 is above the 3 replicas"):
+        operators.pods([job])
+    job["spec"]["minAvailable"] = 2
+    job["spec"]["tasks"][0]["minAvailable"] = 5
+    with pytest.raises(InputError, match="task worker minAvailable 5 is above its 3 replicas"):
+        operators.pods([job])
