@@ -80,9 +80,9 @@ def make_cluster(docker_client, cluster_image, test_label, dev_volumes):
     dev_env = {"PYTHONPATH": "/opt/dev-site"} if "/opt/dev-site" in {v["bind"] for v in dev_volumes.values()} else {}
 
     def make(scenario, nodes, command, *, job=None, nproc=None, host_network=False, env=None,
-             volumes=None, network=None, node_files=None):
+             volumes=None, network=None, node_files=None, min_nodes=None):
         topo = topology.build(scenario, nodes, job or f"{scenario}-{test_label[LABEL][:6]}",
-                              nproc=nproc, host_network=host_network)
+                              nproc=nproc, host_network=host_network, min_nodes=min_nodes)
         if node_files:  # files only some nodes have (a volume mounted on one node only)
             topo = dataclasses.replace(topo, nodes=tuple(
                 dataclasses.replace(n, files=n.files + tuple(node_files.get(n.index, {}).items()))

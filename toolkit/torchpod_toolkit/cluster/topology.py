@@ -74,6 +74,7 @@ from torchpod.errors import InputError
 
 from ..manifests import jobs
 from ..manifests.operators import K8S_ENV as K8S
+from ..manifests.spec import NODE_RANGE_KINDS
 
 IP_OF_NODE0 = "{node0_ip}"  # replaced by the runner once node 0 has an address
 # Any node's address, ``{node<i>_ip}``: the runner gives each node a fixed address on the
@@ -152,6 +153,7 @@ class Job:
     number: str | None = None  # an HPC scheduler's job id, when the caller gives it
     host_network: bool = False  # Kubernetes pods with hostNetwork (the manifest's --rdma hostnetwork)
     slots: int = 2  # PBS mpiprocs per chunk: PBS_NODEFILE lines per node
+    min_nodes: int | None = None  # an elastic job's MIN (--nodes MIN:MAX; manifests/spec.py NODE_RANGE_KINDS)
 
     def host(self, i: int, default: str) -> str:
         return self.hosts[i] if self.hosts else default
@@ -226,7 +228,7 @@ def _manifest_pods(kind: str, job: Job) -> list:
 
     same = len(set(job.nproc)) == 1 and job.nproc[0] > 1
     request = mspec.check(mspec.JobSpec(
-        kind, job.nodes, HARNESS_IMAGE, HARNESS_COMMAND, name=job.name,
+        kind, job.nodes, HARNESS_IMAGE, HARNESS_COMMAND, name=job.name, min_nodes=job.min_nodes,
         gpus_per_node=job.nproc[0] if same else 0,
         rdma="hostnetwork" if job.host_network else "none"))
     return operators.pods(kube.objects(request))
@@ -479,8 +481,10 @@ def build(
     hosts: Sequence[str] | None = None,
     job_number: str | None = None,
     pbs_slots: int = 2,
+    min_nodes: int | None = None,
 ) -> Topology:
-    """The N nodes of one job under ``scenario``, named after ``job_id`` (or ``hosts``)."""
+    """The N nodes of one job under ``scenario``, named after ``job_id`` (or ``hosts``);
+    ``min_nodes``: an elastic job of the kinds that allow one, rendered as `--nodes MIN:N`."""
     if scenario not in SCENARIOS:
         raise InputError(
             f"scheduler {scenario!r} is unknown; expected one of {', '.join(SCENARIOS)}"
@@ -492,8 +496,11 @@ def build(
         raise InputError(f"nproc={list(counts)} needs {nodes} counts >= 1, one per node")
     if hosts is not None and len(hosts) != nodes:
         raise InputError(f"hosts={list(hosts)} needs {nodes} names, one per node")
+    if min_nodes is not None and scenario not in NODE_RANGE_KINDS:
+        raise InputError(f"min_nodes={min_nodes} with scheduler {scenario}: a fixed-size job; expected no "
+                         f"min_nodes, or scheduler {jobs.choices(NODE_RANGE_KINDS)}")
     job = Job(_dns(job_id), nodes, counts, port, tuple(hosts) if hosts else None, job_number, host_network,
-              pbs_slots)
+              pbs_slots, min_nodes=min_nodes)
     scheduler, raw = SCENARIOS[scenario].detector, SCENARIOS[scenario].build(job)
     options = SCENARIOS[scenario].options(job)
     extra = tuple((extra_env or {}).items())

@@ -61,6 +61,23 @@ def test_every_node_of_a_topology_resolves_to_its_own_index(scenario, host_netwo
             assert plan.local_addr in node.names or plan.local_addr == IPS[node.index]
 
 
+@pytest.mark.parametrize("scenario", ["kubeflow-elastic", "volcano"])
+@pytest.mark.parametrize("host_network", [False, True])
+def test_an_elastic_job_plays_its_max_nodes_each_planning_min_max(scenario, host_network, tmp_path):
+    """min_nodes renders the job as `--nodes 2:3` (what the cluster tier's lost-node test runs)."""
+    topo = topology.build(scenario, 3, "job-1", min_nodes=2, host_network=host_network)
+    plans = [_plan(n, tmp_path=tmp_path) for n in topo.nodes]
+    assert [str(p.nnodes) for p in plans] == ["2:3"] * 3 and [p.node_rank for p in plans] == [0, 1, 2]
+    assert {p.max_restarts for p in plans} == {3}
+
+
+@pytest.mark.parametrize("scenario", ["kubeflow", "volcano-master", "slurm", "env", "mpi"])
+def test_min_nodes_for_a_fixed_size_scenario_is_one_error_naming_it(scenario):
+    with pytest.raises(InputError, match=f"^(min_nodes=2 with scheduler {scenario}|--nodes=2:3 with --scheduler "
+                                         f"{scenario}): a fixed"):
+        topology.build(scenario, 3, "job-1", min_nodes=2)
+
+
 def test_model_renders_real_world_names():
     # the unit fixtures render nodes with the names real jobs have
     topo = topology.build("slurm", 3, "train", hosts=["gpu001", "gpu002", "gpu010"], job_number="4242")
