@@ -7,7 +7,7 @@ import yaml
 
 from torchpod_toolkit.manifests import jobs
 from torchpod_toolkit.manifests.render import render
-from torchpod_toolkit.manifests.spec import HPC, KUBE, NODE_RANGE_KINDS, JobSpec
+from torchpod_toolkit.manifests.spec import HPC, KUBE, MNNVL_KINDS, NODE_RANGE_KINDS, JobSpec
 
 IMAGE = "registry.example.com/torchpod/pytorch:2.13.0-cuda13.0"
 SITE_LIB_HOST = "/home/user/software/aws-ofi-nccl-1.14.0/lib"
@@ -30,6 +30,8 @@ def _specs() -> list[JobSpec]:
         out.append(JobSpec(sched, "2:3", IMAGE, ("train.py",), name="elastic", gpus_per_node=0))
     out.append(JobSpec("kubeflow", 2, IMAGE, ("train.py",), name="efajob", preset="aws-p5", rdma="device-plugin",
                        rdma_resource="vpc.amazonaws.com/efa"))
+    for sched in MNNVL_KINDS:  # GB200 (--mnnvl): a ComputeDomain, and every pod claims its channel
+        out.append(JobSpec(sched, 3, IMAGE, ("train.py",), name="gb200", gpus_per_node=4, mnnvl=True))
     for sched in HPC:
         for runtime in jobs.kind(sched).runtimes or ("apptainer", "enroot", "podman", "docker", "none"):
             out.append(JobSpec(sched, 2, IMAGE, ("train.py", "--lr", "1e-3"), runtime=runtime, gpus_per_node=4,

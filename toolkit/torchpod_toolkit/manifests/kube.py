@@ -14,6 +14,9 @@ What the objects carry, and what they leave out on purpose:
   oci-hpc-oke); device-plugin mode asks for the plugin's resource instead (no hostPath).
 - A shape preset is named (TORCHPOD_PRESET), not pasted: the launcher applies its NCCL
   settings, so they are written once, in presets.json.
+- GB200 multi-node NVLink (--mnnvl): a ComputeDomain first, and in every pod template the
+  claim on the channel template it makes (pod spec.resourceClaims and the training
+  container's resources.claims), beside the GPUs the pod asks for as before.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ PORT_NAME = "pytorchjob-port"  # kubeflowv1.PyTorchJobDefaultPortName; Volcano's
 # etcd 3.5 is the last line with the v2 API torch's etcd-v2 rendezvous needs (--enable-v2;
 # 3.6 removed it). Pinned by tag, as the policy asks of every image.
 ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.21"
+# The name each pod gives its claim on the ComputeDomain's channel (--mnnvl): a DNS label,
+# as the NVIDIA DRA driver's own examples name it (demo/specs/imex/, v25.12.0).
+MNNVL_CLAIM = "compute-domain-channel"
 
 
 def launcher_args(spec: JobSpec, *, rdzv_from_operator: bool = False) -> list[str]:
@@ -65,6 +71,8 @@ def container(spec: JobSpec, *, name: str = CONTAINER, args: list[str] | None = 
         c["ports"] = [{"name": port_name, "containerPort": spec.port, "protocol": "TCP"}]
     if resources:
         c["resources"] = {"requests": dict(resources), "limits": dict(resources)}
+    if spec.mnnvl:  # the pod's IMEX channel, by the name pod_spec gives the claim
+        c.setdefault("resources", {})["claims"] = [{"name": MNNVL_CLAIM}]
     security: Obj = {}
     if spec.privileged:
         security["privileged"] = True
@@ -98,6 +106,8 @@ def pod_spec(spec: JobSpec, **container_kw) -> Obj:
     pod["terminationGracePeriodSeconds"] = 30  # torchpod forwards SIGTERM to the workers
     pod["containers"] = [container(spec, **container_kw)]
     pod["volumes"] = volumes(spec)
+    if spec.mnnvl:
+        pod["resourceClaims"] = [{"name": MNNVL_CLAIM, "resourceClaimTemplateName": spec.compute_domain_channel}]
     return pod
 
 
@@ -212,7 +222,9 @@ def train_job(spec: JobSpec) -> Obj:
     What a TrainJob cannot say directly (securityContext, /dev/shm) goes in runtimePatches,
     whose pod fields are the ones the v2.3 CRD allows (no hostNetwork)."""
     trainer: Obj = {"image": spec.image, "args": launcher_args(spec), "numNodes": spec.nodes,
-                    # explicit: the torch plugin's default "auto" would be the CPU count on a CPU job
+                    # explicit: the torch plugin's default "auto" would be the CPU count on a CPU job.
+                    # The TrainJob's own field, kept when v2.2 removed the runtime's
+                    # mlPolicy.torch.numProcPerNode (kubeflow/trainer#3239; operators.trainer_nproc)
                     "numProcPerNode": spec.nproc}
     if spec.preset:
         trainer["env"] = [{"name": ENV_PRESET.name, "value": spec.preset}]
@@ -296,6 +308,19 @@ def job_set(spec: JobSpec) -> Obj:
                      "replicatedJobs": [{"name": "node", "replicas": 1, "template": {"spec": job}}]}}
 
 
+def compute_domain(spec: JobSpec) -> Obj:
+    """resource.nvidia.com/v1beta1 ComputeDomain (NVIDIA/k8s-dra-driver-gpu v25.12.0,
+    api/nvidia.com/resource/v1beta1/computedomain.go): the IMEX domain the job's pods share
+    over multi-node NVLink. Its controller makes the ResourceClaimTemplate named in
+    channel.resourceClaimTemplate.name in the ComputeDomain's namespace (cmd/compute-domain-
+    controller/computedomain.go, resourceclaimtemplate.go); each pod's claim from it gets one
+    IMEX channel (allocationMode Single, the default). numNodes is --nodes: the size the
+    domain reports Ready at, and with IMEXDaemonsWithDNSNames off the daemons it waits for."""
+    channel = {"resourceClaimTemplate": {"name": spec.compute_domain_channel}}
+    return {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "ComputeDomain",
+            "metadata": _meta(spec, spec.compute_domain), "spec": {"numNodes": spec.nodes, "channel": channel}}
+
+
 def etcd_objects(spec: JobSpec) -> list[Obj]:
     """One etcd serving the v2 API and a Service in front of it (``<job>-etcd:ETCD_PORT``)."""
     labels = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/instance": spec.etcd_service}
@@ -321,6 +346,8 @@ def etcd_objects(spec: JobSpec) -> list[Obj]:
 def objects(spec: JobSpec) -> list[Obj]:
     """Every object to apply, in apply order (etcd before the job that needs it)."""
     out = etcd_objects(spec) if spec.etcd_server else []
+    if spec.mnnvl:  # the channel template must exist before the job's pods claim it
+        out.insert(0, compute_domain(spec))
     build = {
         "volcano": volcano_job, "volcano-master": volcano_job,
         "kubeflow": lambda s: pytorch_job(s, elastic=False),

@@ -23,7 +23,7 @@ from torchpod.contract import ENV_PRESET, SITE_DEPS
 from torchpod.errors import InputError, RuntimeFailure
 
 from . import hpc, jobs, kube
-from .spec import JobSpec, check, default, flag, option_text, options, parse_counts, required
+from .spec import MNNVL_OPERATORS, JobSpec, check, default, flag, option_text, options, parse_counts, required
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,11 @@ def header(spec: JobSpec, filename: str) -> list[str]:
                      + ", ".join(f"{h} -> {c}" for h, c in binds)
                      + (f"; add the plugin's other dependencies under {SITE_DEPS}"
                         if spec.fabric == "slingshot" else ""))
+    if spec.mnnvl:
+        lines.append(f"MNNVL: ComputeDomain {spec.compute_domain} gives every pod an IMEX channel from "
+                     f"{spec.compute_domain_channel} (needs NVIDIA's DRA driver for GPUs >= 25.3, Kubernetes >= 1.32 "
+                     f"with DRA, {MNNVL_OPERATORS[spec.scheduler]}); GB200 nodes are aarch64: the image must have "
+                     "a linux/arm64 build")
     lines.append(f"Regenerate: {invoke_line(spec)}")
     for line in lines:  # spec.check's grammars make this hold; a bug must not write a file
         if not all(" " <= ch <= "~" for ch in line):

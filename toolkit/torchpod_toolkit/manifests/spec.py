@@ -11,6 +11,7 @@ import re
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Callable
 
+from torchpod.arch import normalise_arch
 from torchpod.contract import ETCD_PORT, SITE_LIB
 from torchpod.errors import InputError
 from torchpod.fabric import by_name as fabric_record
@@ -79,6 +80,39 @@ _HOST_PATH = re.compile(r"/[A-Za-z0-9/._+@-]*", _A)
 HOST_PATH_CHARS = "letters, digits and / . _ + @ -"
 GPU_RESOURCE = "nvidia.com/gpu"
 
+# --mnnvl (GB200 NVL72): the kinds whose every rendered pod template can carry a DRA claim,
+# spec.resourceClaims and the container's resources.claims, in the CRD each is validated
+# against (tests/reference/crds: Volcano's Job, training-operator's PyTorchJob, LWS's
+# LeaderWorkerSet, JobSet's JobSet all embed the core PodSpec with both fields). Not trainer:
+# a TrainJob reaches its pods only through trainer.resourcesPerNode (a container's claims
+# without the pod's resourceClaims they name are invalid) and runtimePatches, whose
+# PodSpecPatch has no resourceClaims (kubeflow/trainer v2.3.0, pkg/apis/trainer/v1alpha1/
+# trainjob_types.go; KEP-2782 proposes one). Not runai: the `runai training pytorch submit`
+# line written beside its PyTorchJob has no resource-claim flag in the Run:ai CLI reference
+# torchpod follows, so that line would start pods with no IMEX channel.
+# With each, the first operator release whose CRD has the claim's current form
+# ({name, resourceClaimTemplateName}, Kubernetes 1.31 on; older CRDs nest it under `source`
+# and an API server would prune it): volcano-sh/volcano v1.11.0, kubeflow/training-operator
+# v1.9.0, kubernetes-sigs/lws v0.4.0, kubernetes-sigs/jobset v0.7.0 (each one's CRD at its
+# release tag).
+MNNVL_OPERATORS = {"volcano": "Volcano >= 1.11", "volcano-master": "Volcano >= 1.11",
+                   "kubeflow": "training-operator >= 1.9", "kubeflow-elastic": "training-operator >= 1.9",
+                   "lws": "LeaderWorkerSet >= 0.4", "jobset": "JobSet >= 0.7"}
+MNNVL_KINDS = tuple(MNNVL_OPERATORS)
+# GB200's Grace CPU is Arm: its nodes run linux/arm64 images (NVIDIA GB200 NVL Multi-Node
+# Tuning Guide, "The NVIDIA Grace Blackwell Superchip").
+MNNVL_ARCH = "aarch64"
+# A Trainer job's pods are <name>-node-0-<i> (the torch-distributed runtime's replicated job
+# "node", one Job of numNodes pods: operators.trainjob); JobSet's webhook refuses a JobSet
+# whose longest pod name plus a 5-character suffix is no DNS-1035 label of at most 63
+# (kubernetes-sigs/jobset v0.12.0, pkg/webhooks/jobset_webhook.go, longestPodName), and
+# Trainer's CEL rule holds the TrainJob's name to 63 (v2.3.0 trainjob_types.go).
+TRAINER_POD = "{name}-node-0-{index}"
+POD_SUFFIX = len("-abcde")
+DNS_LABEL_MAX = 63
+# --name: well inside every kind's limits (trainer_name_room(MAX_NODES) is 44).
+NAME_MAX = 40
+
 
 @dataclass(frozen=True)
 class Option:
@@ -145,6 +179,9 @@ class JobSpec:
     project: str = option("team-a", help="Run:ai project", only=lambda s: s.scheduler == "runai")
     site_lib: str = option("", help="Slingshot presets: the host directory with the site's aws-ofi-nccl "
                                     "build (libnccl-net.so)")
+    # GB200 NVL72: a ComputeDomain and one IMEX channel claim per pod (kube.compute_domain)
+    mnnvl: bool = option(False, help="GB200 multi-node NVLink: a ComputeDomain (NVIDIA's DRA driver) and its "
+                                     "IMEX channel claimed by every pod (" + jobs.choices(MNNVL_KINDS) + ")")
     # No flag of its own: `--nodes MIN:MAX` sets it. None: the job runs on exactly ``nodes``.
     min_nodes: int | None = None
 
@@ -179,6 +216,16 @@ class JobSpec:
     @property
     def etcd_service(self) -> str:
         return f"{self.name}-etcd"
+
+    @property
+    def compute_domain(self) -> str:
+        """The ComputeDomain's name (--mnnvl)."""
+        return f"{self.name}-compute-domain"
+
+    @property
+    def compute_domain_channel(self) -> str:
+        """The ResourceClaimTemplate the ComputeDomain makes, which every pod claims."""
+        return f"{self.name}-compute-domain-channel"
 
     @property
     def nproc(self) -> int:
@@ -354,7 +401,7 @@ def check_command(command) -> tuple[str, ...]:
 
 
 def _check_names(spec: JobSpec) -> None:
-    _check_label("--name", spec.name, _JOB_NAME, 40, "a DNS label starting with a letter")
+    _check_label("--name", spec.name, _JOB_NAME, NAME_MAX, "a DNS label starting with a letter")
     _check_label("--namespace", spec.namespace, _DNS1123_LABEL, 63, "a DNS-1123 label")
     _check_label("--project", spec.project, _DNS1123_LABEL, 63, "a Run:ai project name (a DNS-1123 label)")
     problem = image_problem(spec.image)
@@ -432,6 +479,7 @@ def check(spec: JobSpec) -> JobSpec:
     if spec.kube and runtime != "none":
         raise InputError(f"--runtime={runtime} is for HPC job scripts; Kubernetes runs the image itself: leave it out")
     _check_site(spec, runtime)
+    _check_kind_limits(spec)
     return replace(spec, runtime=runtime)
 
 
@@ -499,6 +547,72 @@ def _check_rdzv(spec: JobSpec) -> JobSpec:
         _check_endpoint(spec.etcd_endpoint)
         return spec
     return replace(spec, etcd_endpoint=f"{spec.etcd_service}:{ETCD_PORT}")
+
+
+def image_arch(image: str) -> str | None:
+    """The architecture a per-arch tag names (torchpod's ``VERSION-x86_64``/``-aarch64``, or
+    the amd64/arm64 spellings), else None: a multi-arch tag or a bare digest names none."""
+    name = image.partition("@")[0].rsplit("/", 1)[-1]
+    if ":" not in name:
+        return None
+    try:
+        return normalise_arch(name.rsplit(":", 1)[1].rsplit("-", 1)[-1]).name
+    except InputError:
+        return None
+
+
+def trainer_name_room(nodes: int) -> int:
+    """The longest --name a Trainer job of ``nodes`` pods can have (TRAINER_POD)."""
+    return DNS_LABEL_MAX - POD_SUFFIX - len(TRAINER_POD.format(name="", index=nodes - 1))
+
+
+# Why a Kubernetes kind outside MNNVL_KINDS cannot carry --mnnvl (see MNNVL_KINDS).
+_NO_CLAIM = {
+    "trainer": "a TrainJob cannot give its pods a resource claim (Trainer v2.3's runtimePatches have no "
+               "resourceClaims); use --scheduler jobset, the JobSet a TrainJob makes, or a TrainingRuntime whose "
+               "template claims the channel",
+    "runai": "the `runai training pytorch submit` line written beside the PyTorchJob has no flag for a resource "
+             "claim, so its pods would get no IMEX channel; use --scheduler kubeflow, the same PyTorchJob",
+}
+
+
+def _check_mnnvl(spec: JobSpec) -> None:
+    """--mnnvl: a kind whose pods can carry the claim (MNNVL_KINDS), GPUs, a fixed size (the
+    ComputeDomain's numNodes), and no image tag naming an architecture GB200 cannot run."""
+    if not isinstance(spec.mnnvl, bool):
+        raise InputError(f"--mnnvl={spec.mnnvl!r}; expected a flag: given (true) or left out (false)")
+    if not spec.mnnvl:
+        return
+    if not spec.kube:
+        raise InputError(f"--mnnvl with --scheduler {spec.scheduler}: a ComputeDomain is a Kubernetes object "
+                         f"(NVIDIA's DRA driver); a {spec.scheduler} job's nodes share an IMEX domain only as "
+                         "the site's nvidia-imex service sets it up: leave --mnnvl out")
+    if spec.scheduler not in MNNVL_KINDS:
+        why = _NO_CLAIM.get(spec.scheduler, "its pods cannot carry a resource claim")
+        raise InputError(f"--mnnvl with --scheduler {spec.scheduler}: {why}")
+    if not spec.gpus_per_node:
+        raise InputError("--mnnvl with --gpus-per-node 0: an IMEX channel shares GPU memory between nodes over "
+                         "NVLink; expected --gpus-per-node 1 or more (a GB200 node has 4)")
+    if spec.min_nodes is not None:
+        raise InputError(f"--mnnvl with --nodes {spec.nnodes}: a ComputeDomain is made for a fixed number of "
+                         "nodes (numNodes; with the driver's IMEXDaemonsWithDNSNames off every pod waits for "
+                         "that many IMEX daemons); expected --nodes N")
+    arch = image_arch(spec.image)
+    if arch is not None and arch != MNNVL_ARCH:
+        raise InputError(f"--image={spec.image!r} with --mnnvl: its tag names the {arch} build, and GB200 nodes "
+                         f"are {MNNVL_ARCH} (Grace); expected the multi-arch tag or the -{MNNVL_ARCH} one")
+
+
+def _check_kind_limits(spec: JobSpec) -> None:
+    """What some kinds alone refuse: --mnnvl (_check_mnnvl), and a Trainer job whose pod
+    names JobSet's webhook would refuse (TRAINER_POD)."""
+    _check_mnnvl(spec)
+    room = trainer_name_room(spec.nodes)
+    if spec.scheduler == "trainer" and len(spec.name) > room:
+        last = TRAINER_POD.format(name=spec.name, index=spec.nodes - 1)
+        raise InputError(f"--name={spec.name!r} with --nodes {spec.nodes}: the TrainJob's last pod would be {last!r}, "
+                         f"over {DNS_LABEL_MAX} characters with the {POD_SUFFIX}-character suffix JobSet's webhook "
+                         f"counts; expected a --name of at most {room} characters")
 
 
 def _check_site(spec: JobSpec, runtime: str) -> None:

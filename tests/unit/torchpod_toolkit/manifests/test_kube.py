@@ -12,7 +12,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from torchpod_toolkit.manifests.spec import JobSpec
+from torchpod_toolkit.manifests import kube
+from torchpod_toolkit.manifests.spec import MNNVL_KINDS, JobSpec
 
 from manifest_cases import IMAGE, KUBE_SPECS, documents, spec_id
 from paths import ROOT
@@ -23,6 +24,7 @@ CRDS = {
     ("batch.volcano.sh/v1alpha1", "Job"): "crds/batch.volcano.sh_jobs.yaml",
     ("kubeflow.org/v1", "PyTorchJob"): "crds/kubeflow.org_pytorchjobs.yaml",
     ("trainer.kubeflow.org/v1alpha1", "TrainJob"): "crds/trainer.kubeflow.org_trainjobs.yaml",
+    ("resource.nvidia.com/v1beta1", "ComputeDomain"): "crds/resource.nvidia.com_computedomains.yaml",
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): "crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
     ("jobset.x-k8s.io/v1alpha2", "JobSet"): "crds/jobset.x-k8s.io_jobsets.yaml",
 }
@@ -79,8 +81,9 @@ def test_core_objects_and_pod_templates_pass_strict_kubernetes_schema(spec):
 @pytest.mark.parametrize("spec", KUBE_SPECS, ids=spec_id)
 def test_custom_resources_pass_their_crd_schema_strictly(spec):
     crs = [d for d in documents(spec) if (d["apiVersion"], d["kind"]) in CRDS]
-    assert len(crs) == 1
-    jsonschema.validate(crs[0], _crd_schema((crs[0]["apiVersion"], crs[0]["kind"])))
+    assert [d["kind"] for d in crs].count("ComputeDomain") == spec.mnnvl and len(crs) == 1 + spec.mnnvl
+    for cr in crs:
+        jsonschema.validate(cr, _crd_schema((cr["apiVersion"], cr["kind"])))
 
 
 @pytest.mark.parametrize("scheduler, path, field", [
@@ -114,6 +117,60 @@ def test_an_efa_pod_mounts_the_efa_installers_tree_read_only():
     pod = docs[0]["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
     assert {"name": "site-0", "hostPath": {"path": "/opt/amazon", "type": "Directory"}} in pod["volumes"]
     assert {"name": "site-0", "mountPath": "/opt/amazon", "readOnly": True} in pod["containers"][0]["volumeMounts"]
+
+
+# --- --mnnvl (GB200): the ComputeDomain and every pod's claim on its channel ---------------
+MNNVL_SPECS = [s for s in KUBE_SPECS if s.mnnvl]
+
+
+def test_every_kind_that_can_carry_mnnvl_is_rendered_with_it():
+    assert sorted({s.scheduler for s in MNNVL_SPECS}) == sorted(MNNVL_KINDS)
+
+
+@pytest.mark.parametrize("spec", MNNVL_SPECS, ids=spec_id)
+def test_mnnvl_applies_the_compute_domain_first_and_every_pod_claims_its_channel(spec):
+    docs = documents(spec)
+    domain = docs[0]
+    assert (domain["kind"], domain["metadata"]) == (
+        "ComputeDomain", {"name": f"{spec.name}-compute-domain", "namespace": spec.namespace})
+    assert domain["spec"] == {"numNodes": spec.nodes,
+                              "channel": {"resourceClaimTemplate": {"name": f"{spec.name}-compute-domain-channel"}}}
+    pods = [p["spec"] for d in docs[1:] for p in _pod_templates(d)]
+    assert pods and all(p["resourceClaims"] == [{"name": kube.MNNVL_CLAIM, "resourceClaimTemplateName":
+                                                 f"{spec.name}-compute-domain-channel"}] for p in pods)
+    for c in (c for p in pods for c in p["containers"]):
+        assert c["resources"]["claims"] == [{"name": kube.MNNVL_CLAIM}]
+        assert c["resources"]["limits"]["nvidia.com/gpu"] == str(spec.gpus_per_node)  # GPUs asked for as before
+
+
+@pytest.mark.parametrize("spec", MNNVL_SPECS, ids=spec_id)
+def test_the_job_crd_checks_the_pods_claims(spec):
+    job = documents(spec)[1]
+    pod = _pod_templates(job)[0]["spec"]
+    pod["resourceClaims"][0]["resourceClaimTemplate"] = pod["resourceClaims"][0].pop("resourceClaimTemplateName")
+    with pytest.raises(jsonschema.ValidationError, match="resourceClaimTemplate"):
+        jsonschema.validate(job, _crd_schema((job["apiVersion"], job["kind"])))
+
+
+def test_without_mnnvl_nothing_is_claimed():
+    for spec in (s for s in KUBE_SPECS if not s.mnnvl):
+        docs = documents(spec)
+        assert "ComputeDomain" not in [d["kind"] for d in docs]
+        assert not [p for d in docs for p in _pod_templates(d) if "resourceClaims" in p["spec"]]
+
+
+@pytest.mark.parametrize("change, needle", [
+    (lambda d: d["spec"].update(numNode=2), "numNode"),
+    (lambda d: d["spec"].pop("numNodes"), "numNodes"),
+    (lambda d: d["spec"]["channel"].update(allocationMode="Some"), "Some"),
+    (lambda d: d["spec"]["channel"].pop("resourceClaimTemplate"), "resourceClaimTemplate"),
+], ids=["misspelt", "no numNodes", "bad allocationMode", "no template"])
+def test_the_compute_domain_crd_refuses_a_broken_domain(change, needle):
+    domain = documents(JobSpec("jobset", 2, IMAGE, ("t.py",), gpus_per_node=4, mnnvl=True))[0]
+    jsonschema.validate(domain, _crd_schema(("resource.nvidia.com/v1beta1", "ComputeDomain")))
+    change(domain)
+    with pytest.raises(jsonschema.ValidationError, match=needle):
+        jsonschema.validate(domain, _crd_schema(("resource.nvidia.com/v1beta1", "ComputeDomain")))
 
 
 # --- --nodes MIN:MAX ---------------------------------------------------------------------

@@ -1,0 +1,131 @@
+"""torchpod_toolkit.manifests.spec against what --mnnvl (GB200 NVL72) cannot carry, and the
+Trainer name budget: a scheduler, a size, GPUs or an image tag it cannot work with is one
+line naming it before anything is rendered; any value given for the flag is a flag or one
+line; any accepted --name makes names the API server takes."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from torchpod.arch import ARCHES
+from torchpod.errors import InputError
+from torchpod_toolkit.manifests import jobs, operators, spec
+from torchpod_toolkit.manifests import render as render_mod
+from torchpod_toolkit.manifests.spec import HPC, KUBE, MNNVL_KINDS, JobSpec
+
+from manifest_cases import IMAGE
+
+GB200 = dict(nodes=2, image=IMAGE, command=("train.py",), gpus_per_node=4, mnnvl=True)
+# Kubernetes names (k8s.io/apimachinery pkg/util/validation): a DNS-1123 subdomain, a label.
+SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", re.ASCII)
+LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
+
+
+def _refused(**fields) -> str:
+    with pytest.raises(InputError) as err:
+        render_mod.render(JobSpec(**fields))
+    message = str(err.value)
+    assert message.isprintable(), repr(message)  # one line: repr escapes what would break it
+    return message
+
+
+@pytest.mark.parametrize("scheduler", HPC)
+def test_an_hpc_job_refuses_mnnvl_naming_its_scheduler(scheduler):
+    message = _refused(scheduler=scheduler, **GB200)
+    assert message.startswith(f"--mnnvl with --scheduler {scheduler}: a ComputeDomain is a Kubernetes object")
+
+
+@pytest.mark.parametrize("scheduler, needle", [
+    ("trainer", "runtimePatches have no resourceClaims"),
+    ("runai", "has no flag for a resource claim"),
+])
+def test_a_kubernetes_kind_whose_pods_cannot_claim_refuses_with_why(scheduler, needle):
+    message = _refused(scheduler=scheduler, **GB200)
+    assert message.startswith(f"--mnnvl with --scheduler {scheduler}: ") and needle in message
+
+
+def test_every_kubernetes_kind_carries_mnnvl_or_says_why_not():
+    assert set(MNNVL_KINDS) <= set(KUBE)
+    assert set(KUBE) - set(MNNVL_KINDS) == set(spec._NO_CLAIM)
+    assert set(spec.MNNVL_OPERATORS) == set(MNNVL_KINDS)
+
+
+@pytest.mark.parametrize("change, needle", [
+    (dict(gpus_per_node=0), "--mnnvl with --gpus-per-node 0"),
+    (dict(image="registry.example.com/torchpod/pytorch:2.13.0-cuda13.0-x86_64"), "names the x86_64 build"),
+    (dict(image="registry.example.com/torchpod/pytorch:2.13.0-cuda13.0-amd64"), "names the x86_64 build"),
+    (dict(image="registry.example.com/torchpod/pytorch:2.13.0-cuda13.0-AMD64"), "names the x86_64 build"),
+    (dict(image="registry.example.com/torchpod/pytorch:2.13.0-cuda13.0-x86_64@sha256:" + "0" * 64), "x86_64"),
+    (dict(scheduler="kubeflow-elastic", nodes="2:3"), "--mnnvl with --nodes 2:3"),
+    (dict(scheduler="volcano", nodes="2:3"), "expected --nodes N"),
+    (dict(mnnvl="yes"), "--mnnvl='yes'; expected a flag"),
+    (dict(mnnvl="false"), "--mnnvl='false'"),  # a truthy string must not turn it on
+    (dict(mnnvl=1), "--mnnvl=1"),
+])
+def test_what_mnnvl_cannot_work_with_is_one_line(change, needle):
+    fields = dict(scheduler="kubeflow", **GB200)
+    fields.update(change)
+    assert needle in _refused(**fields)
+
+
+@pytest.mark.parametrize("image", [
+    IMAGE,  # multi-arch: its arm64 build is what a GB200 node pulls
+    "registry.example.com/torchpod/pytorch:2.13.0-cuda13.0-aarch64",
+    "registry.example.com/torchpod/pytorch:2.13.0-cuda13.0-arm64",
+    "registry.example.com/torchpod/pytorch@sha256:" + "0" * 64,
+    "registry.example.com:5000/x86_64/pytorch:2.13.0",  # an arch in the path, not the tag
+])
+def test_an_image_that_may_carry_arm64_is_accepted(image):
+    (out,) = render_mod.render(JobSpec("jobset", **{**GB200, "image": image}))
+    assert "linux/arm64" in out.text.split("apiVersion", 1)[0]  # the header says what the image needs
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHES))
+def test_a_per_arch_tag_is_accepted_only_for_aarch64(arch):
+    image = f"registry.example.com/torchpod/pytorch:2.13.0-cuda13.0-{arch}"
+    assert spec.image_arch(image) == arch
+    try:
+        render_mod.render(JobSpec("lws", **{**GB200, "image": image}))
+    except InputError as err:
+        assert arch != spec.MNNVL_ARCH and str(err).startswith(f"--image={image!r} with --mnnvl")
+    else:
+        assert arch == spec.MNNVL_ARCH
+
+
+@settings(deadline=None, max_examples=200)
+@given(value=st.one_of(st.text(), st.integers(), st.none(), st.floats(allow_nan=True)))
+def test_any_value_for_mnnvl_other_than_a_flag_is_one_line(value):
+    message = _refused(scheduler="volcano", **{**GB200, "mnnvl": value})
+    assert message.startswith("--mnnvl=")
+
+
+@settings(deadline=None, max_examples=200)
+@given(name=st.from_regex(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?", fullmatch=True),
+       scheduler=st.sampled_from(MNNVL_KINDS))
+def test_any_accepted_name_makes_kubernetes_names_for_the_domain_and_its_claims(name, scheduler):
+    docs = [d for o in render_mod.render(JobSpec(scheduler, **{**GB200, "name": name}))
+            for d in yaml.safe_load_all(o.text) if d]
+    domain = docs[0]
+    for made in (domain["metadata"]["name"], domain["spec"]["channel"]["resourceClaimTemplate"]["name"]):
+        assert SUBDOMAIN.fullmatch(made) and len(made) <= 253, made
+    claims = re.findall(r"claims:\n\s*- name: (\S+)", render_mod.render(JobSpec(scheduler, **GB200))[0].text)
+    assert claims and all(LABEL.fullmatch(c) and len(c) <= 63 for c in claims)
+
+
+def test_every_name_trainer_accepts_fits_jobsets_pod_name_limit():
+    # spec.NAME_MAX holds every kind's --name; Trainer's pods must stay within JobSet's webhook
+    room = spec.trainer_name_room(spec.MAX_NODES)
+    assert room == 63 - len("-abcde") - len(f"-node-0-{spec.MAX_NODES - 1}") and spec.NAME_MAX <= room
+    longest = JobSpec("trainer", spec.MAX_NODES, IMAGE, ("t.py",), name="t" * spec.NAME_MAX)
+    job = next(d for d in yaml.safe_load_all(render_mod.render(longest)[0].text) if d)
+    operators.trainer_admitted(job["metadata"]["name"], job["spec"]["trainer"])  # the webhooks' rules, modelled
+    checked = spec.check(longest)
+    with pytest.raises(InputError, match=f"expected a --name of at most {room} characters"):
+        spec._check_kind_limits(replace(checked, name="t" * (room + 1)))
+    assert "trainer" in jobs.KUBE
