@@ -1,14 +1,15 @@
-"""Faults a real cluster has: a node dies mid-training, a node never arrives, a node is
-stopped, and two jobs share one network."""
+"""Faults a real cluster has: a node dies mid-training (and comes back, or is lost for good
+under an elastic job), a node never arrives, a node is stopped, and two jobs share one network."""
 
 from __future__ import annotations
 
 import re
 import time
 
-from cluster_helpers import EXAMPLES, assert_group, wait_for_log
+from cluster_helpers import EXAMPLES, NODE_ENV, assert_group, wait_for_log
 
 EPOCHS = 10
+RESUMED = "Resuming training from snapshot at Epoch"
 
 
 def test_killed_node_rejoins_and_training_resumes_from_snapshot(make_cluster, docker_client, test_label):
@@ -38,6 +39,60 @@ def test_killed_node_rejoins_and_training_resumes_from_snapshot(make_cluster, do
         assert r["epoch_log"] == list(range(EPOCHS)), r  # no epoch lost, none run twice
         assert r["ok"]
     assert "Resuming training from snapshot at Epoch" in logs
+
+
+def _wait_for_count(cl, index: int, text: str, count: int, timeout: float) -> float:
+    """Poll a node's log until ``text`` appears ``count`` times; the time it did, else fail."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cl.logs(index).count(text) >= count:
+            return time.time()
+        time.sleep(0.5)
+    raise AssertionError(f"node {index} printed {text!r} fewer than {count} times in {timeout:.0f} s\n"
+                         f"{cl.all_logs()[-8000:]}")
+
+
+def test_elastic_job_loses_a_node_for_good_and_the_others_finish_every_epoch_once(
+        make_cluster, docker_client, test_label):
+    """`--nodes 2:3` on kubeflow-elastic (minReplicas 2, maxReplicas 3: PET_NNODES=2:3). One
+    of the 3 nodes is killed after epoch 3 and never comes back. torchrun's agents on the
+    other two restart their workers (PET_MAX_RESTARTS) into a new round that drops the dead
+    node once its heartbeats lapse (torch's c10d rendezvous: keep_alive_interval x
+    keep_alive_max_attempt, 5 s x 3) and closes with 2 after the last call; the two re-form
+    within the rendezvous timeout, resume from the snapshot, and the epoch log shows each
+    of the EPOCHS exactly once. (Before --nodes MIN:MAX the job rendered 3:3, and the two
+    waited out the timeout and exited 1.)"""
+    from torchpod_toolkit.cluster import runner
+
+    timeout = int(NODE_ENV["TORCHPOD_RDZV_TIMEOUT"])  # torchrun's join_timeout on every node
+    # last_call_timeout: how long a round that has MIN but not MAX nodes waits for more
+    # (torch's default, 30 s, would leave little of the join timeout)
+    volume = runner.new_volume(docker_client, test_label)
+    cmd = ["run", "--rdzv-conf", "last_call_timeout=10", f"{EXAMPLES}/snapshot_trainer.py", str(EPOCHS), "1",
+           "--snapshot-path", "/shared/snapshot.pt", "--epoch-seconds", "1", "--dataset-size", "256"]
+    cl = make_cluster("kubeflow-elastic", 3, cmd, min_nodes=2,
+                      volumes={volume.name: {"bind": "/shared", "mode": "rw"}}).start()
+    wait_for_log(cl, 0, "EPOCHS_RUN=3)", timeout=150)
+    assert "torchpod: kubeflow: node 0 of 2:3," in cl.logs(0), cl.logs(0)[-4000:]
+    resumed = cl.logs(0).count(RESUMED)
+    lost = 2  # not node 0: its agent hosts the c10d store the rendezvous lives in
+    cl.kill(lost)
+    killed_at = time.time()
+    saved = max(int(n) for n in re.findall(r"EPOCHS_RUN=(\d+)\)", cl.logs(0)))
+    assert saved < EPOCHS, "training finished before the fault; slow the epochs down"
+    took = _wait_for_count(cl, 0, RESUMED, resumed + 1, timeout=timeout + 30) - killed_at
+    assert took < timeout, f"the two nodes re-formed {took:.0f} s after the loss; the timeout is {timeout} s"
+    codes = cl.wait(180)
+    logs = cl.all_logs()
+    assert codes == [0, 0, 137], logs[-8000:]  # the lost node: SIGKILL, never restarted
+    final = [r for r in cl.results() if r["workload"] == "snapshot_trainer"]
+    assert sorted(r["rank"] for r in final) == [0, 1], logs[-8000:]
+    for r in final:
+        assert r["world_size"] == 2 and r["hostname"] != cl.nodes[lost].node.hostname, r
+        assert r["restart_count"] >= 1, r
+        assert r["resumed_from"] is not None and r["resumed_from"] >= saved, (r, saved)
+        assert r["epoch_log"] == list(range(EPOCHS)), r  # no epoch lost, none run twice
+        assert r["ok"]
 
 
 def test_node_that_never_arrives_fails_the_others_in_time_with_a_count(make_cluster):
