@@ -1,7 +1,7 @@
 """A rendered Kubernetes manifest runs as containers: the pods its operator would create
 (operator model), each with the manifest's own args and no shell, form one gloo group.
-One manifest per operator: Volcano, training-operator, Trainer v2. This is the path
-`invoke demo --manifest FILE` takes."""
+One manifest per operator: Volcano, training-operator, Trainer v2, LeaderWorkerSet, JobSet.
+This is the path `invoke demo --manifest FILE` takes."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ CHECK = (f"{EXAMPLES}/allreduce_check.py", "--expect-world", "2", "--expect-node
     ("volcano", "hostnetwork"),  # OKE style: hostnames are the nodes', listed names connect
     ("kubeflow-elastic", "hostnetwork"),  # REPLICA_INDEX/POD_NAME from the downward API
     ("trainer", "none"),
+    ("lws", "none"),  # LWS_* from the controller; the leader is node 0
+    ("jobset", "hostnetwork"),  # --nnodes in the args, JobSet's labels by the downward API
 ])
 def test_rendered_manifest_runs_as_containers(scheduler, rdma, tmp_path, docker_client, cluster_image,
                                               test_label):
@@ -29,7 +31,8 @@ def test_rendered_manifest_runs_as_containers(scheduler, rdma, tmp_path, docker_
     path = tmp_path / out.name
     path.write_text(out.text)
     topo = demo.load_manifest(str(path))
-    assert all(n.command[:2] == ("run", "--") for n in topo.nodes)  # the entrypoint does the rest
+    # the entrypoint does the rest; a JobSet's pods also say --nnodes, which no pod of theirs can tell
+    assert all(n.command[:2] == ("run", "--") or n.command[:4] == ("run", "--nnodes", "2", "--") for n in topo.nodes)
     with runner.Cluster(docker_client, cluster_image, topo, [], test_label, env=dict(NODE_ENV)) as cl:
         cl.start()
         assert_group(cl, cl.wait(180), world=2, nodes=2)

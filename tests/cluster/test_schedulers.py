@@ -18,7 +18,7 @@ def test_scheduler_forms_one_group_across_two_containers(scenario, make_cluster)
     assert_group(cl, cl.wait(180), world=2, nodes=2)
 
 
-@pytest.mark.parametrize("scenario", ["volcano", "kubeflow-elastic"])
+@pytest.mark.parametrize("scenario", ["volcano", "kubeflow-elastic", "lws", "jobset"])
 def test_host_network_names_differ_from_listed_names(scenario, make_cluster):
     """hostNetwork pods / HPC nodes (OCI OKE RDMA recipe): `hostname` is the machine's name, which no
     other node resolves; only the listed names connect, so the launcher must advertise
