@@ -14,6 +14,8 @@ count. Arguments are passed to torchrun unchanged; ``torchpod plan`` still print
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from typing import Sequence
 
@@ -78,6 +80,36 @@ def _install_hook() -> None:
     handler.next_rendezvous = next_rendezvous
 
 
+def _install_signal_guard() -> None:
+    """torchrun acts on the first signal it handles and drops repeats while it stops.
+
+    torchrun's handler raises SignalException at every handled signal; the agent catches the
+    first and stops its workers with that signal, waiting up to its shutdown timeout, and a
+    second one raised inside that wait makes its ``finally`` stop them with SIGTERM instead
+    (torch/distributed/elastic/agent/server/api.py, SimpleElasticAgent.run): a worker saving
+    on USR1 is cut short. Copies are the rule under Slurm, which signals every process of a
+    step (SchedMD/slurm slurm-22-05-9-1 src/slurmd/slurmstepd/req.c: proctrack_g_signal), so
+    torchrun gets the signal itself and again from torchpod. A private name: when a torch
+    release renames it, repeats act as they did."""
+    from torch.distributed.elastic.multiprocessing import api
+
+    original = getattr(api, "_terminate_process_handler", None)
+    if original is None or getattr(original, "_torchpod", False):
+        return
+    first: list[int] = []
+
+    def once(signum, frame):
+        if first:  # os.write: print() could re-enter a write the signal interrupted
+            os.write(2, (f"torchpod: torchrun got {signal.Signals(signum).name} again while stopping its workers "
+                         f"on {signal.Signals(first[0]).name}; ignored\n").encode())
+            return
+        first.append(signum)
+        original(signum, frame)
+
+    once._torchpod = True  # type: ignore[attr-defined]  # a marker read back by getattr above
+    api._terminate_process_handler = once
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from torch.distributed.elastic.rendezvous.api import (
         RendezvousConnectionError,
@@ -86,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from torch.distributed.run import main as torchrun_main
 
     _install_hook()
+    _install_signal_guard()
     try:
         torchrun_main(list(sys.argv[1:] if argv is None else argv))
     except RendezvousTimeoutError as exc:
