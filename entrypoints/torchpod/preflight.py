@@ -1,0 +1,324 @@
+"""`torchpod preflight`: before a job trains, check every node and name the slow one.
+
+    torchpod run -m torchpod.preflight [--pair-bytes 4M] [--min-bytes 1K] [--max-bytes 4M]
+                                       [--iters 5] [--warmup 2] [--floor-gbps X] [--json FILE] [--svg FILE]
+
+A workload like ``torchpod.bench_allreduce``: torchrun starts it on every node. It
+
+1. runs the doctor's checks (torchpod.doctor.preflight) on every node and gathers them to
+   rank 0 over the job's own process group (``all_gather_object``);
+2. times pairs of nodes, one leader rank per node: disjoint pairs in two rounds (ring
+   neighbours, then shifted by one), every pair of a round at once, each over its own
+   ``new_group`` (torch.distributed.new_group must be entered by every rank, in the same
+   order: torch/distributed/distributed_c10d.py, v2.4.0). An odd count gets a third round
+   with the pair that closes the ring, so every node sits in two pairs when N >= 3;
+3. names a node only when it is slow in both of its pairs. A pair is slow under a floor
+   (``--floor-gbps``) or, without one, below half the median pair: one bad link then
+   marks two pairs, and only the node they share is named;
+4. sweeps an all-reduce over every rank in nccl-tests' columns (size, count, type, redop,
+   time, algbw, busbw; busbw = algbw * 2(n-1)/n, nccl-tests doc/PERFORMANCE.md, v2.13.9),
+   NCCL on GPUs, gloo on CPUs.
+
+Rank 0 prints the per-node verdict (ok / warn / fail, reason and fix), the slow pairs and
+the sweep table, writes ``--json`` and ``--svg`` (busbw against size, standard library
+only) and prints a TORCHPOD_RESULT line. Every rank exits 0 only when no node failed, 1
+otherwise, 2 for bad input. The pure parts (``schedule``, ``slow_pairs``, ``slow_nodes``,
+``verdicts``, ``svg``) take plain data; only ``main`` touches torch, the env and the clock.
+
+Limit of the relative rule: it needs most pairs to be healthy (the median is a healthy
+pair). At N = 3 one slow node makes two of the three pairs slow, so only a floor finds it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import socket
+import sys
+import time
+from datetime import timedelta
+from typing import Any, Mapping, Sequence
+from xml.sax.saxutils import escape
+
+from .bench_allreduce import parse_bytes, sizes
+from .contract import RESULT_PREFIX
+from .errors import InputError
+
+Pair = tuple[int, int]
+RELATIVE = 0.5  # a pair below half the median pair is slow
+
+
+def schedule(n: int) -> list[list[Pair]]:
+    """Rounds of disjoint node pairs: ring neighbours (0,1),(2,3)..., then shifted
+    (1,2),(3,4)...; an odd count adds a third round with the pair closing the ring."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise InputError(f"preflight nodes={n!r}; expected 2 or more nodes (a whole number)")
+    if n == 2:
+        return [[(0, 1)]]
+    first = [(i, i + 1) for i in range(0, n - 1, 2)]
+    second = [(i, (i + 1) % n) for i in range(1, n, 2)]
+    if n % 2 == 0:
+        return [first, second]
+    return [first, second, [(n - 1, 0)]]
+
+
+def _number(pair: Pair, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise InputError(f"pair {pair} busbw={value!r}; expected a finite number of GB/s, 0 or more")
+    return float(value)
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def slow_pairs(busbw: Mapping[Pair, Any], floor: float | None = None) -> dict[Pair, str]:
+    """The slow pairs, each with why: under ``floor`` GB/s, or (no floor) under half the
+    median pair. Values that are not finite numbers >= 0 are bad input."""
+    clean = {pair: _number(pair, v) for pair, v in busbw.items()}
+    if not clean:
+        return {}
+    if floor is not None:
+        limit = _number((-1, -1), floor)
+        return {p: f"{v:.3f} GB/s < floor {limit:.3f} GB/s" for p, v in clean.items() if v < limit}
+    median = _median(list(clean.values()))
+    return {p: f"{v:.3f} GB/s < half the median pair ({median:.3f} GB/s)"
+            for p, v in clean.items() if v < RELATIVE * median}
+
+
+def slow_nodes(pairs: Sequence[Pair], slow: Mapping[Pair, str]) -> list[int]:
+    """Nodes every one of whose pairs (two at least) is slow."""
+    mine: dict[int, list[Pair]] = {}
+    for pair in dict.fromkeys(pairs):
+        for node in pair:
+            mine.setdefault(node, []).append(pair)
+    return sorted(node for node, ps in mine.items() if len(ps) >= 2 and all(p in slow for p in ps))
+
+
+def verdicts(nodes: Sequence[Mapping[str, Any]], pairs: Sequence[Pair], slow: Mapping[Pair, str]) -> list[dict]:
+    """Per node: ok / warn / fail with reasons (code, detail, fix). ``nodes[i]`` carries the
+    node's hostname and its doctor checks (doctor.Check.as_dict())."""
+    named = set(slow_nodes(pairs, slow))
+    out = []
+    for index, node in enumerate(nodes):
+        reasons = [{k: c.get(k, "") for k in ("code", "status", "detail", "fix")}
+                   for c in node.get("checks", []) if c.get("status") in ("WARN", "FAIL")]
+        mine = [p for p in slow if index in p]
+        if index in named:
+            reasons.append({"code": "preflight.slow-node", "status": "FAIL",
+                            "detail": "slow in every pair: " + "; ".join(f"{p}: {slow[p]}" for p in mine),
+                            "fix": "check this node's NIC, link speed and cabling (ethtool, ibstat); "
+                                   "drain it and rerun preflight"})
+        elif mine:
+            reasons.append({"code": "preflight.slow-pair", "status": "WARN",
+                            "detail": "; ".join(f"{p}: {slow[p]}" for p in mine),
+                            "fix": "the partner node is the likelier cause; rerun to confirm"})
+        statuses = {r["status"] for r in reasons}
+        status = "fail" if "FAIL" in statuses else "warn" if "WARN" in statuses else "ok"
+        out.append({"node": index, "hostname": node.get("hostname", ""), "status": status, "reasons": reasons})
+    return out
+
+
+def _label(text: str) -> str:
+    """A run's name as XML text: characters XML 1.0 forbids (control characters) as escapes."""
+    return escape("".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(text)))
+
+
+def svg(runs: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], width: int = 640, height: int = 400) -> str:
+    """busbw (GB/s) against size (bytes, log scale): one polyline per run, standard library only."""
+    points = [(r["bytes"], r["busbw_gbps"]) for _, rows in runs for r in rows]
+    if not points:
+        raise InputError("preflight svg: no rows to plot; expected at least one run with rows")
+    lo, hi = math.log2(min(b for b, _ in points)), math.log2(max(b for b, _ in points))
+    top = max(v for _, v in points) or 1.0
+    left, bottom, pad = 60, height - 40, 20
+
+    def xy(size: float, value: float) -> str:
+        x = left + (math.log2(size) - lo) / ((hi - lo) or 1.0) * (width - left - pad)
+        return f"{x:.1f},{bottom - value / top * (bottom - pad):.1f}"
+
+    colours = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e")
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">',
+             f'<line x1="{left}" y1="{bottom}" x2="{width - pad}" y2="{bottom}" stroke="black"/>',
+             f'<line x1="{left}" y1="{pad}" x2="{left}" y2="{bottom}" stroke="black"/>',
+             f'<text x="{width // 2}" y="{height - 8}" text-anchor="middle">size (bytes, log2)</text>',
+             f'<text x="12" y="{pad}">{top:.3g} GB/s</text>']
+    for i, (label, rows) in enumerate(runs):
+        colour = colours[i % len(colours)]
+        line = " ".join(xy(r["bytes"], r["busbw_gbps"]) for r in rows)
+        parts.append(f'<polyline fill="none" stroke="{colour}" points="{line}"><title>{_label(label)}</title>'
+                     "</polyline>")
+        parts.append(f'<text x="{left + 10}" y="{pad + 16 * (i + 1)}" fill="{colour}">{_label(label)}</text>')
+    return "\n".join([*parts, "</svg>"]) + "\n"
+
+
+def table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The sweep in nccl-tests' all_reduce_perf columns (out-of-place half)."""
+    head = (f"{'size(B)':>12} {'count':>11} {'type':>6} {'redop':>6} {'time(us)':>10} "
+            f"{'algbw(GB/s)':>12} {'busbw(GB/s)':>12}")
+    return "\n".join([head] + [f"{r['bytes']:>12} {r['count']:>11} {'float':>6} {'sum':>6} {r['time_us']:>10.1f} "
+                               f"{r['algbw_gbps']:>12.3f} {r['busbw_gbps']:>12.3f}" for r in rows])
+
+
+def report(result: Mapping[str, Any]) -> str:
+    """The text rank 0 prints: one line per node, the slow pairs, the sweep."""
+    lines = [f"# torchpod preflight: {len(result['nodes'])} nodes, {result['backend']}, rule: {result['rule']}"]
+    for v in result["nodes"]:
+        lines.append(f"node {v['node']} ({v['hostname']}): {v['status']}")
+        lines += [f"  {r['status']:4} {r['code']}: {r['detail']}" + (f" | fix: {r['fix']}" if r["fix"] else "")
+                  for r in v["reasons"]]
+    lines.append("pairs: " + ", ".join(f"{p['pair']} {p['busbw_gbps']:.3f} GB/s{' SLOW' if p['slow'] else ''}"
+                                       for p in result["pairs"]))
+    lines += ["# all_reduce sweep, every rank", table(result["sweep"])]
+    lines.append("failing nodes: " + (", ".join(str(n) for n in result["failing"]) or "none"))
+    return "\n".join(lines)
+
+
+def assemble(nodes: Sequence[Mapping[str, Any]], busbw: Mapping[Pair, Any], sweep: Sequence[Mapping[str, Any]],
+             backend: str, floor: float | None) -> dict:
+    """The JSON report from what the run measured (pure)."""
+    pairs = [p for rnd in schedule(len(nodes)) for p in rnd]
+    missing = [p for p in pairs if p not in busbw]
+    if missing:
+        raise InputError(f"preflight busbw has no figure for pairs {missing}; expected one for every scheduled pair")
+    slow = slow_pairs(busbw, floor)
+    judged = verdicts(nodes, pairs, slow)
+    rule = f"floor {floor} GB/s" if floor is not None else f"below {RELATIVE} x median pair"
+    return {"backend": backend, "rule": rule, "nodes": judged,
+            "failing": [v["node"] for v in judged if v["status"] == "fail"],
+            "slow_nodes": slow_nodes(pairs, slow),
+            "pairs": [{"pair": list(p), "busbw_gbps": float(busbw[p]), "slow": p in slow}
+                      for p in dict.fromkeys(pairs)],
+            "sweep": [dict(r, type="float", redop="sum") for r in sweep]}
+
+
+# -- the impure edge: torch, the env, the clock ---------------------------------------------
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="torchpod preflight", description=__doc__.splitlines()[0])
+    parser.add_argument("--pair-bytes", type=parse_bytes, default=parse_bytes("4M"))
+    parser.add_argument("--min-bytes", type=parse_bytes, default=parse_bytes("1K"))
+    parser.add_argument("--max-bytes", type=parse_bytes, default=parse_bytes("4M"))
+    parser.add_argument("--iters", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--floor-gbps", type=float, default=None, help="a pair under this busbw is slow")
+    parser.add_argument("--json", help="where rank 0 writes the report")
+    parser.add_argument("--svg", help="where rank 0 writes busbw against size")
+    return parser
+
+
+def _checked(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    floor_ok = args.floor_gbps is None or (math.isfinite(args.floor_gbps) and args.floor_gbps > 0)
+    if args.iters < 1 or args.warmup < 0 or args.min_bytes > args.max_bytes or not floor_ok:
+        parser.error("expected --iters >= 1, --warmup >= 0, --min-bytes <= --max-bytes and --floor-gbps > 0")
+    return args
+
+
+def _doctor_rows(env: Mapping[str, str]) -> list[dict]:
+    """This node's doctor checks, as `torchpod doctor` runs them (read-only use)."""
+    from . import doctor, gpus
+    from .cli import gather_facts
+
+    facts = gather_facts(env)
+    _, checks = doctor.preflight(env, doctor.gather(env, facts.sysfs_root, gpus.visible(env, facts.gpu_count)[0]))
+    return [c.as_dict() for c in checks]
+
+
+def _time_pair(torch, dist, group, size: int, args: argparse.Namespace, device) -> float:
+    """busbw of one pair (two ranks: busbw = algbw), the slower rank's time."""
+    buf = torch.ones(size // 4, dtype=torch.float32, device=device)
+    for _ in range(args.warmup):
+        dist.all_reduce(buf, group=group)
+    dist.barrier(group=group)
+    started = time.perf_counter()
+    for _ in range(args.iters):
+        dist.all_reduce(buf, group=group)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    took = torch.tensor([(time.perf_counter() - started) / args.iters], dtype=torch.float64, device=device)
+    dist.all_reduce(took, op=dist.ReduceOp.MAX, group=group)
+    return size / max(took.item(), 1e-9) / 1e9
+
+
+def _pairs(torch, dist, leaders: list[int], args: argparse.Namespace, device) -> dict[Pair, float]:
+    """Every round's pairs at once; each leader returns what it measured, gathered to all."""
+    rank = dist.get_rank()
+    rounds = schedule(len(leaders))
+    unique = list(dict.fromkeys(p for rnd in rounds for p in rnd))
+    groups = {p: dist.new_group([leaders[p[0]], leaders[p[1]]]) for p in unique}  # every rank, same order
+    mine: dict[Pair, float] = {}
+    for rnd in rounds:
+        for pair in rnd:
+            if rank in (leaders[pair[0]], leaders[pair[1]]):
+                mine[pair] = _time_pair(torch, dist, groups[pair], args.pair_bytes, args, device)
+        dist.barrier()
+    everyone: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, mine)
+    return {p: v for got in everyone for p, v in got.items()}
+
+
+def _write(args: argparse.Namespace, result: dict) -> None:
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    if args.svg:
+        with open(args.svg, "w") as f:
+            f.write(svg([(f"all_reduce, {len(result['nodes'])} nodes, {result['backend']}", result["sweep"])]))
+
+
+def _measure(torch, dist, args: argparse.Namespace, env: Mapping[str, str], device) -> tuple[list[dict], dict, list]:
+    """Doctor rows per node, pair busbw, the sweep: the parts that need the process group."""
+    from .bench_allreduce import _row
+
+    me = {"rank": dist.get_rank(), "node": int(env.get("GROUP_RANK", "0")), "local": int(env.get("LOCAL_RANK", "0")),
+          "hostname": socket.gethostname()}
+    me["checks"] = _doctor_rows(env) if me["local"] == 0 else []
+    ranks: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(ranks, me)
+    heads = sorted((r for r in ranks if r["local"] == 0), key=lambda r: r["node"])
+    if len(heads) < 2:
+        raise InputError(f"preflight found {len(heads)} node; expected 2 or more (pairs of nodes are compared)")
+    busbw = _pairs(torch, dist, [r["rank"] for r in heads], args, device)
+    world = dist.get_world_size()
+    sweep = [_row(torch, dist, size, args, device, world) for size in sizes(args.min_bytes, args.max_bytes, 4)]
+    return heads, busbw, sweep
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _checked(argv)
+    if "RANK" not in os.environ:
+        print("torchpod: error: preflight runs under torchrun; start it with `torchpod run -m torchpod.preflight`",
+              file=sys.stderr)
+        return 2
+    import torch
+    import torch.distributed as dist
+
+    cuda = torch.cuda.is_available()
+    if cuda:  # the bandwidth figure is the ring's, as nccl-tests quote it (NCCL reads this at init)
+        os.environ["NCCL_ALGO"] = "Ring"
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    backend = "nccl" if cuda else "gloo"
+    dist.init_process_group(backend, timeout=timedelta(seconds=300))
+    device = torch.device("cuda") if cuda else torch.device("cpu")
+    try:
+        heads, busbw, sweep = _measure(torch, dist, args, os.environ, device)
+    except InputError as exc:
+        print(f"torchpod: error: {exc}", file=sys.stderr)
+        return 2
+    result = assemble(heads, busbw, sweep, backend, args.floor_gbps)
+    if dist.get_rank() == 0:
+        print(report(result), flush=True)
+        _write(args, result)
+        print(RESULT_PREFIX + json.dumps({"workload": "preflight", "rank": 0, **result}), flush=True)
+    dist.destroy_process_group()
+    return 1 if result["failing"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

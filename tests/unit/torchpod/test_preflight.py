@@ -1,0 +1,167 @@
+"""torchpod.preflight's pure parts: the pair schedule, the slow-node rule, the per-node
+verdict, the JSON report and the SVG plot; hostile input next to each."""
+
+from __future__ import annotations
+
+import json
+import math
+import xml.etree.ElementTree as ET
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from torchpod import preflight
+from torchpod.errors import InputError
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+@pytest.mark.parametrize("n", range(2, 17))
+def test_schedule_pairs_are_disjoint_and_cover_every_node_twice(n):
+    rounds = preflight.schedule(n)
+    assert len(rounds) == (1 if n == 2 else 2 if n % 2 == 0 else 3)
+    for rnd in rounds:
+        nodes = [node for pair in rnd for node in pair]
+        assert len(nodes) == len(set(nodes)), rnd  # disjoint within a round
+        assert all(0 <= node < n and a != b for a, b in rnd for node in (a, b))
+    pairs = [frozenset(p) for rnd in rounds for p in rnd]
+    assert len(pairs) == len(set(pairs))  # no pair measured twice
+    count = {node: sum(node in p for p in pairs) for node in range(n)}
+    assert all(c == (1 if n == 2 else 2) for c in count.values()), count
+    if n >= 3:  # ring neighbours: every pair is (i, i+1 mod n)
+        assert all((b - a) % n in (1, n - 1) for a, b in (tuple(p) for p in pairs))
+
+
+@pytest.mark.parametrize("n", [0, 1, -3, 2.5, "4", None, True])
+def test_schedule_refuses_fewer_than_two_nodes_or_non_integers(n):
+    with pytest.raises(InputError, match="expected 2 or more nodes"):
+        preflight.schedule(n)
+
+
+def _pairs(n):
+    return [p for rnd in preflight.schedule(n) for p in rnd]
+
+
+@pytest.mark.parametrize("n", range(4, 17))
+def test_one_slow_node_is_named_and_only_it(n):
+    for bad in range(n):
+        busbw = {p: (0.1 if bad in p else 2.0) for p in _pairs(n)}
+        slow = preflight.slow_pairs(busbw)
+        assert preflight.slow_nodes(_pairs(n), slow) == [bad]
+
+
+def test_all_pairs_equal_names_none_and_all_slow_names_none_without_a_floor():
+    for value in (1.0, 0.0):
+        busbw = {p: value for p in _pairs(6)}
+        assert preflight.slow_pairs(busbw) == {}
+        assert preflight.slow_nodes(_pairs(6), preflight.slow_pairs(busbw)) == []
+
+
+def test_a_floor_names_every_node_when_all_pairs_are_under_it():
+    busbw = {p: 0.5 for p in _pairs(5)}
+    slow = preflight.slow_pairs(busbw, floor=1.0)
+    assert set(slow) == set(_pairs(5)) and "floor 1.000" in next(iter(slow.values()))
+    assert preflight.slow_nodes(_pairs(5), slow) == [0, 1, 2, 3, 4]
+
+
+def test_two_nodes_are_never_named_one_pair_cannot_say_which():
+    slow = preflight.slow_pairs({(0, 1): 0.01}, floor=1.0)
+    assert preflight.slow_nodes([(0, 1)], slow) == []
+
+
+def test_a_node_slow_in_only_one_pair_is_not_named():
+    busbw = {p: 2.0 for p in _pairs(8)}
+    busbw[(2, 3)] = 0.1
+    slow = preflight.slow_pairs(busbw)
+    assert list(slow) == [(2, 3)] and preflight.slow_nodes(_pairs(8), slow) == []
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, "fast", None, True, [1.0]])
+def test_non_numeric_or_non_finite_figures_are_bad_input(bad):
+    busbw = {p: 1.0 for p in _pairs(4)}
+    busbw[(1, 2)] = bad
+    with pytest.raises(InputError, match=r"pair \(1, 2\) busbw="):
+        preflight.slow_pairs(busbw)
+    if bad is not None:  # None is "no floor"
+        with pytest.raises(InputError, match="busbw="):
+            preflight.slow_pairs({(0, 1): 1.0}, floor=bad)
+
+
+@given(st.dictionaries(st.tuples(st.integers(0, 7), st.integers(0, 7)),
+                       st.floats(min_value=0, max_value=1e6, allow_nan=False), max_size=12))
+def test_the_rule_never_crashes_and_names_only_nodes_of_slow_pairs(busbw):
+    slow = preflight.slow_pairs(busbw)
+    named = preflight.slow_nodes(list(busbw), slow)
+    assert all(any(n in p for p in slow) for n in named)
+
+
+ROWS = [{"bytes": 1024 * 4 ** i, "count": 256 * 4 ** i, "time_us": 10.0 * (i + 1), "algbw_gbps": 0.1 * (i + 1),
+         "busbw_gbps": 0.15 * (i + 1)} for i in range(5)]
+
+
+def _nodes(n, fail_at=None):
+    ok = {"code": "doctor.gpus.ok", "status": "OK", "detail": "fine", "fix": "", "name": "gpus"}
+    bad = {"code": "fabric.user.nccl-ib-disable", "status": "FAIL", "detail": "NCCL_IB_DISABLE=1 on an IB node",
+           "fix": "unset NCCL_IB_DISABLE", "name": "user-setting"}
+    return [{"hostname": f"node{i}", "checks": [ok] + ([bad] if i == fail_at else [])} for i in range(n)]
+
+
+def test_report_json_names_the_slow_node_and_the_doctor_failure_with_its_fix():
+    busbw = {p: (0.05 if 3 in p else 1.5) for p in _pairs(4)}
+    result = preflight.assemble(_nodes(4, fail_at=1), busbw, ROWS, "gloo", None)
+    json.loads(json.dumps(result))  # plain JSON
+    assert result["failing"] == [1, 3] and result["slow_nodes"] == [3]
+    by_node = {v["node"]: v for v in result["nodes"]}
+    assert by_node[0]["status"] == "warn" and by_node[2]["status"] == "warn"  # partners of the slow node
+    assert by_node[1]["reasons"][0]["fix"] == "unset NCCL_IB_DISABLE"
+    assert by_node[3]["reasons"][-1]["code"] == "preflight.slow-node"
+    assert [p["pair"] for p in result["pairs"] if p["slow"]] == [[2, 3], [3, 0]]
+    assert set(result["sweep"][0]) >= {"bytes", "count", "type", "redop", "time_us", "algbw_gbps", "busbw_gbps"}
+    text = preflight.report(result)
+    assert "node 3 (node3): fail" in text and "failing nodes: 1, 3" in text and "busbw(GB/s)" in text
+
+
+def test_report_with_nothing_wrong_has_no_failing_nodes():
+    result = preflight.assemble(_nodes(3), {p: 1.0 for p in _pairs(3)}, ROWS, "gloo", None)
+    assert result["failing"] == [] and {v["status"] for v in result["nodes"]} == {"ok"}
+    assert "failing nodes: none" in preflight.report(result)
+
+
+def test_a_missing_pair_figure_is_bad_input():
+    with pytest.raises(InputError, match="no figure for pairs"):
+        preflight.assemble(_nodes(4), {(0, 1): 1.0}, ROWS, "gloo", None)
+    with pytest.raises(InputError, match="expected 2 or more nodes"):
+        preflight.assemble(_nodes(1), {}, ROWS, "gloo", None)
+
+
+def test_svg_parses_and_has_one_polyline_per_run_with_a_point_per_row():
+    hostile = 'run <&> "\x1b"'
+    text = preflight.svg([("4 nodes", ROWS), (hostile, ROWS[:3])])
+    root = ET.fromstring(text)
+    lines = root.findall(f"{SVG}polyline")
+    assert [len(line.get("points", "").split()) for line in lines] == [5, 3]
+    assert [line.find(f"{SVG}title").text for line in lines] == ["4 nodes", 'run <&> "\\x1b"']
+    xs = [float(pt.split(",")[0]) for pt in lines[0].get("points", "").split()]
+    assert xs == sorted(xs) and len(set(xs)) == 5  # size grows left to right
+
+
+def test_svg_of_nothing_is_bad_input_and_one_point_still_draws():
+    with pytest.raises(InputError, match="no rows to plot"):
+        preflight.svg([])
+    root = ET.fromstring(preflight.svg([("one", ROWS[:1])]))
+    assert len(root.findall(f"{SVG}polyline")) == 1
+
+
+@pytest.mark.parametrize("argv", [["--iters", "0"], ["--floor-gbps", "nan"], ["--floor-gbps", "-1"],
+                                  ["--pair-bytes", "lots"], ["--min-bytes", "8M", "--max-bytes", "1M"]])
+def test_bad_options_exit_2_with_one_line(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        preflight.main(argv)
+    assert exc.value.code == 2 and "Traceback" not in capsys.readouterr().err
+
+
+def test_outside_torchrun_it_says_how_to_start_it(monkeypatch, capsys):
+    monkeypatch.delenv("RANK", raising=False)
+    assert preflight.main([]) == 2
+    assert "torchpod run -m torchpod.preflight" in capsys.readouterr().err
