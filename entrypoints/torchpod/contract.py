@@ -108,10 +108,12 @@ ENV_PRESET = Setting("TORCHPOD_PRESET", "a machine shape whose NCCL fabric setti
 ENV_DOCTOR = Setting("TORCHPOD_DOCTOR", "1: `run` refuses to start when the doctor's preflight fails", "0")
 ENV_SITE_LIB = Setting("TORCHPOD_SITE_LIB", "':'-separated directories holding the site's NCCL net plugin "
                        f"and libfabric (else {SITE_LIB} and {SITE_DEPS}, then the vendors' host paths)")
+ENV_NET_PIN = Setting("TORCHPOD_NCCL_NET_PIN", "1: on InfiniBand/RoCE pin NCCL_NET=IB so a job that cannot use "
+                      "RDMA fails at init; 0: let NCCL fall back to sockets", "1")
 
 # Every variable torchpod reads, in the order --help lists them.
 SETTINGS: tuple[Setting, ...] = (ENV_SCHEDULER, ENV_RDZV_PORT, ENV_RDZV_TIMEOUT, ENV_HOSTNAME, ENV_SYSFS_ROOT,
-                                 ENV_PRESET, ENV_DOCTOR, ENV_SITE_LIB)
+                                 ENV_PRESET, ENV_DOCTOR, ENV_SITE_LIB, ENV_NET_PIN)
 
 # Names torchpod writes, never reads: `torchpod plan --format shell`'s command variable, and
 # the prefix of the result line workloads print for the containers-as-nodes harness.

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Mapping
 
 from . import hca, presets, site
+from .netpin import with_net_pin
 from .findings import Finding, Severity, info, user
 from .record import PLUGIN_NET, Fabric
 from .registry import FABRICS, by_name
@@ -49,7 +50,7 @@ def detect_fabric(env: Mapping[str, str], sysfs_root: Path, proc_root: Path = Pa
     overlay; the resolver drops what the user set."""
     inventory = read(sysfs_root)
     report = with_plugin(env, detected(env, inventory, proc_root), site.find(env, root), site.image_plugin(root))
-    report = with_preset(env, report, inventory)
+    report = with_net_pin(env, with_preset(env, report, inventory))
     if inventory.ignored:
         shown = ", ".join(ascii(p) for p in inventory.ignored[:8])
         more = f" and {len(inventory.ignored) - 8} more" if len(inventory.ignored) > 8 else ""
