@@ -315,7 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if dist.get_rank() == 0:
         print(report(result), flush=True)
         _write(args, result)
-        print(RESULT_PREFIX + json.dumps({"workload": "preflight", "rank": 0, **result}), flush=True)
+        print(RESULT_PREFIX + json.dumps({"workload": "preflight", "rank": 0,
+                                                  "world_size": dist.get_world_size(), **result}), flush=True)
     dist.destroy_process_group()
     return 1 if result["failing"] else 0
 

@@ -1,0 +1,66 @@
+"""`torchpod run -m torchpod.preflight` on containers as nodes: one node's link throttled
+from the host (tc tbf on the container's eth0, entered with nsenter: iproute2 on the host,
+nothing added to the image) is named, and only it; without a throttle nobody is named.
+
+tbf: iproute2's tc-tbf(8); nsenter -n enters the container's network namespace by the PID
+`docker inspect` reports (State.Pid, Docker Engine API ContainerInspect).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+PREFLIGHT = ["-m", "torchpod.preflight", "--pair-bytes", "4M", "--max-bytes", "1M", "--iters", "3",
+             "--warmup", "1"]
+THROTTLED = 2
+# 100 Mbit/s against a bridge's GB/s: the throttled node's pairs fall far under half the median
+TBF = ["tbf", "rate", "100mbit", "burst", "64kb", "latency", "400ms"]
+
+
+def _throttle(container) -> None:
+    """Throttle the egress of a running container's eth0 from the host."""
+    if os.geteuid() != 0 or not (shutil.which("nsenter") and shutil.which("tc")):
+        pytest.skip("throttling a container's link needs root with nsenter and tc (iproute2) on the host")
+    container.reload()
+    pid = int(container.attrs["State"]["Pid"])
+    if pid <= 0:
+        pytest.fail(f"container {container.name} has no PID to enter: {container.attrs['State']}")
+    subprocess.run(["nsenter", "-t", str(pid), "-n", "tc", "qdisc", "add", "dev", "eth0", "root", *TBF],
+                   check=True, capture_output=True, timeout=30)
+
+
+def _report(cl) -> dict:
+    found = [r for r in cl.results() if r.get("workload") == "preflight"]
+    assert len(found) == 1, cl.all_logs()[-8000:]
+    return found[0]
+
+
+def test_preflight_names_exactly_the_throttled_node_within_60_s(make_cluster):
+    cl = make_cluster("slurm", 4, PREFLIGHT).start()
+    t0 = time.time()
+    _throttle(cl.nodes[THROTTLED].container)
+    codes = cl.wait(120)
+    took = time.time() - t0
+    report = _report(cl)
+    slow_host = cl.nodes[THROTTLED].node.hostname
+    named = [v["hostname"] for v in report["nodes"] if v["node"] in report["slow_nodes"]]
+    assert named == [slow_host], (report["pairs"], cl.all_logs()[-6000:])
+    failing = [v["hostname"] for v in report["nodes"] if v["node"] in report["failing"]]
+    assert failing == [slow_host], report["nodes"]
+    assert codes == [1, 1, 1, 1], codes  # every rank exits 1 when a node failed
+    assert took < 60, f"preflight took {took:.0f} s"
+
+
+def test_preflight_without_a_throttle_names_nobody(make_cluster):
+    cl = make_cluster("slurm", 4, [*PREFLIGHT, "--json", "/tmp/preflight.json"]).start()
+    codes = cl.wait(120)
+    report = _report(cl)
+    assert report["slow_nodes"] == [] and report["failing"] == [], (report["pairs"], report["nodes"])
+    assert codes == [0, 0, 0, 0], cl.all_logs()[-6000:]
+    assert len(report["pairs"]) == 4 and all(p["busbw_gbps"] > 0 for p in report["pairs"])
+    assert "busbw(GB/s)" in cl.logs(0) or "busbw(GB/s)" in cl.all_logs()
