@@ -305,7 +305,7 @@ def report(checks: Sequence[Check], verdict: nccl_log.Verdict | None, fmt: str) 
         data: dict = {"checks": [c.as_dict() for c in checks]}
         if verdict is not None:
             data.update(transport=verdict.transport, gdrdma=verdict.gdrdma, evidence=list(verdict.evidence),
-                        nccl_version=verdict.nccl_version, log_notes=list(verdict.notes))
+                        nccl_version=verdict.nccl_version, log_notes=list(verdict.notes), network=verdict.network)
         return json.dumps(data, indent=2)
     width = max(len(c.name) for c in checks)
     lines = [f"{c.status:4}  {c.name:{width}}  {c.detail}"
@@ -313,7 +313,8 @@ def report(checks: Sequence[Check], verdict: nccl_log.Verdict | None, fmt: str) 
              for c in checks]
     if verdict is not None:
         lines.append(f"transport: {verdict.transport}" + (" (GPUDirect RDMA)" if verdict.gdrdma else "")
-                     + (f", NCCL {verdict.nccl_version}" if verdict.nccl_version else ""))
+                     + (f", NCCL {verdict.nccl_version}" if verdict.nccl_version else "")
+                     + (f", network {_shown(verdict.network)}" if verdict.network else ""))
         lines += [f"  > {_shown(line.strip())}" for line in verdict.evidence] + [f"  note: {n}" for n in verdict.notes]
     return "\n".join(lines)
 

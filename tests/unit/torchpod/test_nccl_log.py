@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 
@@ -63,3 +65,71 @@ def test_the_using_line_names_the_network_without_its_suffix():
                           ("Assigned NET plugin Libfabric to comm \r", "libfabric")):
         verdict = analyze(f"h:1:1 [0] NCCL INFO {text}\n")
         assert verdict.transport == network, (text, verdict)
+
+
+REAL = yaml.safe_load((UNIT_FIXTURES / "nccl_logs_real.yaml").read_text())
+_SOURCE = re.compile(r"https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/issues/[0-9]+")
+
+
+@pytest.mark.parametrize("name", list(REAL))
+def test_the_verdict_a_public_thread_established(name):
+    """Logs people posted (tests/unit/fixtures/nccl_logs_real.yaml): the verdict the thread
+    established, the NCCL version the excerpt prints, and evidence quoted as written."""
+    case = REAL[name]
+    assert _SOURCE.fullmatch(case["source"]), case["source"]
+    verdict = analyze(case["log"])
+    assert verdict is not None
+    assert (verdict.transport, verdict.gdrdma) == (case["expect"]["transport"], case["expect"]["gdrdma"]), verdict
+    assert verdict.nccl_version == case["nccl"], verdict
+    if "network" in case["expect"]:
+        assert verdict.network == case["expect"]["network"], verdict
+    assert verdict.evidence and all(line in case["log"].splitlines() for line in verdict.evidence)
+    assert analyze(iter(case["log"].splitlines())) == verdict
+
+
+def test_the_real_corpus_spans_the_classes_the_issue_names():
+    """Issue 21: >= 20 logs; >= 3 SHARP/IBext, >= 4 before 2.18, >= 3 EFA, >= 2 socket
+    fallbacks, >= 2 interleaved, and launcher-prefixed lines."""
+    count = {cls: sum(cls in case["classes"] for case in REAL.values())
+             for cls in ("sharp", "pre-2.18", "efa", "socket", "interleaved", "prefixed")}
+    assert len(REAL) >= 20 and len({case["source"] for case in REAL.values()}) == len(REAL)
+    assert count["sharp"] >= 3 and count["pre-2.18"] >= 4 and count["efa"] >= 3, count
+    assert count["socket"] >= 2 and count["interleaved"] >= 2 and count["prefixed"] >= 3, count
+
+
+@pytest.mark.parametrize("prefix", ["[rank3]:", "3: ", "[default3]:", "[1,3]<stdout>:", "node-1: ",
+                                    "(RayTrainWorker pid=9, ip=10.0.0.2) ", "  | 2024-12-04T05:27:39.073Z | "])
+def test_a_launcher_prefix_changes_nothing(prefix):
+    log = "".join(f"{prefix}{line}\n" for line in LOGS["seed_roce_gdrdma"]["log"].splitlines())
+    assert analyze(log).transport == "ib-gdrdma"
+
+
+@pytest.mark.parametrize("network, transport", [("IBext", "ib"), ("IBext_v10", "ib"), ("IB", "ib"),
+                                                ("GPUDirectTCPX", "unknown"), ("IBextra", "unknown")])
+def test_a_net_plugin_is_named(network, transport):
+    verdict = analyze(f"h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/{network}/0\n")
+    assert (verdict.transport, verdict.network) == (transport, network)
+    assert verdict.notes if network != "IB" else not verdict.notes
+
+
+def test_many_ranks_interleaved_the_weakest_path_decides():
+    ranks = [f"n{r // 8}:{r}:{r} [{r % 8}] NCCL INFO Channel 00/0 : {r}[{r % 8}] -> {r + 8}[{r % 8}] [send] "
+             f"via NET/IBext_v8/{r % 8}/GDRDMA" for r in range(4096)]
+    ranks.insert(2048, "n9:1:1 [0] NCCL INFO Ring 00 : 9 -> 10 [send] via NET/Socket/0")
+    verdict = analyze("\n".join(ranks))
+    assert verdict.transport == "socket" and "channels took different paths" in verdict.notes[0]
+
+
+@pytest.mark.parametrize("line", [
+    "[1,0]<stdout>:" * 15_000 + "h:1:1 [0] NCCL INFO Using network IB",
+    "h:1:1 [0] NCCL INFO Ring 00 : " + "1[" * 100_000,
+    "h:1:1 [0] NCCL INFO Channel 00 : 0[0] -> " * 5_000,
+    "h:1:1 [0] NCCL INFO Using network IBext" + " [" * 100_000,
+    "NCCL version " + "2." * 100_000,
+], ids=["long-prefix", "ring-open-brackets", "channel-repeated", "using-then-brackets", "version-dots"])
+def test_the_old_formats_stay_linear(line):
+    import time
+
+    start = time.process_time()
+    analyze(line + "\nh:1:1 [0] NCCL INFO Using network IB\n")
+    assert time.process_time() - start < 30  # a hang guard, not a figure
