@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Mapping
 
 from . import hca, presets, site
-from .netpin import with_net_pin
 from .findings import Finding, Severity, info, user
+from .netpin import with_net_pin
 from .record import PLUGIN_NET, Fabric
 from .registry import FABRICS, by_name
 from .report import FabricReport
