@@ -45,9 +45,11 @@ from xml.sax.saxutils import escape
 from .bench_allreduce import parse_bytes, sizes
 from .contract import RESULT_PREFIX
 from .errors import InputError
+from .fabric.findings import Severity
 
 Pair = tuple[int, int]
 RELATIVE = 0.5  # a pair below half the median pair is slow
+WARN, FAIL = Severity.WARN.value, Severity.FAIL.value  # the doctor's statuses (Check.as_dict)
 
 
 def schedule(n: int) -> list[list[Pair]]:
@@ -106,19 +108,19 @@ def verdicts(nodes: Sequence[Mapping[str, Any]], pairs: Sequence[Pair], slow: Ma
     out = []
     for index, node in enumerate(nodes):
         reasons = [{k: c.get(k, "") for k in ("code", "status", "detail", "fix")}
-                   for c in node.get("checks", []) if c.get("status") in ("WARN", "FAIL")]
+                   for c in node.get("checks", []) if c.get("status") in (WARN, FAIL)]
         mine = [p for p in slow if index in p]
         if index in named:
-            reasons.append({"code": "preflight.slow-node", "status": "FAIL",
+            reasons.append({"code": "preflight.slow-node", "status": FAIL,
                             "detail": "slow in every pair: " + "; ".join(f"{p}: {slow[p]}" for p in mine),
                             "fix": "check this node's NIC, link speed and cabling (ethtool, ibstat); "
                                    "drain it and rerun preflight"})
         elif mine:
-            reasons.append({"code": "preflight.slow-pair", "status": "WARN",
+            reasons.append({"code": "preflight.slow-pair", "status": WARN,
                             "detail": "; ".join(f"{p}: {slow[p]}" for p in mine),
                             "fix": "the partner node is the likelier cause; rerun to confirm"})
         statuses = {r["status"] for r in reasons}
-        status = "fail" if "FAIL" in statuses else "warn" if "WARN" in statuses else "ok"
+        status = FAIL if FAIL in statuses else WARN if WARN in statuses else Severity.OK.value
         out.append({"node": index, "hostname": node.get("hostname", ""), "status": status, "reasons": reasons})
     return out
 
@@ -189,7 +191,7 @@ def assemble(nodes: Sequence[Mapping[str, Any]], busbw: Mapping[Pair, Any], swee
     judged = verdicts(nodes, pairs, slow)
     rule = f"floor {floor} GB/s" if floor is not None else f"below {RELATIVE} x median pair"
     return {"backend": backend, "rule": rule, "nodes": judged,
-            "failing": [v["node"] for v in judged if v["status"] == "fail"],
+            "failing": [v["node"] for v in judged if v["status"] == FAIL],
             "slow_nodes": slow_nodes(pairs, slow),
             "pairs": [{"pair": list(p), "busbw_gbps": float(busbw[p]), "slow": p in slow}
                       for p in dict.fromkeys(pairs)],

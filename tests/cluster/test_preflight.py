@@ -64,3 +64,31 @@ def test_preflight_without_a_throttle_names_nobody(make_cluster):
     assert codes == [0, 0, 0, 0], cl.all_logs()[-6000:]
     assert len(report["pairs"]) == 4 and all(p["busbw_gbps"] > 0 for p in report["pairs"])
     assert "busbw(GB/s)" in cl.logs(0) or "busbw(GB/s)" in cl.all_logs()
+
+
+def _roce_tree(root: str) -> dict[str, str]:
+    """A one-port RoCE device as sysfs shows it (linux drivers/infiniband/core/sysfs.c), the
+    shape tests/unit/fixtures/fabrics.yaml records; only one node gets it."""
+    base = f"{root}/class/infiniband/mlx5_0/ports/1"
+    files = {f"{base}/state": "4: ACTIVE\n", f"{base}/link_layer": "Ethernet\n"}
+    gids = ["fe80:0000:0000:0000:0a58:a9ff:fe00:1234", "0000:0000:0000:0000:0000:ffff:ac12:8003"]
+    for i, gid in enumerate(gids):
+        files.update({f"{base}/gids/{i}": gid + "\n", f"{base}/gid_attrs/types/{i}": "RoCE v2\n",
+                      f"{base}/gid_attrs/ndevs/{i}": "eth0\n"})
+    return files
+
+
+def test_preflight_names_the_node_whose_nccl_setting_contradicts_its_hardware(make_cluster):
+    # every node gets NCCL_IB_GID_INDEX=x; only node 1 has a RoCE port for it to contradict
+    root = "/tmp/preflight-sysfs"
+    cl = make_cluster("slurm", 4, PREFLIGHT, env={"TORCHPOD_SYSFS_ROOT": root, "NCCL_IB_GID_INDEX": "x"},
+                      node_files={1: _roce_tree(root)}).start()
+    codes = cl.wait(120)
+    report = _report(cl)
+    host = cl.nodes[1].node.hostname
+    assert [v["hostname"] for v in report["nodes"] if v["node"] in report["failing"]] == [host], report["nodes"]
+    mine = next(v for v in report["nodes"] if v["hostname"] == host)
+    setting = [r for r in mine["reasons"] if r["code"] == "roce.user.gid-index-not-digits"]
+    assert setting and setting[0]["fix"] and "NCCL_IB_GID_INDEX='x'" in setting[0]["detail"], mine
+    assert report["slow_nodes"] == [] and codes == [1, 1, 1, 1], (report["pairs"], codes)
+    assert "fix:" in cl.all_logs()

@@ -101,8 +101,8 @@ ROWS = [{"bytes": 1024 * 4 ** i, "count": 256 * 4 ** i, "time_us": 10.0 * (i + 1
 
 
 def _nodes(n, fail_at=None):
-    ok = {"code": "doctor.gpus.ok", "status": "OK", "detail": "fine", "fix": "", "name": "gpus"}
-    bad = {"code": "fabric.user.nccl-ib-disable", "status": "FAIL", "detail": "NCCL_IB_DISABLE=1 on an IB node",
+    ok = {"code": "doctor.gpus.ok", "status": "ok", "detail": "fine", "fix": "", "name": "gpus"}
+    bad = {"code": "fabric.user.nccl-ib-disable", "status": "fail", "detail": "NCCL_IB_DISABLE=1 on an IB node",
            "fix": "unset NCCL_IB_DISABLE", "name": "user-setting"}
     return [{"hostname": f"node{i}", "checks": [ok] + ([bad] if i == fail_at else [])} for i in range(n)]
 
@@ -165,3 +165,13 @@ def test_outside_torchrun_it_says_how_to_start_it(monkeypatch, capsys):
     monkeypatch.delenv("RANK", raising=False)
     assert preflight.main([]) == 2
     assert "torchpod run -m torchpod.preflight" in capsys.readouterr().err
+
+
+def test_the_doctors_own_rows_decide_the_node_status():
+    from torchpod.doctor import Check
+    from torchpod.fabric.findings import Finding, Severity
+
+    rows = [Check(f"c{i}", Finding(f"x.y.{s.value}", s, "why", "how")).as_dict() for i, s in enumerate(Severity)]
+    judged = preflight.verdicts([{"hostname": "a", "checks": rows}, {"hostname": "b", "checks": rows[:1]}], [], {})
+    assert [v["status"] for v in judged] == ["fail", "ok"]
+    assert [r["code"] for r in judged[0]["reasons"]] == ["x.y.warn", "x.y.fail"]
