@@ -16,13 +16,13 @@ v2.29.7-1):
 - ``NET/Socket : Using [0]eth0:10.0.0.1<0>``;
 - the plugin lines (``NET/Plugin ...``) and aws-ofi-nccl's ``NET/OFI Selected provider is ...``.
 
-Older NCCLs, as public logs of 2.3 to 2.14 show them (tests/unit/fixtures/nccl_logs_real.yaml
-cites each): before 2.12 the channel line has no ``/<n>`` after the channel number
-(``Channel 01 : 2[c7000] -> 0[87000] [receive] via NET/IB/5/GDRDMA``), before 2.7 it is
-``Ring 00 : 15[41000] -> 0[1b000] ...`` and before 2.5 ``Ring 00 : 43 -> 44 [receive] via
-NET/Socket/0`` (no bus ids); the bus id in brackets is hex (``6[4f000]``); before 2.6 there is
-no ``Using network`` line (2.3 says ``Using internal Network IB``) and ``NCCL version`` is
-printed bare, without the ``NCCL INFO`` tag.
+Older NCCLs, as the public logs in tests/unit/fixtures/nccl_logs_real.yaml print them (each
+cited there; the versions are those the logs show, not the exact release of each change):
+2.7.6 has no ``/<n>`` after the channel number (``Channel 01 : 2[c7000] -> 0[87000] [receive]
+via NET/IB/5/GDRDMA``), 2.5 says ``Ring 00 : 15[41000] -> 0[1b000] ...`` and 2.4 ``Ring 00 :
+1 -> 0 [receive] via NET/Socket/0`` (no bracket); in older logs the bracket holds a hex bus
+id (``6[4f000]``); 2.5 and older print no ``Using network`` line (2.3 says ``Using internal
+Network IB``), and up to 2.19 ``NCCL version`` is printed bare, without the ``NCCL INFO`` tag.
 
 Launchers put their own prefix before NCCL's (mpirun's ``[1,7]<stdout>:``, pdsh's ``host: ``,
 torchrun's ``[rank0]:``, srun -l's ``0: ``, Ray's ``(RayTrainWorker pid=...)``, CloudWatch's
@@ -49,7 +49,7 @@ LINE_CAP = 16 * 1024
 
 _NCCL_LINE = re.compile(r"NCCL (INFO|WARN)")
 _VERSION = re.compile(r"NCCL version ([0-9]+\.[0-9]+\.[0-9]+)")
-_RANK = r"[0-9]+(?:\[[0-9a-fA-F]+\])?"  # 0, 0[0] or, before 2.19, 6[4f000] (the bus id)
+_RANK = r"[0-9]+(?:\[[0-9a-fA-F]+\])?"  # 0 (2.4), 0[0], or 6[4f000] (a hex bus id, older)
 _CHANNEL = re.compile(rf"(?:Channel|Ring) [0-9]+(?:/[0-9]+)? : {_RANK} -> {_RANK} \[(send|receive)\] "
                       r"via NET/([^/]+)/[0-9]+(\([0-9]+\))?(/GDRDMA)?")
 # case matters: 2.3 says "Using internal Network IB", 2.21 "NET/Plugin: Using internal network plugin."
@@ -120,7 +120,7 @@ class _Seen:
 
     def add(self, line: str) -> None:
         if self.version is None and "NCCL version" in line and (m := _VERSION.search(line)):
-            self.version = m.group(1)  # before 2.6 printed bare, without "NCCL INFO"
+            self.version = m.group(1)  # 2.19 and older print it bare, without "NCCL INFO"
             self.any_line = True
         if not _NCCL_LINE.search(line):
             return
@@ -147,18 +147,21 @@ class _Seen:
 
 
 def _inferred(seen: _Seen, notes: list[str]) -> Verdict:
-    """No channel and no ``Using network`` line: the network NCCL's init found, if the log says."""
-    why = "inferred from the networks NCCL's init found (no channel line, no `Using network` line: before 2.6 "
+    """No channel and no ``Using network`` line: the network NCCL's init found, if the log says.
+    NCCL tries its nets in order, an external plugin first, then IB, then sockets, and keeps the
+    first that initialises with a device (NVIDIA/nccl src/net.cc, ``ncclNets[3] = { nullptr
+    (the plugin), &ncclNetIb, ... }``, v2.18/v2.19)."""
+    why = ("inferred from the network NCCL's init found (no channel line and no `Using network` line: NCCL 2.5 "
+           "and older print none, or the log was cut short): ")
     if "ofi" in seen.found:
         line, kind = seen.found["ofi"], "libfabric"
-        why += ("or a log cut short): aws-ofi-nccl selected a libfabric provider, and NCCL takes a plugin "
-                "that initialises")
+        why += "aws-ofi-nccl selected a libfabric provider, and NCCL takes a net plugin that initialises first"
     elif "ib" in seen.found:
         line, kind = seen.found["ib"], "ib"
-        why += "NCCL printed none): NCCL's IB transport found devices, and NCCL takes it before sockets"
+        why += "NCCL's IB transport found devices, and NCCL takes it before sockets"
     elif "no-ib" in seen.found and "socket" in seen.found:
         line, kind = seen.found["socket"], "socket"
-        why += "NCCL printed none): no IB device (or IB disabled), so NCCL's network is sockets"
+        why += "no IB device (or IB disabled), so NCCL's network is sockets"
     else:
         return Verdict("unknown", False, tuple(seen.devices + seen.plugin), seen.version,
                        tuple(notes) + ("no `Using network` and no `via NET/` line: was the log written with "
