@@ -1,6 +1,7 @@
 """`torchpod run -m torchpod.preflight` on containers as nodes: one node's link throttled
 from the host (tc tbf on the container's eth0, entered with nsenter: iproute2 on the host,
-nothing added to the image) is named, and only it; without a throttle nobody is named.
+nothing added to the image) is named, and only it; without a throttle nobody is named in five
+runs in a row; a node whose NCCL setting contradicts its hardware is named with the doctor's fix.
 
 tbf: iproute2's tc-tbf(8); nsenter -n enters the container's network namespace by the PID
 `docker inspect` reports (State.Pid, Docker Engine API ContainerInspect).
@@ -56,14 +57,15 @@ def test_preflight_names_exactly_the_throttled_node_within_60_s(make_cluster):
     assert took < 60, f"preflight took {took:.0f} s"
 
 
-def test_preflight_without_a_throttle_names_nobody(make_cluster):
-    cl = make_cluster("slurm", 4, [*PREFLIGHT, "--json", "/tmp/preflight.json"]).start()
-    codes = cl.wait(120)
-    report = _report(cl)
-    assert report["slow_nodes"] == [] and report["failing"] == [], (report["pairs"], report["nodes"])
-    assert codes == [0, 0, 0, 0], cl.all_logs()[-6000:]
-    assert len(report["pairs"]) == 4 and all(p["busbw_gbps"] > 0 for p in report["pairs"])
-    assert "busbw(GB/s)" in cl.logs(0) or "busbw(GB/s)" in cl.all_logs()
+def test_preflight_without_a_throttle_names_nobody_five_runs_in_a_row(make_cluster):
+    for run in range(5):  # one clean run proves little: a false positive must not come by chance
+        with make_cluster("slurm", 4, [*PREFLIGHT, "--json", "/tmp/preflight.json"]).start() as cl:
+            codes = cl.wait(120)
+            report = _report(cl)
+            assert report["slow_nodes"] == [] and report["failing"] == [], (run, report["pairs"], report["nodes"])
+            assert codes == [0, 0, 0, 0], (run, cl.all_logs()[-6000:])
+            assert len(report["pairs"]) == 4 and all(p["busbw_gbps"] > 0 for p in report["pairs"])
+            assert "busbw(GB/s)" in cl.all_logs()
 
 
 def _roce_tree(root: str) -> dict[str, str]:
