@@ -36,7 +36,7 @@ from typing import Mapping, Sequence
 from . import nccl_log, netplugin, readers
 from .contract import SYSFS_ROOT_DEFAULT
 from .errors import InputError
-from .fabric import FABRICS, FabricReport, by_name, detect_fabric, site
+from .fabric import FABRICS, FabricReport, by_name, detect_fabric, driver, imex, names, ncclconf, site
 from .fabric.findings import Finding, Severity
 
 OK, WARN, FAIL = Severity.OK, Severity.WARN, Severity.FAIL
@@ -93,6 +93,8 @@ class Machine:
     fi_providers: tuple[str, ...] | None = None  # `fi_info -l`; None: no fi_info
     fi_devices: tuple[str, ...] = ()  # providers `fi_info -p NAME` finds a device for (efa, cxi)
     root: Path = Path("/")
+    cuda: tuple[int, int] | None = None  # the CUDA the image's torch was built with (driver.torch_cuda)
+    cuda_why: str = "not read"  # why ``cuda`` is None
 
 
 def gather(env: Mapping[str, str], sysfs_root: Path, gpu_count: int | None) -> Machine:
@@ -118,8 +120,9 @@ def gather(env: Mapping[str, str], sysfs_root: Path, gpu_count: int | None) -> M
     found = ctypes.util.find_library("nccl-net")
     if found and found not in plugins:
         plugins.append(found)
+    cuda, cuda_why = driver.torch_cuda()
     return Machine(
-        sysfs_root=sysfs_root, uverbs=tuple(sorted(glob.glob("/dev/infiniband/uverbs*"))),
+        cuda=cuda, cuda_why=cuda_why, sysfs_root=sysfs_root, uverbs=tuple(sorted(glob.glob("/dev/infiniband/uverbs*"))),
         memlock=None if soft == resource.RLIM_INFINITY else soft, shm_bytes=shm, verbs_error=verbs_error,
         providers=tuple(providers), net_plugins=tuple(plugins), gpu_count=gpu_count, net_probe=net_probe,
         fi_providers=fi_providers, fi_devices=fi_devices,
@@ -133,8 +136,8 @@ def _verbs_providers() -> tuple[str | None, list[str]]:
         ctypes.CDLL("libibverbs.so.1", mode=ctypes.RTLD_GLOBAL)  # providers resolve against it
     except OSError as exc:
         return str(exc), providers
-    for driver in sorted(glob.glob("/etc/libibverbs.d/*.driver")):
-        name = Path(driver).stem
+    for driver_file in sorted(glob.glob("/etc/libibverbs.d/*.driver")):
+        name = Path(driver_file).stem
         for lib in glob.glob(f"/usr/lib/*/libibverbs/lib{name}-rdmav*.so"):
             try:
                 ctypes.CDLL(lib)
@@ -271,7 +274,44 @@ def _fi_checks(env: Mapping[str, str], needed: str, m: Machine) -> list[Check]:
     return out
 
 
+def _verbs_plugin_checks(env: Mapping[str, str], fabric: FabricReport, m: Machine) -> list[Check]:
+    """InfiniBand/RoCE: an external net plugin NCCL would load but nobody asked for (the SHARP
+    plugin many images ship as libnccl-net.so), or one asked for that does not load."""
+    record = by_name(fabric.fabric)
+    if record is None or record.verbs_provider is None or record.fi_provider is not None:
+        return []
+    probe, given = m.net_probe or {}, env.get("NCCL_NET_PLUGIN")
+    if given is not None and given.strip().lower() == "none":
+        return [_row("net-plugin", "none", OK, "NCCL_NET_PLUGIN=none: NCCL uses its internal IB network")]
+    if given is None and probe.get("loaded"):
+        return [_row("net-plugin", "unwanted", WARN, f"NCCL_NET_PLUGIN is unset, so NCCL loads {probe.get('path')} "
+                     f"(plugin {probe.get('plugin_name')!r}) ahead of its internal IB network",
+                     "set NCCL_NET_PLUGIN=none unless you want this plugin (sites disable the SHARP plugin so)")]
+    if given is not None and not probe.get("loaded"):
+        errors = "; ".join(t["error"] for t in probe.get("tried") or ()) or probe.get("crashed") or "not found"
+        return [_row("net-plugin", "not-loaded", FAIL, f"NCCL_NET_PLUGIN={given} names a plugin that does not "
+                     f"load: {errors}", "install the plugin where the loader finds it, or unset NCCL_NET_PLUGIN")]
+    if probe.get("loaded"):
+        return [_row("net-plugin", "ok", OK, f"{probe.get('path')} loads (NCCL_NET_PLUGIN={given})")]
+    return [_row("net-plugin", "none", OK, "no external net plugin: NCCL uses its internal IB network")]
+
+
+def _nccl_env_checks(seen: Mapping[str, str], conf: Sequence[Finding], m: Machine) -> list[Check]:
+    """The configuration files, names nobody reads, the driver and IMEX, judged on what NCCL sees."""
+    checks = [Check("nccl-conf", f) for f in conf]
+    unknown = names.unknown(seen)
+    checks += [Check("env-name", f) for f in unknown]
+    if not unknown:
+        checks.append(_row("env-name", "ok", OK, "every NCCL_*/FI_* name set is one NCCL or libfabric reads"))
+    version, why = driver.node_driver(m.proc_root)
+    checks.append(Check("driver", driver.judge(version, why, m.cuda)))
+    checks += [Check("imex", f) for f in imex.check(seen, m.root, m.proc_root)]
+    return checks
+
+
 def preflight(env: Mapping[str, str], m: Machine) -> tuple[FabricReport, list[Check]]:
+    """Every check, judged on the environment NCCL will see (its configuration files merged)."""
+    env, conf = ncclconf.merged(env, m.root)
     fabric = detect_fabric(env, m.sysfs_root, m.proc_root, m.root)
     name = fabric.fabric or "none"
     first = fabric.findings[0] if fabric.findings else None
@@ -279,6 +319,8 @@ def preflight(env: Mapping[str, str], m: Machine) -> tuple[FabricReport, list[Ch
                                       f"{name}: {first.message}" if first else name))]
     checks += _rdma_checks(fabric, m)
     checks += _plugin_checks(env, fabric, m)
+    checks += _verbs_plugin_checks(env, fabric, m)
+    checks += _nccl_env_checks(env, conf, m)
     # the fabric's own findings, by code: a reworded message changes no row and no verdict
     checks += [Check(ROW_OF_TOPIC[f.topic], f) for f in fabric.findings[1:] if f.topic in ROW_OF_TOPIC]
     if m.shm_bytes is not None and m.shm_bytes < SHM_WANTED:

@@ -34,7 +34,7 @@ def test_a_healthy_roce_node_passes(tmp_path):
     fabric, checks = preflight({}, healthy(sysfs, proc))
     assert fabric.fabric == "roce"
     assert statuses(checks) == {"fabric": "ok", "uverbs": "ok", "memlock": "ok", "verbs": "ok", "gid": "ok",
-                                "shm": "ok", "gpus": "ok"}
+                                "shm": "ok", "gpus": "ok", "net-plugin": "ok", "env-name": "ok", "driver": "ok"}
     assert exit_code(fabric, checks, None) == 0 and refusal(checks) is None
 
 
@@ -221,3 +221,42 @@ def test_the_doctor_asks_nvidia_smi_once_and_counts_the_gpus_the_plan_counts(tmp
     assert code == 0 and calls.read_text() == "x\n"
     assert rows["gpus"]["detail"] == "2 GPUs visible" and rows["gpus"]["code"] == "doctor.gpus.ok"
     assert gpus.default_nproc({}, 2)[0] == "2"
+
+
+def test_the_doctor_judges_what_nccl_sees_with_its_conf_files(tmp_path):
+    sysfs, proc = write_node(tmp_path, FIXTURES["roce_bonded_mlx5_ipv4_and_ipv6_both_versions"])
+    (tmp_path / "etc").mkdir(exist_ok=True)
+    (tmp_path / "etc" / "nccl.conf").write_text("NCCL_IB_HCAS=mlx5_0\nNCCL_IB_HCA=mlx5_9\n")
+    _, checks = preflight({}, healthy(sysfs, proc, root=tmp_path))
+    rows = {(c.name, c.finding.code) for c in checks}
+    assert ("nccl-conf", "ncclconf.file.read") in rows and ("env-name", "names.env.misspelt") in rows
+    assert ("user-setting", "verbs.user.hca-selects-none") in rows  # the file's NCCL_IB_HCA, as NCCL reads it
+
+
+# What netplugin.run_probe returns for the SHARP plugin (nccl-rdma-sharp-plugins as libnccl-net.so).
+SHARP = {"loaded": "libnccl-net.so", "path": "/usr/lib/x86_64-linux-gnu/libnccl-net.so", "tried": [],
+         "exported": [8, 7, 6, 5], "chosen": 8, "plugin_name": "IBext_v8"}
+
+
+@pytest.mark.parametrize("env, probe, code, status", [
+    ({}, SHARP, "doctor.net-plugin.unwanted", "warn"),
+    ({"NCCL_NET_PLUGIN": "none"}, {"skipped": "NCCL_NET_PLUGIN=none"}, "doctor.net-plugin.none", "ok"),
+    ({"NCCL_NET_PLUGIN": "sharp"}, NOT_FOUND, "doctor.net-plugin.not-loaded", "fail"),
+    ({"NCCL_NET_PLUGIN": "libnccl-net.so"}, SHARP, "doctor.net-plugin.ok", "ok"),
+    ({}, {"loaded": None, "tried": []}, "doctor.net-plugin.none", "ok"),
+])
+def test_a_plugin_on_infiniband_or_roce_unwanted_or_not_loading(tmp_path, env, probe, code, status):
+    sysfs, proc = write_node(tmp_path, FIXTURES["infiniband_hdr_node"])
+    _, checks = preflight(env, healthy(sysfs, proc, net_probe=probe, root=tmp_path))
+    [row] = [c for c in checks if c.name == "net-plugin"]
+    assert (row.finding.code, row.status) == (code, status)
+
+
+def test_the_driver_row_fails_an_old_driver_for_a_cuda_13_image(tmp_path):
+    sysfs, proc = write_node(tmp_path, FIXTURES["infiniband_hdr_node"])
+    (proc / "driver" / "nvidia").mkdir(parents=True)
+    (proc / "driver" / "nvidia" / "version").write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  "
+                                                         "570.133.20  Fri Mar 14 2025\n")
+    fabric, checks = preflight({}, healthy(sysfs, proc, cuda=(13, 0), root=tmp_path))
+    [row] = [c for c in checks if c.name == "driver"]
+    assert row.status == "fail" and "the node has 570.133.20" in row.detail and exit_code(fabric, checks, None) == 1
