@@ -43,4 +43,8 @@ def write_node(root: Path, case: dict) -> tuple[Path, Path]:
     if case.get("route"):
         route += f"{case['route']}\t00000000\t010011AC\t0003\t0\t0\t0\t00000000\t0\t0\t0\n"
     (proc / "net" / "route").write_text(route)
+    if case.get("route6"):  # ::/0 via the interface, flags RTF_UP|RTF_GATEWAY|RTF_ADDRCONF, as `ip -6 route` leaves it
+        (proc / "net" / "ipv6_route").write_text(
+            f"{'0' * 32} 00 {'0' * 32} 00 fe800000000000000000000000000001 00000400 00000001 00000000 00450003 "
+            f"{case['route6']}\n{'0' * 32} 00 {'0' * 32} 00 {'0' * 32} ffffffff 00000001 00000000 00200200 lo\n")
     return sysfs, proc

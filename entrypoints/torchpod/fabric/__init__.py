@@ -21,7 +21,7 @@ from .netpin import with_net_pin
 from .record import PLUGIN_NET, Fabric
 from .registry import FABRICS, by_name
 from .report import FabricReport
-from .sysfs import NAME_RE, Inventory, default_route_interface, read
+from .sysfs import NAME_RE, Inventory, default_route6_interface, default_route_interface, read
 
 # Interfaces that never carry the traffic between nodes: loopback, container bridges and
 # the host ends of veth pairs.
@@ -32,15 +32,21 @@ def socket_interface(proc_root: Path) -> tuple[str | None, Finding]:
     """NCCL_SOCKET_IFNAME for bootstrap and out-of-band traffic: the interface of the
     default route, unless it is local-only; and the finding that says so."""
     name = default_route_interface(proc_root)
+    family = "IPv4"
     if name is None:
-        return None, info("socket.ifname.no-route", f"no IPv4 default route in {proc_root}/net/route: "
-                          "NCCL_SOCKET_IFNAME left to NCCL")
+        name, family = default_route6_interface(proc_root), "IPv6"
+    if name is None:
+        return None, info("socket.ifname.no-route", f"no IPv4 default route in {proc_root}/net/route (nor an "
+                          "IPv6 one): NCCL_SOCKET_IFNAME left to NCCL")
     if not NAME_RE.fullmatch(name):
         return None, info("socket.ifname.bad-name", f"the default route leaves through {ascii(name)}, not an "
                           "interface name NCCL can be given: NCCL_SOCKET_IFNAME left to NCCL")
     if name.startswith(_LOCAL_ONLY):
         return None, info("socket.ifname.local-only", f"the default route leaves through {name}, a local-only "
                           "interface: NCCL_SOCKET_IFNAME left to NCCL")
+    if family == "IPv6":  # roce.py reads this code: the node's traffic is IPv6 only
+        return name, info("socket.ifname.route6", f"NCCL_SOCKET_IFNAME={name}: the interface of the IPv6 default "
+                          "route (no IPv4 default route)")
     return name, info("socket.ifname.route", f"NCCL_SOCKET_IFNAME={name}: the interface of the default route")
 
 

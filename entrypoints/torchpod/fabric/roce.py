@@ -43,6 +43,9 @@ def detect(env: Mapping[str, str], inv: Inventory, socket_if: SocketProbe) -> Fa
     notes = [info("roce.found", f"RoCE: {len(chosen)} active ports with a RoCE v2 IPv4 GID")]
     notes += [_skipped(p) for p in ethernet if _first_v2_ipv4(p) is None]
     if not chosen:
+        ipv6 = _ipv6_only(env, ethernet, socket_if)
+        if ipv6 is not None:
+            return FabricReport(NAME, ipv6.env, (*notes, *ipv6.findings))
         notes.append(ok("roce.gid.none", "no RoCE v2 IPv4 GID on any port: NCCL settings left to NCCL"))
         return FabricReport(NAME, (), tuple(notes))
     added, more = common_env(env, chosen, socket_if)
@@ -60,6 +63,31 @@ def detect(env: Mapping[str, str], inv: Inventory, socket_if: SocketProbe) -> Fa
                              "use NCCL >= 2.21.5, or give every port its RoCE v2 IPv4 GID at the same index"))
     notes += _user_gid_index(env, chosen)
     return FabricReport(NAME, tuple(added), tuple(notes))
+
+
+def _first_v2_ipv6(port: Port) -> int | None:
+    return next((g.index for g in port.gids if g.ipv6_global and g.roce_v2), None)
+
+
+def _ipv6_only(env: Mapping[str, str], ethernet: list[Port], socket_if: SocketProbe) -> FabricReport | None:
+    """No RoCE v2 IPv4 GID and a node whose traffic is IPv6 only (its socket interface is the
+    IPv6 default route's): the RoCE v2 IPv6 GIDs, with NCCL_IB_ADDR_FAMILY=AF_INET6, which
+    NCCL's own GID choice needs to pick them (v2.30.7-1 src/transport/net_ib/connect.cc)."""
+    _, why = socket_if()
+    chosen = [p for p in ethernet if _first_v2_ipv6(p) is not None]
+    if why.code != "socket.ifname.route6" or not chosen:
+        return None
+    added, notes = common_env(env, chosen, socket_if)
+    added.append(("NCCL_IB_ADDR_FAMILY", "AF_INET6"))
+    indices = {_first_v2_ipv6(p) for p in chosen}
+    text = "NCCL_IB_ADDR_FAMILY=AF_INET6: the node routes IPv6 only and its ports have RoCE v2 IPv6 GIDs"
+    if len(indices) == 1:
+        index = indices.pop()
+        added.append(("NCCL_IB_GID_INDEX", str(index)))
+        text += f"; NCCL_IB_GID_INDEX={index}, the RoCE v2 IPv6 GID on every chosen port"
+    else:
+        text += "; the GID index differs per port: left to NCCL, which picks it per device"
+    return FabricReport(NAME, tuple(added), (*notes, ok("roce.gid.chosen-ipv6", text)))
 
 
 def _user_gid_index(env: Mapping[str, str], chosen: list[Port]) -> list[Finding]:

@@ -47,6 +47,12 @@ class Gid:
     def roce_v2(self) -> bool:
         return self.type == "RoCE v2"
 
+    @property
+    def ipv6_global(self) -> bool:
+        """An IPv6 GID NCCL can route with AF_INET6: neither IPv4-mapped, link-local (fe80::/64)
+        nor zero (NVIDIA/nccl v2.30.7-1 src/transport/net_ib/connect.cc)."""
+        return not self.ipv4 and not self.gid.startswith("fe80:0000:0000:0000:") and self.gid.strip("0:") != ""
+
 
 @dataclass(frozen=True)
 class Port:
@@ -162,4 +168,27 @@ def default_route_interface(proc_root: Path) -> str | None:
         fields = line.split()
         if len(fields) > 2 and fields[1] == "00000000":
             return fields[0]
+    return None
+
+
+RTF_UP, RTF_REJECT = 0x0001, 0x0200  # linux/route.h: the unreachable ::/0 on lo is REJECT
+
+
+def default_route6_interface(proc_root: Path) -> str | None:
+    """The interface of the IPv6 default route (``/proc/net/ipv6_route``: ::/0, up, not a reject)."""
+    path = proc_root / "net" / "ipv6_route"
+    try:
+        text = readers.read_text(path, what=f"routing table {str(path)!r}", cap=readers.TABLE_CAP,
+                                 expected="the kernel's IPv6 routing table (/proc/net/ipv6_route)")
+    except readers.Unreadable:
+        return None
+    for line in text.split("\n"):
+        fields = line.split()
+        if len(fields) == 10 and fields[0] == "0" * 32 and fields[1] == "00":
+            try:
+                flags = int(fields[8], 16)
+            except ValueError:
+                continue
+            if flags & RTF_UP and not flags & RTF_REJECT:
+                return fields[9]
     return None
