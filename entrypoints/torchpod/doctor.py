@@ -5,7 +5,10 @@
 Preflight checks (``preflight``, pure: it takes the env and a ``Machine`` snapshot that
 ``gather`` reads from the process and the filesystem): RDMA devices and their uverbs
 nodes, the locked-memory limit, /dev/shm, the verbs providers, the GID choice, user
-variables that contradict the hardware, the NCCL net plugin a fabric needs, GPUs. With
+variables that contradict the hardware, the NCCL net plugin a fabric needs (or one on
+InfiniBand/RoCE nobody asked for), GPUs, NCCL's configuration files (fabric.ncclconf: every
+check judges the environment NCCL will see), NCCL_*/FI_* names nobody reads (fabric.names),
+the driver against the image's CUDA (fabric.driver), IMEX channels (fabric.imex). With
 ``--nccl-log`` it also says which transport NCCL really used (torchpod.nccl_log), quoting
 the lines that prove it.
 
@@ -304,7 +307,7 @@ def _nccl_env_checks(seen: Mapping[str, str], conf: Sequence[Finding], m: Machin
     if not unknown:
         checks.append(_row("env-name", "ok", OK, "every NCCL_*/FI_* name set is one NCCL or libfabric reads"))
     version, why = driver.node_driver(m.proc_root)
-    checks.append(Check("driver", driver.judge(version, why, m.cuda)))
+    checks.append(Check("driver", driver.judge(version, why, m.cuda, m.cuda_why)))
     checks += [Check("imex", f) for f in imex.check(seen, m.root, m.proc_root)]
     return checks
 

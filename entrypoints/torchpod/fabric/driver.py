@@ -60,10 +60,11 @@ def _text(v: Version) -> str:
     return ".".join(f"{x:02d}" if i == 2 else str(x) for i, x in enumerate(v))
 
 
-def judge(driver: Version | None, why: str, cuda: tuple[int, int] | None) -> Finding:
+def judge(driver: Version | None, why: str, cuda: tuple[int, int] | None, cuda_why: str = "") -> Finding:
     """One finding: the driver against the bundled CUDA."""
     if cuda is None:
-        return ok("driver.cuda.unknown", "the bundled CUDA version is unknown: driver not judged")
+        return ok("driver.cuda.unknown", f"the bundled CUDA version is unknown{f' ({cuda_why})' if cuda_why else ''}: "
+                  "driver not judged")
     if driver is None:
         return Finding("driver.version.unknown", Severity.WARN, f"cannot read the node's driver version ({why})",
                        "run with the NVIDIA container runtime (it mounts /proc/driver/nvidia)")
