@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ..errors import InputError
 from ..options import UserOptions
-from .common import Detection, Env, Facts, NodeCount, get, master_endpoint, parse_int, stable_id
+from .common import Detection, Env, Facts, NodeCount, get, index_below, master_endpoint, parse_int, stable_id
 
 NAME = "azureml"
 STRONG = True
@@ -90,12 +90,8 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
             "NODE_RANK is not set in this AzureML job; expected this node's index (0 for the first "
             "node); set distribution: {type: pytorch} on the command job"
         )
-    node = parse_int(*node_var, hint="AzureML sets this node's index")
-    if node >= nodes:
-        raise InputError(
-            f"NODE_RANK={node_var[1]!r} is outside the {nodes} nodes; expected 0-{nodes - 1}; "
-            "were the variables copied from another job?"
-        )
+    node = index_below(node_var, nodes, of=f"the {nodes} nodes", hint="AzureML sets this node's index",
+                       tail="; were the variables copied from another job?")
     master = master_endpoint(env, ("MASTER_ADDR",), ("MASTER_PORT",))
     if master is None:
         raise InputError(

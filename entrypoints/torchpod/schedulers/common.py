@@ -77,6 +77,15 @@ def int_var(env: Env, name: str, *, minimum: int = 0, hint: str = "") -> int | N
     return None if found is None else parse_int(name, found[1], minimum=minimum, hint=hint)
 
 
+def index_below(var: tuple[str, str], count: int, *, of: str, hint: str, tail: str = "") -> int:
+    """This node's index from ``var`` (name, raw value): a whole number below ``count``, else
+    one line naming the variable, ``of`` (what it indexes) and the range."""
+    index = parse_int(*var, hint=hint)
+    if index >= count:
+        raise InputError(f"{var[0]}={var[1]!r} is outside {of}; expected 0-{count - 1}{tail}")
+    return index
+
+
 def rdzv_port(env: Env) -> tuple[int, tuple[str, ...]]:
     """The port for endpoints torchpod builds itself (TORCHPOD_RDZV_PORT, else
     contract.RDZV_PORT_DEFAULT)."""

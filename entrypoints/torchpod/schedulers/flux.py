@@ -20,7 +20,7 @@ from __future__ import annotations
 from ..contract import RDZV_PORT_DEFAULT
 from ..errors import InputError
 from ..options import UserOptions
-from .common import Detection, Env, Facts, NodeCount, get, master_endpoint, parse_int, stable_id
+from .common import Detection, Env, Facts, NodeCount, get, index_below, master_endpoint, parse_int, stable_id
 
 NAME = "flux"
 # FLUX_* are Flux's own, but a Flux instance is often started inside a Slurm or LSF
@@ -60,12 +60,8 @@ def node_index(env: Env, nnodes: int) -> tuple[int, str]:
             "FLUX_TASK_RANK is missing; expected this task's rank, which the Flux job shell sets; "
             "start torchpod with `flux run --tasks-per-node=1`"
         )
-    index = parse_int(*rank, hint="this task's rank, one task per node")
-    if index >= nnodes:
-        raise InputError(
-            f"FLUX_TASK_RANK={rank[1]!r} is outside FLUX_JOB_NNODES={nnodes}; expected 0-{nnodes - 1} "
-            "with one task per node"
-        )
+    index = index_below(rank, nnodes, of=f"FLUX_JOB_NNODES={nnodes}", hint="this task's rank, one task per node",
+                        tail=" with one task per node")
     return index, rank[0]
 
 

@@ -23,7 +23,19 @@ from __future__ import annotations
 
 from ..errors import InputError
 from ..options import UserOptions
-from .common import Detection, Endpoint, Env, Facts, NodeCount, check_host, get, parse_int, rdzv_port, stable_id
+from .common import (
+    Detection,
+    Endpoint,
+    Env,
+    Facts,
+    NodeCount,
+    check_host,
+    get,
+    index_below,
+    parse_int,
+    rdzv_port,
+    stable_id,
+)
 
 NAME = "lws"
 STRONG = True
@@ -50,12 +62,9 @@ def _required(env: Env, name: str) -> tuple[str, str]:
 def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     leader, size_var, index_var = (_required(env, name) for name in MARKERS)
     size = parse_int(*size_var, minimum=1, hint=f"the pods in the group, leader included; {_HINT}")
-    index = parse_int(*index_var, hint=f"0 for the leader, 1..LWS_GROUP_SIZE-1 for workers; {_HINT}")
-    if index >= size:
-        raise InputError(
-            f"LWS_WORKER_INDEX={index_var[1]!r} is outside LWS_GROUP_SIZE={size}; expected 0-{size - 1}; "
-            "were the variables copied from another pod?"
-        )
+    index = index_below(index_var, size, of=f"LWS_GROUP_SIZE={size}",
+                        hint=f"0 for the leader, 1..LWS_GROUP_SIZE-1 for workers; {_HINT}",
+                        tail="; were the variables copied from another pod?")
     host = check_host(f"LWS_LEADER_ADDRESS={leader[1]!r}", leader[1])
     port, port_notes = rdzv_port(env)
     ep = Endpoint(host, port)
