@@ -28,10 +28,19 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from . import __version__, doctor, gpus, readers, script
-from .contract import ENV_DOCTOR, ENV_HOSTNAME, ENV_SYSFS_ROOT, SETTINGS, SYSFS_ROOT_DEFAULT, Setting, setting
+from .contract import (
+    ENV_DOCTOR,
+    ENV_HOSTNAME,
+    ENV_PREFLIGHT,
+    ENV_SYSFS_ROOT,
+    SETTINGS,
+    SYSFS_ROOT_DEFAULT,
+    Setting,
+    setting,
+)
 from .errors import InputError, RuntimeFailure, TorchpodError
 from .gpus import needs_probe
-from .plan import LaunchPlan, command, to_json, to_shell
+from .plan import LaunchPlan, command, preflight_first, to_json, to_shell
 from .resolve import resolve
 from .schedulers import slurm
 from .schedulers.common import Facts
@@ -174,7 +183,7 @@ def _dispatch(args: list[str], env: dict[str, str]) -> int:
         fmt = inv.own.get("--format", "json")
         if fmt not in ("json", "shell"):
             raise InputError(f"--format {fmt!r} is not a plan format; expected json or shell")
-        plan = resolve(env, gather_facts(env), inv)
+        plan = with_preflight(env, resolve(env, gather_facts(env), inv))
         print(to_json(plan, sys.executable) if fmt == "json" else to_shell(plan, sys.executable))
         return 0
     if first == "doctor":
@@ -224,6 +233,14 @@ NO_SCRIPT = ("no script given; expected `torchpod run [TORCHRUN OPTIONS] SCRIPT 
              "e.g. `torchpod train.py --epochs 3`")
 
 
+def with_preflight(env: Mapping[str, str], plan: LaunchPlan) -> LaunchPlan:
+    """The plan itself, or under TORCHPOD_PREFLIGHT=1 the plan whose workers run preflight first."""
+    value = setting(env, ENV_PREFLIGHT)
+    if value not in ("", "0", "1"):
+        raise InputError(f"{ENV_PREFLIGHT.name}={value!r} is not a switch; expected 1 (preflight first) or 0")
+    return preflight_first(plan) if value == "1" else plan
+
+
 def run(inv: Invocation, env: dict[str, str], cwd: Path) -> int:
     facts = gather_facts(env)
     if setting(env, ENV_DOCTOR) == "1":
@@ -232,12 +249,15 @@ def run(inv: Invocation, env: dict[str, str], cwd: Path) -> int:
         if refused:
             raise RuntimeFailure(refused)
     plan = resolve(env, facts, inv)
-    # torchpod.torchrun is torch.distributed.run with a one-line rendezvous-timeout message
-    argv = command(plan, sys.executable, module="torchpod.torchrun")
-    if plan.script is None or argv is None:  # main() refuses a command line without one first
+    if plan.script is None:  # main() refuses a command line without one first
         raise InputError(NO_SCRIPT)
     where = f"node {plan.node_rank} ({plan.hostname})" if plan.node_rank is not None else f"node {plan.hostname}"
     script.check(plan.script, plan.passthrough, cwd=cwd, env=env, where=where)
+    plan = with_preflight(env, plan)
+    # torchpod.torchrun is torch.distributed.run with a one-line rendezvous-timeout message
+    argv = command(plan, sys.executable, module="torchpod.torchrun")
+    if argv is None:
+        raise InputError(NO_SCRIPT)
     summary = (
         f"torchpod: {plan.scheduler}: node {plan.node_rank} of {plan.nnodes}, "
         f"{plan.nproc_per_node} proc/node, {plan.rdzv_backend} at {plan.rdzv_endpoint} "

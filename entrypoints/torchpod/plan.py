@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 from . import __version__
+from .contract import PREFLIGHT_MODULE
 from .errors import InputError
 from .supervise import FORWARDED_NAMES, TERMINATING_NAMES
 from .values import Endpoint, NodeCount
@@ -87,6 +88,38 @@ def torchrun_args(plan: LaunchPlan) -> list[str]:
         if value is not None:
             args.append(f"{flag}={value}")
     return args + list(plan.passthrough)
+
+
+# TORCHPOD_PREFLIGHT=1: the workers run torchpod.preflight, which execs the user's command
+# only when no node failed. How that command was given: a script (python -u SCRIPT), a
+# module (torchrun --module: python -u -m MODULE) or a program (torchrun --no-python).
+THEN = "--then"
+THEN_MODES = ("script", "module", "program")
+_MODES = (("--module", "module"), ("--no-python", "program"))
+_MODE_FLAGS = frozenset({"--module", "--no-python", "--run-path"})
+
+
+def preflight_first(plan: LaunchPlan) -> LaunchPlan:
+    """The same job, whose workers first run torchpod.preflight and then exec the command.
+
+    One torchrun, one rendezvous: preflight runs in the job's own workers, on a process
+    group of its own keys (torchpod.preflight), and each worker then replaces itself with
+    the user's command, so the script starts in the group torchrun formed, with the same
+    RANK/MASTER_* variables. A second torchrun would need a second rendezvous on the same
+    endpoint, and a node that starts it while node 0's first store is still closing would
+    join that store. A job already running torchpod.preflight is left as it is.
+    """
+    if plan.script is None or (plan.script == PREFLIGHT_MODULE and "--module" in plan.passthrough):
+        return plan
+    if str(plan.nnodes) == "1":
+        return replace(plan, notes=plan.notes + ("TORCHPOD_PREFLIGHT=1: one node, no pair of nodes to compare: "
+                                                 "preflight skipped (TORCHPOD_DOCTOR=1 checks this node)",))
+    mode = next((word for flag, word in _MODES if flag in plan.passthrough), "script")
+    kept = tuple(p for p in plan.passthrough if p not in _MODE_FLAGS)
+    note = (f"TORCHPOD_PREFLIGHT=1: every worker runs {PREFLIGHT_MODULE} first and starts "
+            f"{plan.script!r} only when no node failed (exit 1 names the failing nodes)")
+    return replace(plan, passthrough=kept + ("--module",), script=PREFLIGHT_MODULE,
+                   script_args=(THEN, mode, plan.script, *plan.script_args), notes=plan.notes + (note,))
 
 
 def command(plan: LaunchPlan, python: str, module: str = "torch.distributed.run") -> list[str] | None:

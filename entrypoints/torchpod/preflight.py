@@ -46,9 +46,11 @@ from .bench_allreduce import parse_bytes, sizes
 from .contract import RESULT_PREFIX
 from .errors import InputError
 from .fabric.findings import Severity
+from .plan import THEN, THEN_MODES
 
 Pair = tuple[int, int]
 RELATIVE = 0.5  # a pair below half the median pair is slow
+PREFIX = "torchpod.preflight"  # the store keys of preflight's own process group
 WARN, FAIL = Severity.WARN.value, Severity.FAIL.value  # the doctor's statuses (Check.as_dict)
 
 
@@ -292,8 +294,54 @@ def _measure(torch, dist, args: argparse.Namespace, env: Mapping[str, str], devi
     return heads, busbw, sweep
 
 
+def _split_then(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """preflight's own options, and the command after ``--then MODE TARGET [ARGS...]``
+    (plan.preflight_first writes it; MODE is script, module or program)."""
+    words = list(argv)
+    if THEN not in words:
+        return words, None
+    at = words.index(THEN)
+    then = words[at + 1:]
+    if len(then) < 2 or then[0] not in THEN_MODES:
+        raise InputError(f"preflight {THEN} {' '.join(then)[:80]!r}; "
+                         f"expected {THEN} {'|'.join(THEN_MODES)} TARGET [ARGS...]")
+    return words[:at], then
+
+
+def exec_then(then: Sequence[str], env: Mapping[str, str]) -> int:
+    """Replace this worker with the user's command as torchrun would have started it
+    (torch/distributed/run.py config_from_args, v2.13: PYTHON_EXEC or sys.executable, -u,
+    -m for a module; a program as it is). Returns only when the exec failed."""
+    mode, target, *args = then
+    python = env.get("PYTHON_EXEC") or sys.executable
+    module = ["-m"] if mode == "module" else []
+    argv = [target, *args] if mode == "program" else [python, "-u", *module, target, *args]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvpe(argv[0], argv, dict(env))
+    except OSError as exc:
+        print(f"torchpod: error: preflight passed but {argv[0]!r} could not start: {exc.strerror or exc}",
+              file=sys.stderr)
+    return 1
+
+
+def _init_group(dist, backend: str) -> None:
+    """The default group on keys of preflight's own (a PrefixStore over the job's store), so
+    the command exec'd after it forms its group on fresh keys of the same store."""
+    timeout = timedelta(seconds=300)
+    store, rank, world = next(dist.rendezvous("env://", timeout=timeout))
+    dist.init_process_group(backend, store=dist.PrefixStore(PREFIX, store), rank=rank, world_size=world,
+                            timeout=timeout)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _checked(argv)
+    try:
+        own, then = _split_then(sys.argv[1:] if argv is None else argv)
+    except InputError as exc:
+        print(f"torchpod: error: {exc}", file=sys.stderr)
+        return 2
+    args = _checked(own)
     if "RANK" not in os.environ:
         print("torchpod: error: preflight runs under torchrun; start it with `torchpod run -m torchpod.preflight`",
               file=sys.stderr)
@@ -301,12 +349,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
+    env_before = dict(os.environ)
     cuda = torch.cuda.is_available()
     if cuda:  # the bandwidth figure is the ring's, as nccl-tests quote it (NCCL reads this at init)
         os.environ["NCCL_ALGO"] = "Ring"
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     backend = "nccl" if cuda else "gloo"
-    dist.init_process_group(backend, timeout=timedelta(seconds=300))
+    _init_group(dist, backend)
     device = torch.device("cuda") if cuda else torch.device("cpu")
     try:
         heads, busbw, sweep = _measure(torch, dist, args, os.environ, device)
@@ -314,13 +363,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"torchpod: error: {exc}", file=sys.stderr)
         return 2
     result = assemble(heads, busbw, sweep, backend, args.floor_gbps)
+    if cuda:
+        result["nccl_algo"] = {"measured_with": "Ring", "job_setting": env_before.get("NCCL_ALGO")}
     if dist.get_rank() == 0:
         print(report(result), flush=True)
         _write(args, result)
         print(RESULT_PREFIX + json.dumps({"workload": "preflight", "rank": 0,
-                                                  "world_size": dist.get_world_size(), **result}), flush=True)
+                                          "world_size": dist.get_world_size(), **result}), flush=True)
     dist.destroy_process_group()
-    return 1 if result["failing"] else 0
+    if result["failing"]:
+        return 1
+    return exec_then(then, env_before) if then is not None else 0
 
 
 if __name__ == "__main__":

@@ -70,6 +70,8 @@ def test_plan_shell_with_script_quotes_arguments(capsys):
         (["--nnodes", "2", "train.py"], {}, "rendezvous endpoint"),
         (["plan", "--max-restarts", "many"], {}, "--max-restarts"),
         (["plan"], {"PBS_JOBID": "1.pbs", "PBS_NODEFILE": "/nonexistent/nodes"}, "PBS_NODEFILE"),
+        (["plan", "--", "t.py"], {"TORCHPOD_PREFLIGHT": "yes"}, "TORCHPOD_PREFLIGHT='yes' is not a switch"),
+        (["plan", "--", "t.py"], {"TORCHPOD_PREFLIGHT": "1\n$(id)"}, "TORCHPOD_PREFLIGHT="),
     ],
 )
 def test_bad_input_exits_2_with_one_line(argv, env, needle, capsys):
@@ -152,3 +154,15 @@ def test_double_dash_is_never_an_option_value():
         split_command_line(["--rdzv-endpoint", "--", "train.py"])
     with pytest.raises(InputError, match="--rdzv-endpoint needs a value"):
         split_command_line(["--rdzv-endpoint=--", "train.py"])
+
+
+def test_plan_shows_the_preflight_first_command_run_would_start(capsys):
+    env = {"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_JOB_NODELIST": "n1,n2", "SLURM_NNODES": "2",
+           "SLURM_NODEID": "0", "SLURM_STEP_TASKS_PER_NODE": "1(x2)", "CUDA_VISIBLE_DEVICES": "",
+           "TORCHPOD_HOSTNAME": "n1", "TORCHPOD_PREFLIGHT": "1"}
+    assert cli.main(["plan", "--", "train.py", "--lr", "1"], env) == 0
+    plan = json.loads(capsys.readouterr().out)
+    command = plan["command"]
+    assert command[command.index("--module"):] == ["--module", "torchpod.preflight", "--then", "script",
+                                                   "train.py", "--lr", "1"]
+    assert plan["nnodes"] == "2" and any("TORCHPOD_PREFLIGHT=1" in n for n in plan["notes"])

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from torchpod.plan import FLAG_TABLE, LaunchPlan, to_dict
+from torchpod.plan import FLAG_TABLE, LaunchPlan, preflight_first, to_dict
 from torchpod.torchrun_flags import TORCHRUN_OPTIONS
 from torchpod.values import NodeCount
 
@@ -118,3 +118,34 @@ def test_signals_flag_detected_from_the_installed_torch(tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "torch", raising=False)  # find_spec looks there first
     assert not torchrun_accepts("--signals-to-handle")
     assert torchrun_accepts("--max-restarts")
+
+
+# --- TORCHPOD_PREFLIGHT=1: the same job, preflight first ----------------------------------
+SLURM_2 = {"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_JOB_NODELIST": "n1,n2", "SLURM_NNODES": "2",
+           "SLURM_NODEID": "1", "SLURM_STEP_TASKS_PER_NODE": "1(x2)", "CUDA_VISIBLE_DEVICES": ""}
+
+
+@pytest.mark.parametrize("argv, script, mode", [
+    ([], "train.py", "script"),
+    (["--module"], "pkg.train", "module"),
+    (["--no-python"], "/bin/trainer", "program"),
+    (["--run-path"], "train.py", "script"),
+])
+def test_preflight_first_runs_the_module_then_the_command_as_torchrun_would(argv, script, mode):
+    plan = plan_for(SLURM_2, [*argv, "--log-dir", "/tmp/l", script, "--lr", "1", "$HOME"], script=None)
+    wrapped = preflight_first(plan)
+    assert wrapped.passthrough == ("--log-dir=/tmp/l", "--module")
+    assert (wrapped.script, wrapped.script_args) == ("torchpod.preflight",
+                                                     ("--then", mode, script, "--lr", "1", "$HOME"))
+    # the same job: every flag torchpod resolved is unchanged
+    assert wrapped.torchrun_args[:-len(wrapped.passthrough)] == plan.torchrun_args[:-len(plan.passthrough)]
+    assert (wrapped.rdzv_id, wrapped.rdzv_endpoint, wrapped.nnodes) == (plan.rdzv_id, plan.rdzv_endpoint, plan.nnodes)
+    assert any("TORCHPOD_PREFLIGHT=1" in n for n in wrapped.notes)
+    torch_accepts(wrapped.torchrun_args)
+
+
+def test_preflight_first_leaves_preflight_itself_and_one_node_jobs_alone():
+    already = plan_for(SLURM_2, ["--module"], script="torchpod.preflight")
+    assert preflight_first(already) == already
+    alone = preflight_first(plan_for({"CUDA_VISIBLE_DEVICES": ""}))
+    assert alone.script == "train.py" and any("preflight skipped" in n for n in alone.notes)

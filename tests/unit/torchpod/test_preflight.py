@@ -175,3 +175,39 @@ def test_the_doctors_own_rows_decide_the_node_status():
     judged = preflight.verdicts([{"hostname": "a", "checks": rows}, {"hostname": "b", "checks": rows[:1]}], [], {})
     assert [v["status"] for v in judged] == ["fail", "ok"]
     assert [r["code"] for r in judged[0]["reasons"]] == ["x.y.warn", "x.y.fail"]
+
+
+# --- TORCHPOD_PREFLIGHT=1: preflight's options, then the command it execs -----------------------
+def test_then_splits_preflight_options_from_the_command_exactly():
+    own, then = preflight._split_then(["--iters", "2", "--then", "script", "t.py", "--then", "$(id)"])
+    assert own == ["--iters", "2"] and then == ["script", "t.py", "--then", "$(id)"]
+    assert preflight._split_then(["--iters", "2"]) == (["--iters", "2"], None)
+
+
+@pytest.mark.parametrize("argv", [["--then"], ["--then", "script"], ["--then", "shell", "id"], ["--then", "", "x"]])
+def test_a_malformed_then_is_bad_input_in_one_line(argv, capsys):
+    assert preflight.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("torchpod: error: preflight --then")
+
+
+@pytest.mark.parametrize("then, env, argv", [
+    (["script", "t.py", "a b"], {}, ["PY", "-u", "t.py", "a b"]),
+    (["module", "pkg.m", "-x"], {}, ["PY", "-u", "-m", "pkg.m", "-x"]),
+    (["program", "/bin/trainer", "$HOME"], {}, ["/bin/trainer", "$HOME"]),
+    (["script", "t.py"], {"PYTHON_EXEC": "/opt/py"}, ["/opt/py", "-u", "t.py"]),
+])
+def test_the_command_is_execd_as_torchrun_starts_it_with_the_jobs_environment(then, env, argv, monkeypatch):
+    seen = []
+    monkeypatch.setattr(preflight.sys, "executable", "PY")
+    monkeypatch.setattr(preflight.os, "execvpe", lambda file, args, environ: seen.append((file, args, environ)))
+    job_env = {"RANK": "3", "NCCL_ALGO": "Tree", **env}
+    preflight.exec_then(then, job_env)
+    assert seen == [(argv[0], argv, job_env)]
+
+
+def test_a_command_that_cannot_start_is_one_line_and_exit_1(tmp_path, capsys):
+    missing = str(tmp_path / "no-such-trainer")
+    assert preflight.exec_then(["program", missing], {"PATH": str(tmp_path)}) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "preflight passed but" in err[0] and "could not start" in err[0]
