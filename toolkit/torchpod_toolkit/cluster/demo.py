@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from torchpod.contract import ENV_RDZV_TIMEOUT
+from torchpod.contract import ENV_RDZV_TIMEOUT, PREFLIGHT_MODULE
 from torchpod.errors import InputError
 
 from . import runner, topology
@@ -33,7 +33,7 @@ WORKLOADS = {
     "snapshot_trainer": [f"{runner.EXAMPLES}/snapshot_trainer.py", "5", "1", "--snapshot-path", "/tmp/snapshot.pt"],
     "message_passing": [f"{runner.EXAMPLES}/message_passing.py"],
     "allreduce-bench": ["bench", "allreduce", "--max-bytes", "64M"],
-    "preflight": ["-m", "torchpod.preflight"],  # names the slow node; exit 1 when one fails (docs/launcher.md)
+    "preflight": ["-m", PREFLIGHT_MODULE],  # names the slow node; exit 1 when one fails (docs/launcher.md)
 }
 
 

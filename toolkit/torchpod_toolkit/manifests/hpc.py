@@ -139,7 +139,8 @@ def _torchpod(spec: JobSpec) -> list[str]:
     args = ["torchpod", "run"]
     if spec.rdzv == "etcd":
         args += ["--rdzv-backend", "etcd-v2", "--rdzv-endpoint", spec.etcd_endpoint]
-    return args + ["--", *spec.command]
+    options, words = spec.launch()
+    return args + [*options, "--", *words]
 
 
 def _env_pairs(spec: JobSpec) -> list[str]:

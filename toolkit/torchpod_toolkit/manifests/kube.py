@@ -45,7 +45,8 @@ def launcher_args(spec: JobSpec, *, rdzv_from_operator: bool = False) -> list[st
     args = ["run"]
     if spec.rdzv == "etcd" and not rdzv_from_operator:
         args += ["--rdzv-backend", "etcd-v2", "--rdzv-endpoint", spec.etcd_endpoint]
-    return args + ["--", *spec.command]
+    options, words = spec.launch()
+    return args + [*options, "--", *words]
 
 
 def _downward(name: str, path: str) -> Obj:

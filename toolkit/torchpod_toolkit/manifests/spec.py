@@ -12,7 +12,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Callable
 
 from torchpod.arch import normalise_arch
-from torchpod.contract import ETCD_PORT, SITE_LIB
+from torchpod.contract import ETCD_PORT, PREFLIGHT_MODULE, SITE_LIB
 from torchpod.errors import InputError
 from torchpod.fabric import by_name as fabric_record
 from torchpod.fabric import presets as presets_mod
@@ -23,6 +23,8 @@ from . import hpc, jobs
 KUBE, HPC = jobs.KUBE, jobs.HPC
 SCHEDULERS = jobs.NAMES
 RDMA = ("none", "hostnetwork", "device-plugin")
+# What the job runs: the user's command, or torchpod.preflight alone (docs/launcher.md#preflight).
+WORKLOADS = ("train", "preflight")
 RDZV = ("c10d", "etcd")
 RUNTIMES = tuple(hpc.RUNTIMES)  # one record per container runtime: hpc.RUNTIMES
 
@@ -182,6 +184,8 @@ class JobSpec:
     # GB200 NVL72: a ComputeDomain and one IMEX channel claim per pod (kube.compute_domain)
     mnnvl: bool = option(False, help="GB200 multi-node NVLink: a ComputeDomain (NVIDIA's DRA driver) and its "
                                      "IMEX channel claimed by every pod (" + jobs.choices(MNNVL_KINDS) + ")")
+    workload: str = option("train", help="train: run the command after `--`; preflight: run torchpod.preflight "
+                                         "alone (its options after `--`) to prove the fabric and name a slow node")
     # No flag of its own: `--nodes MIN:MAX` sets it. None: the job runs on exactly ``nodes``.
     min_nodes: int | None = None
 
@@ -226,6 +230,13 @@ class JobSpec:
     def compute_domain_channel(self) -> str:
         """The ResourceClaimTemplate the ComputeDomain makes, which every pod claims."""
         return f"{self.name}-compute-domain-channel"
+
+    def launch(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(the workload's `torchpod run` options, the words after `--`): the training
+        command, or the preflight module run as a module with its options."""
+        if self.workload == "preflight":
+            return ("--module",), (PREFLIGHT_MODULE, *self.command)
+        return (), self.command
 
     @property
     def nproc(self) -> int:
@@ -378,9 +389,12 @@ def _check_endpoint(value) -> None:
         raise InputError(f"--etcd-endpoint={value!r} has port {port!r}; {form}")
 
 
-def check_command(command) -> tuple[str, ...]:
-    """The script and its arguments: any text, carried exactly, except what no target can
-    hold: NUL (an argv entry ends there) and lone surrogates (not encodable as UTF-8)."""
+def check_command(command, *, empty_ok: bool = False) -> tuple[str, ...]:
+    """The script and its arguments (or, ``empty_ok``, preflight's options, maybe none): any
+    text, carried exactly, except what no target can hold: NUL (an argv entry ends there)
+    and lone surrogates (not encodable as UTF-8)."""
+    if not command and empty_ok:
+        return ()
     if not command:
         raise InputError("no training script given; expected `-- train.py [ARGS...]` after the options")
     words = tuple(command)
@@ -441,7 +455,10 @@ def check(spec: JobSpec) -> JobSpec:
     counts = parse_counts({name: getattr(spec, name) for name, how in options() if how.count})
     if spec.min_nodes is not None and counts.get("min_nodes", spec.min_nodes) != spec.min_nodes:
         raise InputError(f"--nodes={spec.nodes!r} with min_nodes={spec.min_nodes!r}: two minimums; expected one")
-    spec = _check_node_range(replace(spec, **counts, command=check_command(spec.command)))
+    if spec.workload not in WORKLOADS:
+        raise InputError(f"--workload={spec.workload!r} is unknown; expected one of {', '.join(WORKLOADS)}")
+    command = check_command(spec.command, empty_ok=spec.workload == "preflight")
+    spec = _check_node_range(replace(spec, **counts, command=command))
     if spec.scheduler == "volcano-master" and spec.nodes < 2:
         raise InputError(f"--nodes={spec.nodes} with --scheduler volcano-master; expected 2 or more "
                          "(one master task and at least one worker), or --scheduler volcano")

@@ -12,8 +12,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from torchpod_toolkit.manifests import kube
-from torchpod_toolkit.manifests.spec import MNNVL_KINDS, JobSpec
+from torchpod.torchrun_flags import split_command_line
+from torchpod_toolkit.manifests import jobs, kube, operators
+from torchpod_toolkit.manifests.spec import MNNVL_KINDS, JobSpec, check
 
 from manifest_cases import IMAGE, KUBE_SPECS, documents, spec_id
 from paths import ROOT
@@ -202,3 +203,13 @@ def test_a_fixed_size_volcano_job_is_unchanged_by_the_range_code():
     assert spec["minAvailable"] == 3 and "minAvailable" not in task
     assert {p["action"] for p in spec["policies"]} == {"RestartJob"}
     assert "env" not in task["template"]["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize("kind", jobs.KUBE)
+def test_every_pod_of_a_preflight_job_runs_the_preflight_module(kind):
+    spec = check(JobSpec(kind, 3, IMAGE, ("--floor-gbps", "50"), workload="preflight"))
+    for pod in operators.pods(kube.objects(spec)):
+        assert pod.args[0] == "run"
+        inv = split_command_line(list(pod.args[1:]))
+        assert "--module" in inv.passthrough
+        assert (inv.script, inv.script_args) == ("torchpod.preflight", ("--floor-gbps", "50"))

@@ -179,3 +179,41 @@ def test_the_regenerate_line_carries_the_range_and_reads_back(kind):
     line = render_mod.regenerate_line(yaml_out.text)
     assert " --nodes 2:5 " in line and yaml_out.text.startswith(f"# torchpod {kind} job 'train': 2:5 nodes")
     assert check(render_mod.parse_invoke_line(line)) == spec
+
+
+# --- --workload preflight: torchpod.preflight alone, for every kind ---------------------------
+def _launch_words(text: str) -> list[str]:
+    """The words of `torchpod run ... -- ...` on a rendered script's line, or a pod's args."""
+    import shlex
+
+    for line in reversed(text.splitlines()):
+        if "torchpod run" in line or " run --" in line:
+            words = shlex.split(line)
+            return words[words.index("run"):]
+    raise AssertionError("no torchpod run line")
+
+
+@pytest.mark.parametrize("kind", jobs.NAMES)
+def test_the_preflight_workload_runs_the_module_with_its_options_on_every_kind(kind):
+    spec = check(JobSpec(kind, 2, IMAGE, ("--floor-gbps", "100"), workload="preflight"))
+    assert spec.launch() == (("--module",), ("torchpod.preflight", "--floor-gbps", "100"))
+    text = "\n".join(f.text for f in render_mod.render(spec))
+    assert "torchpod.preflight" in text and "train.py" not in text
+    line = render_mod.invoke_line(spec)
+    assert "--workload preflight" in line and check(render_mod.parse_invoke_line(line)) == spec
+
+
+def test_the_preflight_workload_needs_no_options_and_train_needs_a_script():
+    spec = check(JobSpec("slurm", 2, IMAGE, (), workload="preflight"))
+    (out,) = render_mod.render(spec)
+    words = _launch_words(out.text)
+    assert words[-4:] == ["run", "--module", "--", "torchpod.preflight"], words
+    assert check(render_mod.parse_invoke_line(render_mod.invoke_line(spec))) == spec
+    with pytest.raises(InputError, match="no training script given"):
+        check(JobSpec("slurm", 2, IMAGE, ()))
+
+
+@pytest.mark.parametrize("workload", ["Preflight", "bench", "", "preflight\n", "train;id"])
+def test_an_unknown_workload_is_one_line_naming_the_flag(workload):
+    with pytest.raises(InputError, match=r"^--workload=.* is unknown; expected one of train, preflight$"):
+        check(JobSpec("volcano", 2, IMAGE, ("t.py",), workload=workload))
