@@ -44,29 +44,24 @@ def prune_layer_cache() -> None:
                what="docker builder prune")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--image", default="pytorch")
-    parser.add_argument("--rounds", type=int, default=1, help="full rebuilds (no layer cache) per arch")
-    args = parser.parse_args()
-    defn = definitions.select(definitions.load_definitions(ROOT / "images"), args.image)
-    client = engine.docker_client()
-    bundle = engine.default_ca_bundle()
-    rows: dict[str, dict] = {}
-
-    # 1. full rebuilds, arches alternated, pip's cache mount kept, layer cache pruned first
+def cold_builds(defn, bundle, rounds: int) -> dict[str, list[float]]:
+    """Full rebuilds, arches alternated, pip's cache mount kept, layer cache pruned first."""
     for arch in defn.arches:  # warm-up: pip cache and base images
         engine.build(defn, arch, root=ROOT, ca_bundle=bundle, quiet=True)
     builds: dict[str, list[float]] = {a.name: [] for a in defn.arches}
-    for _ in range(args.rounds):
+    for _ in range(rounds):
         for arch in defn.arches:
             prune_layer_cache()
             result = engine.build(defn, arch, root=ROOT, ca_bundle=bundle, rebuild=uuid.uuid4().hex,
                                   quiet=True)
             builds[arch.name].append(result.seconds)
     prune_layer_cache()
+    return builds
 
-    # 2. warm rebuild after a change under entrypoints/ only (first rebuild the cache)
+
+def warm_rebuilds(defn, bundle) -> dict[str, float]:
+    """A rebuild after a change under entrypoints/ only (the cache rebuilt first); the images
+    are left matching the tree."""
     for arch in defn.arches:
         engine.build(defn, arch, root=ROOT, ca_bundle=bundle, quiet=True)
     marker = ROOT / "entrypoints" / "torchpod" / f"_bench_{uuid.uuid4().hex[:8]}.py"
@@ -77,10 +72,14 @@ def main() -> int:
             warm[arch.name] = engine.build(defn, arch, root=ROOT, ca_bundle=bundle, quiet=True).seconds
     finally:
         marker.unlink()
-    for arch in defn.arches:  # leave images matching the tree
+    for arch in defn.arches:
         engine.build(defn, arch, root=ROOT, ca_bundle=bundle, quiet=True)
+    return warm
 
+
+def rows_for(client, defn, builds: dict[str, list[float]], warm: dict[str, float]) -> dict[str, dict]:
     native = engine.host_arch().name
+    rows: dict[str, dict] = {}
     for arch in defn.arches:
         ref = defn.ref(arch)
         size = client.images.get(ref).attrs["Size"]
@@ -94,7 +93,10 @@ def main() -> int:
             "build_ratio_vs_native": round(best / min(builds[native]), 2) if native in builds else None,
             "warm_rebuild_s": round(warm[arch.name], 1),
         }
+    return rows
 
+
+def print_table(rows: dict[str, dict]) -> None:
     header = f"{'arch':8} {'image GB':>9} {'torch env GB':>13} {'size ratio':>10} {'cold build s':>12} " \
              f"{'vs native':>9} {'warm rebuild s':>14}"
     print(header)
@@ -102,6 +104,19 @@ def main() -> int:
     for name, r in rows.items():
         print(f"{name:8} {r['image_bytes'] / 1e9:9.2f} {r['payload_bytes'] / 1e9:13.2f} {r['size_ratio']:10.3f} "
               f"{r['cold_build_s']:12.1f} {r['build_ratio_vs_native'] or 0:9.2f} {r['warm_rebuild_s']:14.1f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", default="pytorch")
+    parser.add_argument("--rounds", type=int, default=1, help="full rebuilds (no layer cache) per arch")
+    args = parser.parse_args()
+    defn = definitions.select(definitions.load_definitions(ROOT / "images"), args.image)
+    bundle = engine.default_ca_bundle()
+    builds = cold_builds(defn, bundle, args.rounds)
+    warm = warm_rebuilds(defn, bundle)
+    rows = rows_for(engine.docker_client(), defn, builds, warm)
+    print_table(rows)
     out = ROOT / "bench" / "results" / "images.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({

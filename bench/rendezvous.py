@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoints"))
 sys.path.insert(0, str(ROOT / "toolkit"))
 
+from torchpod.contract import RDZV_PORT_DEFAULT  # noqa: E402
 from torchpod_toolkit.cluster import runner, topology  # noqa: E402
 from torchpod_toolkit.definitions import DEFAULT_IMAGE, load_definitions  # noqa: E402
 
@@ -36,7 +37,7 @@ CHECK = f"{runner.EXAMPLES}/allreduce_check.py"
 # oci-hpc-oke's Volcano recipe, "Using c10d as the backend", with the port torchpod uses and the same timeout.
 HAND_WRITTEN = (
     "exec torchrun --rdzv-id=$JOB_ID --rdzv-backend=c10d "
-    "--rdzv-endpoint=$(IFS=',' read -ra w <<< \"$VC_WORKER_HOSTS\"; echo ${w[0]}):29400 "
+    f"--rdzv-endpoint=$(IFS=',' read -ra w <<< \"$VC_WORKER_HOSTS\"; echo ${{w[0]}}):{RDZV_PORT_DEFAULT} "
     "--rdzv-conf=join_timeout=120,is_host=$(if [ $VC_TASK_INDEX == 0 ]; then echo true; else echo false; fi) "
     "--local_addr=$(IFS=',' read -ra w <<< \"$VC_WORKER_HOSTS\"; echo ${w[VC_TASK_INDEX]}) "
     "--nproc_per_node=1 --nnodes=$VC_WORKER_NUM " + CHECK + " --size 1"

@@ -20,16 +20,18 @@ from typing import Mapping
 from ..contract import ENV_NET_PIN
 from ..errors import InputError
 from .findings import info
+from .registry import FABRICS
 from .report import FabricReport
 
-VERBS_FABRICS = ("infiniband", "roce")
+# The fabrics NCCL reaches through its internal verbs network: every one that needs no plugin.
+VERBS_FABRICS = tuple(f.name for f in FABRICS if not f.needs_plugin)
 IB_NET = "IB"  # the name of NCCL's internal verbs network (src/transport/net_ib: ncclNetIb.name)
 SOCKET_NET = "Socket"  # the internal sockets network (src/transport/net_socket.cc)
 
 
 def pin_wanted(env: Mapping[str, str]) -> bool:
     """TORCHPOD_NCCL_NET_PIN: "1" (default) pins, "0" does not; anything else is bad input."""
-    given = env.get(ENV_NET_PIN.name, ENV_NET_PIN.default or "1")
+    given = env.get(ENV_NET_PIN.name, str(ENV_NET_PIN.default))
     if given not in ("0", "1"):
         raise InputError(f"{ENV_NET_PIN.name}={given!r}: expected 0 (let NCCL fall back to sockets) or 1 "
                          "(pin NCCL_NET=IB, the default)")

@@ -126,7 +126,8 @@ def _code_only(path: Path) -> str:
 
 
 @pytest.mark.parametrize("path", [p for p in _sources(LAUNCHER, "*.py") + _sources(TOOLKIT, "*.py")
-                                  + [ROOT / "tasks.py"] if p.name != "contract.py"],
+                                  + [ROOT / "tasks.py"] + sorted((ROOT / "bench").glob("*.py"))
+                                  if p.name != "contract.py"],
                          ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_shared_literal_outside_the_contract(path):
     code = _code_only(path)
