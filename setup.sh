@@ -2,7 +2,7 @@
 # One-time setup of a Debian/Ubuntu build host (root or sudo): Docker engine, QEMU for
 # foreign-arch builds, mmdebstrap for registry-free base images, etcd, a registry,
 # slurm-client (scontrol) and a C compiler (the tests build a stand-in NCCL net plugin)
-# for the tests, then torchpod with its dev tools. Idempotent.
+# for the tests, then torchpod with its dev tools, and SkyPilot apart. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")"
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -54,4 +54,15 @@ python3 -m pip install -q -e '.[dev]'
 # the default image's torch, read from images/ (the one place its version is written)
 python3 -m pip install -q "$(python3 -m torchpod_toolkit.definitions --host-torch)"
 if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi  # put `invoke` on PATH under pyenv
+
+# SkyPilot in an environment of its own: the tests judge the SkyPilot tasks `invoke manifests`
+# writes with SkyPilot's own schema and parser, and its cloud SDKs stay out of the project's
+# environment (tests/paths.py SKYPILOT_PYTHON names the same place).
+SKY_VENV=/opt/torchpod-skypilot
+if ! "$SKY_VENV/bin/python" -c 'import sky' >/dev/null 2>&1; then
+  log "installing SkyPilot 0.14.1 in $SKY_VENV"
+  python3 -m venv --help >/dev/null 2>&1 || $SUDO apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+  $SUDO python3 -m venv "$SKY_VENV"
+  $SUDO "$SKY_VENV/bin/python" -m pip install -q 'skypilot==0.14.1'
+fi
 log "ready: invoke build --arch x86_64 | invoke build --arch aarch64 | invoke test"

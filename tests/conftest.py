@@ -43,6 +43,22 @@ def require_tool():
     return require
 
 
+@pytest.fixture(scope="session")
+def skypilot_python() -> str:
+    """A Python that imports SkyPilot: this one, or the environment setup.sh makes for it."""
+    import importlib.util
+    import sys
+
+    from paths import SKYPILOT_PYTHON
+
+    if importlib.util.find_spec("sky") is not None:
+        return sys.executable
+    if SKYPILOT_PYTHON.is_file():
+        return str(SKYPILOT_PYTHON)
+    missing(f"SkyPilot ({SKYPILOT_PYTHON}: ./setup.sh makes it)")
+    raise AssertionError("unreachable")
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _no_launcher_variables_from_outside():
     """torch's parser reads PET_* from os.environ; tests must not see the caller's."""

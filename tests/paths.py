@@ -12,3 +12,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 UNIT_FIXTURES = TESTS / "unit" / "fixtures"
+# SkyPilot in an environment of its own (setup.sh makes it; its cloud SDKs stay out of ours):
+# the integration tier judges SkyPilot tasks with SkyPilot's own schema and parser.
+SKYPILOT_PYTHON = Path("/opt/torchpod-skypilot/bin/python")
