@@ -29,7 +29,7 @@ UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
 def parse_bytes(text: str) -> int:
-    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", text, flags=re.I)
+    m = re.fullmatch(r"\s*([0-9]+)\s*([KMG]?)i?B?\s*", text, flags=re.I | re.A)  # ASCII digits only
     value = int(m.group(1)) * UNITS[m.group(2).upper()] if m else 0
     if value < 4:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size; expected e.g. 4, 1K, 64M (at least 4 bytes)")

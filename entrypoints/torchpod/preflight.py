@@ -2,6 +2,7 @@
 
     torchpod run -m torchpod.preflight [--pair-bytes 4M] [--min-bytes 1K] [--max-bytes 4M]
                                        [--iters 5] [--warmup 2] [--floor-gbps X] [--json FILE] [--svg FILE]
+                                       [--then script|module|program TARGET [ARGS...]]
 
 A workload like ``torchpod.bench_allreduce``: torchrun starts it on every node. It
 
@@ -18,6 +19,12 @@ A workload like ``torchpod.bench_allreduce``: torchrun starts it on every node. 
 4. sweeps an all-reduce over every rank in nccl-tests' columns (size, count, type, redop,
    time, algbw, busbw; busbw = algbw * 2(n-1)/n, nccl-tests doc/PERFORMANCE.md, v2.13.9),
    NCCL on GPUs, gloo on CPUs.
+
+With TORCHPOD_PRESET naming a shape whose presets.json entry has a ``preflight_floor`` (a
+public figure: OCI's health-check thresholds, AWS's published p5 sweep, CSCS's GH200
+reference, each cited there), the sweep also runs at the floor's size on NCCL and the job
+is judged against it: below a floor measured with Ring (as preflight measures) fails, below
+one measured with NCCL's own choice warns; on gloo it is not judged (an info line).
 
 Rank 0 prints the per-node verdict (ok / warn / fail, reason and fix), the slow pairs and
 the sweep table, writes ``--json`` and ``--svg`` (busbw against size, standard library
@@ -45,7 +52,9 @@ from xml.sax.saxutils import escape
 from .bench_allreduce import parse_bytes, sizes
 from .contract import RESULT_PREFIX
 from .errors import InputError
+from .fabric import presets
 from .fabric.findings import Severity
+from .fabric.presets import RING, Floor
 from .plan import THEN, THEN_MODES
 
 Pair = tuple[int, int]
@@ -127,6 +136,32 @@ def verdicts(nodes: Sequence[Mapping[str, Any]], pairs: Sequence[Pair], slow: Ma
     return out
 
 
+def floor_reasons(sweep: Sequence[Mapping[str, Any]], floor: Floor | None, preset: str, backend: str) -> list[dict]:
+    """The job's all-reduce against its preset's floor (presets.Floor), as reasons like a
+    node's: none without a floor; an info line on gloo (the floors are NCCL figures on GPUs);
+    below it, fail when the cited figure was measured with Ring as preflight measures, warn
+    when it was NCCL's own choice (tree or NVLS can beat a ring on 2 nodes)."""
+    if floor is None:
+        return []
+    cited = f"preset {preset}: {floor.busbw_gbps:g} GB/s at {floor.bytes} bytes ({floor.source})"
+    if backend != "nccl":
+        return [{"code": "preflight.floor.not-judged", "status": Severity.INFO.value,
+                 "detail": f"{cited} is an NCCL figure on GPUs; {backend} is not judged against it", "fix": ""}]
+    row = next((r for r in sweep if r.get("bytes") == floor.bytes), None)
+    if row is None:
+        raise InputError(f"preflight sweep has no row at {floor.bytes} bytes; expected one for the {cited}")
+    busbw = _number((-1, -1), row.get("busbw_gbps"))
+    if busbw >= floor.busbw_gbps:
+        return [{"code": "preflight.floor.met", "status": Severity.OK.value,
+                 "detail": f"{busbw:.1f} GB/s >= {cited}", "fix": ""}]
+    ring = floor.algo == RING
+    return [{"code": "preflight.floor.below", "status": FAIL if ring else WARN,
+             "detail": f"{busbw:.1f} GB/s with NCCL_ALGO=Ring < {cited}, measured with {floor.algo}",
+             "fix": "check every node's NICs and NCCL settings (torchpod doctor on each); the slow pairs above say "
+                    "where" if ring else "rerun nccl-tests' all_reduce_perf without NCCL_ALGO to compare like "
+                    "with like; if that is below the floor too, check the NICs and NCCL settings"}]
+
+
 def _label(text: str) -> str:
     """A run's name as XML text: characters XML 1.0 forbids (control characters) as escapes."""
     return escape("".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(text)))
@@ -178,6 +213,8 @@ def report(result: Mapping[str, Any]) -> str:
     lines.append("pairs: " + ", ".join(f"{p['pair']} {p['busbw_gbps']:.3f} GB/s{' SLOW' if p['slow'] else ''}"
                                        for p in result["pairs"]))
     lines += ["# all_reduce sweep, every rank", table(result["sweep"])]
+    lines += [f"job: {r['status']:4} {r['code']}: {r['detail']}" + (f" | fix: {r['fix']}" if r["fix"] else "")
+              for r in result.get("job", [])]
     lines.append("failing nodes: " + (", ".join(str(n) for n in result["failing"]) or "none"))
     return "\n".join(lines)
 
@@ -276,7 +313,16 @@ def _write(args: argparse.Namespace, result: dict) -> None:
             f.write(svg([(f"all_reduce, {len(result['nodes'])} nodes, {result['backend']}", result["sweep"])]))
 
 
-def _measure(torch, dist, args: argparse.Namespace, env: Mapping[str, str], device) -> tuple[list[dict], dict, list]:
+def sweep_sizes(args: argparse.Namespace, floor: Floor | None, backend: str) -> list[int]:
+    """The sweep's sizes: --min-bytes to --max-bytes by 4, and a preset floor's size on NCCL."""
+    out = sizes(args.min_bytes, args.max_bytes, 4)
+    if floor is not None and backend == "nccl" and floor.bytes not in out:
+        out.append(floor.bytes)
+    return out
+
+
+def _measure(torch, dist, args: argparse.Namespace, env: Mapping[str, str], device,
+             sweep_at: Sequence[int]) -> tuple[list[dict], dict, list]:
     """Doctor rows per node, pair busbw, the sweep: the parts that need the process group."""
     from .bench_allreduce import _row
 
@@ -290,7 +336,7 @@ def _measure(torch, dist, args: argparse.Namespace, env: Mapping[str, str], devi
         raise InputError(f"preflight found {len(heads)} node; expected 2 or more (pairs of nodes are compared)")
     busbw = _pairs(torch, dist, [r["rank"] for r in heads], args, device)
     world = dist.get_world_size()
-    sweep = [_row(torch, dist, size, args, device, world) for size in sizes(args.min_bytes, args.max_bytes, 4)]
+    sweep = [_row(torch, dist, size, args, device, world) for size in sweep_at]
     return heads, busbw, sweep
 
 
@@ -335,9 +381,16 @@ def _init_group(dist, backend: str) -> None:
                             timeout=timeout)
 
 
+def _preset_floor() -> tuple[str, Floor | None]:
+    """TORCHPOD_PRESET's name and its preflight floor ("", None without a preset)."""
+    preset = presets.chosen(os.environ)
+    return (preset.name, preset.floor) if preset is not None else ("", None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         own, then = _split_then(sys.argv[1:] if argv is None else argv)
+        preset, floor = _preset_floor()
     except InputError as exc:
         print(f"torchpod: error: {exc}", file=sys.stderr)
         return 2
@@ -358,20 +411,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     _init_group(dist, backend)
     device = torch.device("cuda") if cuda else torch.device("cpu")
     try:
-        heads, busbw, sweep = _measure(torch, dist, args, os.environ, device)
+        heads, busbw, sweep = _measure(torch, dist, args, os.environ, device, sweep_sizes(args, floor, backend))
+        result = assemble(heads, busbw, sweep, backend, args.floor_gbps)
+        result["job"] = floor_reasons(sweep, floor, preset, backend)
     except InputError as exc:
         print(f"torchpod: error: {exc}", file=sys.stderr)
         return 2
-    result = assemble(heads, busbw, sweep, backend, args.floor_gbps)
     if cuda:
-        result["nccl_algo"] = {"measured_with": "Ring", "job_setting": env_before.get("NCCL_ALGO")}
+        result["nccl_algo"] = {"measured_with": RING, "job_setting": env_before.get("NCCL_ALGO")}
     if dist.get_rank() == 0:
         print(report(result), flush=True)
         _write(args, result)
         print(RESULT_PREFIX + json.dumps({"workload": "preflight", "rank": 0,
                                           "world_size": dist.get_world_size(), **result}), flush=True)
     dist.destroy_process_group()
-    if result["failing"]:
+    if result["failing"] or any(r["status"] == FAIL for r in result["job"]):
         return 1
     return exec_then(then, env_before) if then is not None else 0
 

@@ -25,7 +25,22 @@ PRESETS_FILE = Path(__file__).with_name("presets.json")
 # fabric_settings: true takes the fabric record's plugin environment (NCCL_NET and the
 # fabric's settings, each with its citation) before the preset's own env, so a fabric's
 # settings are written once, in its module.
-_PRESET_KEYS = {"fabric", "gpus_per_node", "source", "env", "shm", "fabric_settings"}
+_PRESET_KEYS = {"fabric", "gpus_per_node", "source", "env", "shm", "fabric_settings", "preflight_floor"}
+_FLOOR_KEYS = {"busbw_gbps", "bytes", "nodes", "algo", "basis", "source"}
+# The algorithms a floor's figure can have been measured with: preflight measures with Ring.
+RING, NCCLS_CHOICE = "Ring", "NCCL's choice"
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The job all-reduce busbw a shape should reach (torchpod.preflight), from a public figure."""
+
+    busbw_gbps: float
+    bytes: int
+    nodes: int
+    algo: str  # RING or NCCLS_CHOICE: what the cited figure was measured with
+    basis: str  # how the figure was made (a threshold, or a share of a published run)
+    source: str
 
 
 @dataclass(frozen=True)
@@ -36,6 +51,7 @@ class Preset:
     source: str
     env: tuple[tuple[str, str, str], ...]  # (variable, value, source)
     shm: str = ""  # the memory-backed /dev/shm size the shape's pods get (manifests), e.g. 32Gi
+    floor: Floor | None = None  # what torchpod.preflight expects of the job's all-reduce
 
 
 def _preset(path: Path, name: str, raw: object) -> Preset:
@@ -66,7 +82,25 @@ def _preset(path: Path, name: str, raw: object) -> Preset:
             raise InputError(f"{where}.env.{var} is also one of fabric {raw['fabric']}'s settings (fabric_settings); "
                              "expected each variable once")
         env.append((var, spec["value"], spec.get("source") or source))
-    return Preset(name, raw["fabric"], raw["gpus_per_node"], source, tuple(env), shm)
+    floor = _floor(where, raw["preflight_floor"]) if "preflight_floor" in raw else None
+    return Preset(name, raw["fabric"], raw["gpus_per_node"], source, tuple(env), shm, floor)
+
+
+def _floor(where: str, raw: object) -> Floor:
+    where = f"{where}.preflight_floor"
+    form = ("expected {\"busbw_gbps\": GB/s > 0, \"bytes\": a size >= 4, \"nodes\": >= 2, "
+            f"\"algo\": {RING!r} or {NCCLS_CHOICE!r}, \"basis\": text, \"source\": text}}")
+    if not isinstance(raw, dict) or set(raw) != _FLOOR_KEYS:
+        raise InputError(f"{where}={raw!r}; {form}")
+    gbps, size, nodes = raw["busbw_gbps"], raw["bytes"], raw["nodes"]
+    numbers_ok = (not any(isinstance(v, bool) for v in (gbps, size, nodes)) and isinstance(gbps, (int, float))
+                  and 0 < gbps < float("inf") and isinstance(size, int) and size >= 4 and isinstance(nodes, int)
+                  and nodes >= 2)
+    texts_ok = raw["algo"] in (RING, NCCLS_CHOICE) and all(
+        isinstance(raw[k], str) and raw[k].strip() for k in ("basis", "source"))
+    if not numbers_ok or not texts_ok:
+        raise InputError(f"{where}={raw!r}; {form}")
+    return Floor(float(gbps), size, nodes, raw["algo"], raw["basis"], raw["source"])
 
 
 def _fabric_settings(where: str, raw: dict) -> list[tuple[str, str, str]]:

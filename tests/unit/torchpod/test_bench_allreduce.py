@@ -23,7 +23,7 @@ def test_sizes_parse(text, value):
     assert parse_bytes(text) == value
 
 
-@pytest.mark.parametrize("text", ["2", "1X", "", "-4"])
+@pytest.mark.parametrize("text", ["2", "1X", "", "-4", "٣K", "４M", "1\n2"])  # ASCII digits only
 def test_bad_sizes_are_refused(text):
     with pytest.raises(argparse.ArgumentTypeError, match="is not a size"):
         parse_bytes(text)

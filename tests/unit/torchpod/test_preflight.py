@@ -211,3 +211,49 @@ def test_a_command_that_cannot_start_is_one_line_and_exit_1(tmp_path, capsys):
     assert preflight.exec_then(["program", missing], {"PATH": str(tmp_path)}) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "preflight passed but" in err[0] and "could not start" in err[0]
+
+
+# --- a preset's floor: the job's all-reduce at the floor's size ---------------------------------
+def _floor(algo="Ring"):
+    from torchpod.fabric.presets import Floor
+
+    return Floor(busbw_gbps=185.0, bytes=1 << 30, nodes=2, algo=algo, basis="b", source="src")
+
+
+def _sweep(busbw):
+    return [{"bytes": 1024, "busbw_gbps": 0.1}, {"bytes": 1 << 30, "busbw_gbps": busbw}]
+
+
+@pytest.mark.parametrize("busbw, algo, status", [
+    (190.0, "Ring", "ok"), (185.0, "Ring", "ok"), (120.0, "Ring", "fail"), (120.0, "NCCL's choice", "warn"),
+])
+def test_the_job_is_judged_against_its_presets_floor(busbw, algo, status):
+    (reason,) = preflight.floor_reasons(_sweep(busbw), _floor(algo), "oci-bm-gpu-b4.8", "nccl")
+    assert reason["status"] == status and "preset oci-bm-gpu-b4.8: 185 GB/s" in reason["detail"]
+    assert ("src" in reason["detail"]) and (bool(reason["fix"]) == (status != "ok"))
+
+
+def test_no_floor_no_reason_and_gloo_is_not_judged():
+    assert preflight.floor_reasons(_sweep(1.0), None, "", "nccl") == []
+    (reason,) = preflight.floor_reasons(_sweep(1.0), _floor(), "p", "gloo")
+    assert reason["status"] == "info" and "not judged" in reason["detail"]
+
+
+@pytest.mark.parametrize("sweep", [[], [{"bytes": 1 << 30, "busbw_gbps": float("nan")}],
+                                   [{"bytes": 1 << 30, "busbw_gbps": "fast"}]])
+def test_a_sweep_without_a_number_at_the_floor_is_bad_input(sweep):
+    with pytest.raises(InputError):
+        preflight.floor_reasons(sweep, _floor(), "p", "nccl")
+
+
+def test_the_sweep_adds_the_floors_size_on_nccl_only():
+    args = preflight._checked([])
+    base = preflight.sweep_sizes(args, None, "nccl")
+    assert preflight.sweep_sizes(args, _floor(), "gloo") == base
+    assert preflight.sweep_sizes(args, _floor(), "nccl") == base + [1 << 30]
+
+
+def test_the_report_prints_the_jobs_floor_line():
+    result = preflight.assemble([{"hostname": "a"}, {"hostname": "b"}], {(0, 1): 10.0}, ROWS, "nccl", None)
+    result["job"] = preflight.floor_reasons([{"bytes": 1 << 30, "busbw_gbps": 99.0}], _floor(), "p", "nccl")
+    assert "job: fail preflight.floor.below: 99.0 GB/s with NCCL_ALGO=Ring < preset p" in preflight.report(result)
