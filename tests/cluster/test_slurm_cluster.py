@@ -85,16 +85,3 @@ def test_job_near_its_time_limit_saves_requeues_and_resumes_every_epoch_once(slu
         assert mine[0]["stopped_at"] is not None and mine[-1]["stopped_at"] is None, mine
         # each step once: the runs' steps add up to the whole training, no step lost or repeated
         assert sum(r["steps"] for r in mine) == EPOCHS * mine[-1]["steps_per_epoch"], mine
-
-
-def test_slurm_conf_names_every_node_and_no_cgroup_plugin():
-    conf = slurm.slurm_conf(slurm.node_names(3))
-    assert "NodeName=c1,c2,c3 " in conf and "SlurmctldHost=slurmctld" in conf
-    assert "cgroup" not in conf.replace("# cgroup", "").split("ProctrackType=")[1].split("\n")[0]
-
-
-def test_slurm_conf_lets_a_requeued_job_start_again_within_seconds():
-    conf = slurm.slurm_conf(slurm.node_names(2)).splitlines()
-    assert f"AuthInfo=cred_expire={slurm.CRED_EXPIRE_S}" in conf and 5 <= slurm.CRED_EXPIRE_S < 120
-    assert "SchedulerParameters=bf_interval=2,sched_interval=5" in conf
-    assert not any(line.startswith(("JobRequeue=0", "JobFileAppend")) for line in conf)

@@ -193,6 +193,45 @@ def test_tests_mirror_the_code():
     assert strays == [], "name each test file after the module it tests (tests/<tier>/<package>/.../test_<module>.py)"
 
 
+# Modules with no test_<module>.py of their own, each with the reason, as
+# "package.module": "why". None today; an entry here is a decision, a missing file is not.
+NO_TEST_FILE: dict[str, str] = {}
+PACKAGES = {"torchpod": LAUNCHER, "torchpod_toolkit": TOOLKIT}
+
+
+def _without_test_file(packages: dict[str, Path], tests: Path) -> list[str]:
+    """Every module of ``packages`` (not __init__ or __main__) with no test_<module>.py at
+    tests/<tier>/<package>/<its folders>/ in any tier, as "package.module"."""
+    missing = []
+    for package, source in packages.items():
+        for path in sorted(source.rglob("*.py")):
+            rel = path.relative_to(source)
+            if "__pycache__" in rel.parts or path.stem in ("__init__", "__main__"):
+                continue
+            if not any((tests / tier / package / rel.parent / f"test_{path.stem}.py").is_file() for tier in TIERS):
+                missing.append(".".join((package, *rel.parent.parts, path.stem)))
+    return missing
+
+
+def test_every_module_has_a_test_file_of_its_own():
+    missing = _without_test_file(PACKAGES, TESTS)
+    assert sorted(set(missing) - set(NO_TEST_FILE)) == [], \
+        "add tests/<tier>/<package>/.../test_<module>.py, or an entry with its reason in NO_TEST_FILE"
+    stale = sorted(set(NO_TEST_FILE) - set(missing))
+    assert stale == [], f"{stale} now have a test file (or are gone): take them off NO_TEST_FILE"
+
+
+def test_a_new_module_without_a_test_file_is_found(tmp_path):
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    for module in ("__init__", "__main__", "tested", "sub/__init__", "sub/new", "sub/elsewhere"):
+        (tmp_path / "pkg" / f"{module}.py").write_text("")
+    for test in ("unit/pkg/test_tested.py", "cluster/pkg/sub/test_elsewhere.py", "unit/pkg/test_new.py",
+                 "unit/pkg/sub/test_new_hostile.py"):  # the wrong folder, and a second file only
+        (tmp_path / "tests" / test).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "tests" / test).write_text("")
+    assert _without_test_file({"pkg": tmp_path / "pkg"}, tmp_path / "tests") == ["pkg.sub.new"]
+
+
 def _detectors() -> list[str]:
     from torchpod.schedulers import SCHEDULERS
 

@@ -37,8 +37,17 @@ class PluginFile:
 
 
 def read(data: bytes) -> PluginFile:
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+    """The plugin's facts from its bytes; a file that is not a whole 64-bit little-endian
+    ELF (cut off, or offsets past its end) is a ValueError, never an IndexError."""
+    if data[:4] != b"\x7fELF" or data[4:6] != b"\x02\x01":
         raise ValueError("not a 64-bit little-endian ELF file")
+    try:
+        return _read(data)
+    except (struct.error, IndexError, OverflowError) as exc:
+        raise ValueError(f"a cut-off or malformed ELF file ({exc})") from None
+
+
+def _read(data: bytes) -> PluginFile:
     machine, = struct.unpack_from("<H", data, 0x12)
     phoff, shoff = struct.unpack_from("<QQ", data, 0x20)
     phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 0x36)

@@ -87,27 +87,6 @@ def test_unknown_preset_is_one_line_listing_the_known_ones(tmp_path):
                                "oci-bm-gpu-b4.8, oci-bm-gpu-h100.8, oci-bm-gpu-h200.8, aws-p5, hpe-slingshot-gh200")
 
 
-def test_an_ipv6_only_node_gets_no_ipv6_gid_when_it_also_routes_ipv4(tmp_path):
-    case = dict(FIXTURES["roce_ipv6_only_cluster"], route="eth1")
-    sysfs, proc = write_node(tmp_path, case)
-    report = detect_fabric({}, sysfs, proc)
-    assert "NCCL_IB_ADDR_FAMILY" not in dict(report.env) and "NCCL_IB_HCA" not in dict(report.env)
-    assert any("no RoCE v2 IPv4 GID on any port" in n for n in report.notes)
-
-
-@pytest.mark.parametrize("table", [
-    "",  # no IPv6 at all
-    f"{'0' * 32} 00 {'0' * 32} 00 {'0' * 32} ffffffff 00000001 00000000 00200200 lo\n",  # only the reject route
-    "garbage\n\x00\x01 line\n" + f"{'0' * 32} 00 {'0' * 32} 00 {'0' * 32} 0 0 0 zz eth1\n",  # bad flags
-])
-def test_an_ipv6_route_table_without_a_usable_default_chooses_nothing(tmp_path, table):
-    case = {k: v for k, v in FIXTURES["roce_ipv6_only_cluster"].items() if k != "route6"}
-    sysfs, proc = write_node(tmp_path, case)
-    (proc / "net" / "ipv6_route").write_text(table)
-    report = detect_fabric({}, sysfs, proc)
-    assert dict(report.env) == {} and any("no RoCE v2 IPv4 GID" in n for n in report.notes)
-
-
 def test_a_users_address_family_is_kept(tmp_path):
     sysfs, _ = write_node(tmp_path, FIXTURES["roce_ipv6_only_cluster"])
     plan = plan_for({"NCCL_IB_ADDR_FAMILY": "AF_INET", "CUDA_VISIBLE_DEVICES": ""},

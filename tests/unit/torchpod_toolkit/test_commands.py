@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from torchpod.arch import ARCHES, normalise_arch
+from torchpod.arch import ARCHES
 from torchpod.errors import InputError, RuntimeFailure
 from torchpod_toolkit import commands
 from torchpod_toolkit.commands import Builder
@@ -17,12 +17,6 @@ from paths import ROOT
 
 DEFN = load_definitions(ROOT / "images")["pytorch"]
 ARM, X86 = ARCHES["aarch64"], ARCHES["x86_64"]
-
-
-@pytest.mark.parametrize("spelling, name", [("amd64", "x86_64"), ("X86_64", "x86_64"), ("arm64", "aarch64"),
-                                            ("linux/arm64/v8", "aarch64"), (" aarch64 ", "aarch64")])
-def test_arch_spellings_normalise(spelling, name):
-    assert normalise_arch(spelling).name == name
 
 
 def test_pip_platforms_cover_the_base_glibc_and_target_arch():

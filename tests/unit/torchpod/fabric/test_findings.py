@@ -1,10 +1,9 @@
-"""Typed findings (torchpod.fabric.findings), the one FABRICS table (torchpod.fabric.registry)
-and the one GPU count (torchpod.gpus.visible): the doctor's rows and exit codes follow codes
-and severities, never the words of a message."""
+"""Typed findings (torchpod.fabric.findings) and the one GPU count (torchpod.gpus.visible):
+the doctor's rows and exit codes follow codes and severities, never the words of a message.
+(The FABRICS table's own tests are in test_registry.py, the Slingshot record's in test_slingshot.py.)"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -13,9 +12,8 @@ from hypothesis import strategies as st
 
 from torchpod import gpus
 from torchpod.doctor import Machine, exit_code, preflight, refusal
-from torchpod.fabric import FABRICS, by_name, detect_fabric, presets, slingshot
+from torchpod.fabric import by_name, detect_fabric
 from torchpod.fabric.findings import Finding, Severity
-from torchpod.fabric.registry import NAMES
 from torchpod.fabric.site import SITE_LIB
 
 from fabric_cases import FIXTURES, write_node
@@ -115,31 +113,7 @@ def test_codes_name_conditions_not_wording(nodes):
             "site.plugin.injected", "preset.gid.over-detection"} <= set(seen)
 
 
-# --- one FABRICS ----------------------------------------------------------------------------
-
-def test_one_record_per_fabric_and_presets_name_only_those():
-    assert NAMES == ("slingshot", "efa", "infiniband", "roce") and len(set(NAMES)) == len(FABRICS)
-    assert {p.fabric for p in presets.shipped().values()} <= set(NAMES)
-    assert [f.name for f in FABRICS if f.needs_plugin] == ["slingshot", "efa"]
-    assert by_name(None) is None and by_name("efa").binds == (("/opt/amazon", "/opt/amazon"),)
-
-
-def test_bad_fabric_name_is_one_line():
-    from torchpod.errors import InputError
-
-    with pytest.raises(InputError, match="fabric 'ib' is not known; expected one of slingshot, efa"):
-        by_name("ib")
-
-
-def test_slingshot_settings_are_written_once_and_the_preset_takes_them_from_the_record():
-    shipped = json.loads((Path(presets.__file__).with_name("presets.json")).read_text())
-    written = json.dumps(shipped)
-    assert not [s.var for s in slingshot.SETTINGS if s.var in written], "a Slingshot setting is written twice"
-    preset = presets.shipped()["hpe-slingshot-gh200"]
-    record = by_name("slingshot")
-    assert [(v, x) for v, x, _ in preset.env][:len(record.plugin_env)] == [(s.var, s.value) for s in record.plugin_env]
-    assert preset.source == slingshot.SETTINGS_SOURCE
-
+# --- one set of Slingshot settings, detected or preset ----------------------------------------
 
 def test_the_plan_and_the_preset_set_the_same_slingshot_values(nodes):
     root, sysfs, proc = nodes["gh200_slingshot_node"]

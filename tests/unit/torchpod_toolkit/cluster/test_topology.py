@@ -119,21 +119,6 @@ def test_max_restarts_disables_the_shared_store_unless_the_user_set_it():
     assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in dict(plan.env)
 
 
-def test_demo_summary_names_the_group_for_every_workload():
-    from torchpod_toolkit.cluster.demo import summary_lines
-
-    topo = topology.build("slurm", 2, "demo-1")
-    bench = [{"workload": "allreduce_bench", "rank": r, "world_size": 2, "backend": "gloo", "peak_busbw_gbps": 1.0}
-             for r in (0, 1)]
-    assert summary_lines(bench, 2, topo, 0.0) == [
-        "nodes 2, world size 2, scheduler slurm (detected as slurm)",
-        "all-reduce peak busbw 1.000 GB/s (gloo, 2 ranks); the table is in node 0's output"]
-    train = [{"workload": "ddp_resnet", "rank": r, "world_size": 2, "t_first_allreduce": 104.4} for r in (0, 1)]
-    assert summary_lines(train, 2, topo, 100.0) == [
-        "nodes 2, world size 2, scheduler slurm (detected as slurm), first all-reduce after 4.4 s"]
-    assert summary_lines([], 2, topo, 0.0) == ["nodes 2: no rank reported a result"]
-
-
 # --- SageMaker, LSF, SkyPilot, Flux, AzureML: what each platform's nodes carry ---------------
 def test_sagemaker_lists_hosts_lexicographically_and_the_container_is_named_otherwise():
     topo = topology.build("sagemaker", 12, "big")
