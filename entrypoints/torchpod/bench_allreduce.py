@@ -22,8 +22,10 @@ import socket
 import sys
 import time
 from datetime import timedelta
+from typing import NoReturn
 
 from .contract import RESULT_PREFIX
+from .errors import InputError
 
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -56,15 +58,39 @@ def table(rows: list[dict], world: int, backend: str) -> str:
     return "\n".join(lines)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse for a workload's options, whose errors are one InputError (one line, exit 2)
+    instead of a usage block and SystemExit: the launcher checks them before torchrun starts."""
+
+    def error(self, message: str) -> NoReturn:
+        raise InputError(f"{self.prog}: {message}")
+
+
+def whole(text: str) -> int:
+    """A whole number typed on the command line: ASCII digits only (int() takes '٣' too)."""
+    if not re.fullmatch(r"-?[0-9]{1,18}", text, flags=re.A):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; expected ASCII digits, e.g. 10")
+    return int(text)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="torchpod bench allreduce", description=__doc__.splitlines()[0])
+    parser = Parser(prog="torchpod bench allreduce", description=__doc__.splitlines()[0])
     parser.add_argument("--min-bytes", type=parse_bytes, default=parse_bytes("1K"))
     parser.add_argument("--max-bytes", type=parse_bytes, default=parse_bytes("64M"))
-    parser.add_argument("--factor", type=int, default=4, help="size step (x4 by default)")
-    parser.add_argument("--iters", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--factor", type=whole, default=4, help="size step (x4 by default)")
+    parser.add_argument("--iters", type=whole, default=10)
+    parser.add_argument("--warmup", type=whole, default=3)
     parser.add_argument("--json", help="where rank 0 writes the results")
     return parser
+
+
+def check_options(argv) -> argparse.Namespace:
+    """The bench's options as its workers will read them; else one InputError."""
+    parser = _parser()
+    args = parser.parse_args(list(argv))
+    if args.factor < 2 or args.iters < 1 or args.warmup < 0 or args.min_bytes > args.max_bytes:
+        parser.error("expected --factor >= 2, --iters >= 1, --warmup >= 0 and --min-bytes <= --max-bytes")
+    return args
 
 
 def _row(torch, dist, size: int, args: argparse.Namespace, device, world: int) -> dict:
@@ -91,10 +117,11 @@ def _row(torch, dist, size: int, args: argparse.Namespace, device, world: int) -
 
 
 def main(argv=None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.factor < 2 or args.iters < 1 or args.warmup < 0 or args.min_bytes > args.max_bytes:
-        parser.error("expected --factor >= 2, --iters >= 1, --warmup >= 0 and --min-bytes <= --max-bytes")
+    try:
+        args = check_options(sys.argv[1:] if argv is None else argv)
+    except InputError as exc:
+        print(f"torchpod: error: {exc}", file=sys.stderr)
+        return 2
 
     import torch
     import torch.distributed as dist

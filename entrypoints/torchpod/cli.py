@@ -27,12 +27,13 @@ import textwrap
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from . import __version__, doctor, gpus, readers, script
+from . import __version__, bench_allreduce, doctor, gpus, preflight, readers, script
 from .contract import (
     ENV_DOCTOR,
     ENV_HOSTNAME,
     ENV_PREFLIGHT,
     ENV_SYSFS_ROOT,
+    PREFLIGHT_MODULE,
     SETTINGS,
     SYSFS_ROOT_DEFAULT,
     Setting,
@@ -77,6 +78,9 @@ USAGE = _COMMANDS + "\n\n" + environment_help()
 
 SUBCOMMANDS = ("run", "plan", "doctor", "bench")
 BENCHES = {"allreduce": "torchpod.bench_allreduce"}  # workloads: run through torchrun on every node
+# torchpod's own workloads (run as modules): their options are checked here, before torchrun
+# starts a worker that would refuse them after the rendezvous
+WORKLOAD_OPTIONS = {BENCHES["allreduce"]: bench_allreduce.check_options, PREFLIGHT_MODULE: preflight.check_options}
 DOCTOR_OPTIONS = ("--sysfs-root", "--nccl-log", "--format")
 
 
@@ -179,7 +183,7 @@ def _dispatch(args: list[str], env: dict[str, str]) -> int:
         print(USAGE)
         return 0
     if first == "plan":
-        inv = split_command_line(args[1:], own_options=("--format",))
+        inv = check_workload(split_command_line(args[1:], own_options=("--format",)))
         fmt = inv.own.get("--format", "json")
         if fmt not in ("json", "shell"):
             raise InputError(f"--format {fmt!r} is not a plan format; expected json or shell")
@@ -192,12 +196,20 @@ def _dispatch(args: list[str], env: dict[str, str]) -> int:
         if len(args) < 2 or args[1] not in BENCHES:
             raise InputError(f"bench {args[1] if len(args) > 1 else ''!r} is not a benchmark; expected one of "
                              f"{', '.join(BENCHES)}, e.g. `torchpod bench allreduce`")
-        return run(split_command_line(["--module", BENCHES[args[1]], *args[2:]]), env, Path.cwd())
+        return run(check_workload(split_command_line(["--module", BENCHES[args[1]], *args[2:]])), env, Path.cwd())
     rest = args[1:] if first == "run" else args
-    inv = split_command_line(rest)
+    inv = check_workload(split_command_line(rest))
     if inv.script is None:
         raise InputError(NO_SCRIPT)
     return run(inv, env, Path.cwd())
+
+
+def check_workload(inv: Invocation) -> Invocation:
+    """``inv``, once the options of a torchpod workload it runs as a module are checked."""
+    check = WORKLOAD_OPTIONS.get(inv.script or "") if "--module" in inv.passthrough else None
+    if check is not None:
+        check(inv.script_args)
+    return inv
 
 
 def _doctor_options(args: list[str]) -> dict[str, str]:

@@ -42,6 +42,7 @@ import argparse
 import json
 import math
 import os
+import re
 import socket
 import sys
 import time
@@ -49,7 +50,7 @@ from datetime import timedelta
 from typing import Any, Mapping, Sequence
 from xml.sax.saxutils import escape
 
-from .bench_allreduce import parse_bytes, sizes
+from .bench_allreduce import Parser, parse_bytes, sizes, whole
 from .contract import RESULT_PREFIX
 from .errors import InputError
 from .fabric import presets
@@ -240,16 +241,30 @@ def assemble(nodes: Sequence[Mapping[str, Any]], busbw: Mapping[Pair, Any], swee
 # -- the impure edge: torch, the env, the clock ---------------------------------------------
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="torchpod preflight", description=__doc__.splitlines()[0])
+    parser = Parser(prog="torchpod preflight", description=__doc__.splitlines()[0])
     parser.add_argument("--pair-bytes", type=parse_bytes, default=parse_bytes("4M"))
     parser.add_argument("--min-bytes", type=parse_bytes, default=parse_bytes("1K"))
     parser.add_argument("--max-bytes", type=parse_bytes, default=parse_bytes("4M"))
-    parser.add_argument("--iters", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--floor-gbps", type=float, default=None, help="a pair under this busbw is slow")
+    parser.add_argument("--iters", type=whole, default=5)
+    parser.add_argument("--warmup", type=whole, default=2)
+    parser.add_argument("--floor-gbps", type=_gbps, default=None, help="a pair under this busbw is slow")
     parser.add_argument("--json", help="where rank 0 writes the report")
     parser.add_argument("--svg", help="where rank 0 writes busbw against size")
     return parser
+
+
+def _gbps(text: str) -> float:
+    """A bandwidth typed on the command line: an ASCII decimal number (float() takes '١٢')."""
+    if not re.fullmatch(r"[0-9]{1,12}(\.[0-9]{1,12})?", text, flags=re.A):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a bandwidth; expected GB/s as a number, e.g. 40 or 12.5")
+    return float(text)
+
+
+def check_options(argv: Sequence[str]) -> argparse.Namespace:
+    """Preflight's options as its workers will read them (``--then`` and what follows it left
+    out); else one InputError. The launcher and `invoke manifests --workload preflight` check
+    them before anything starts."""
+    return _checked(_split_then(argv)[0])
 
 
 def _checked(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -390,11 +405,11 @@ def _preset_floor() -> tuple[str, Floor | None]:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         own, then = _split_then(sys.argv[1:] if argv is None else argv)
+        args = _checked(own)
         preset, floor = _preset_floor()
     except InputError as exc:
         print(f"torchpod: error: {exc}", file=sys.stderr)
         return 2
-    args = _checked(own)
     if "RANK" not in os.environ:
         print("torchpod: error: preflight runs under torchrun; start it with `torchpod run -m torchpod.preflight`",
               file=sys.stderr)

@@ -67,8 +67,9 @@ LAUNCHER_PUBLIC_API = {
     ("torchpod.fabric", "by_name"),  # a fabric's record: the host paths a job binds for its net plugin
     ("torchpod.fabric", "presets"),  # shape presets, through presets.load()
     ("torchpod", "netplugin"),  # netplugin.wanted(): the plugin API versions an NCCL asks for
+    ("torchpod", "preflight"),  # preflight.check_options(): the preflight workload's options, checked
 }
-LAUNCHER_PUBLIC_ATTRIBUTES = {"presets": {"load"}, "netplugin": {"wanted"}}
+LAUNCHER_PUBLIC_ATTRIBUTES = {"presets": {"load"}, "netplugin": {"wanted"}, "preflight": {"check_options"}}
 
 
 def _launcher_imports(path: Path) -> list[tuple[str, str, str]]:
@@ -108,7 +109,8 @@ def test_the_public_names_exist():
     for module, name in LAUNCHER_PUBLIC_API:  # a name in the module, or a submodule of that name
         found = hasattr(importlib.import_module(module), name) or importlib.util.find_spec(f"{module}.{name}")
         assert found, (module, name)
-    for module, attrs in (("torchpod.fabric.presets", {"load"}), ("torchpod.netplugin", {"wanted"})):
+    for module, attrs in (("torchpod.fabric.presets", {"load"}), ("torchpod.netplugin", {"wanted"}),
+                          ("torchpod.preflight", {"check_options"})):
         assert all(callable(getattr(importlib.import_module(module), a)) for a in attrs)
 
 

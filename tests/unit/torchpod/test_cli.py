@@ -166,3 +166,17 @@ def test_plan_shows_the_preflight_first_command_run_would_start(capsys):
     assert command[command.index("--module"):] == ["--module", "torchpod.preflight", "--then", "script",
                                                    "train.py", "--lr", "1"]
     assert plan["nnodes"] == "2" and any("TORCHPOD_PREFLIGHT=1" in n for n in plan["notes"])
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["bench", "allreduce", "--min-bytes", "\u00b2"], "torchpod bench allreduce: argument --min-bytes"),
+    (["bench", "allreduce", "--iters", "\u0663"], "'\u0663' is not a whole number"),
+    (["run", "-m", "torchpod.preflight", "--floor-gbps", "nan"], "torchpod preflight: argument --floor-gbps"),
+    (["plan", "--module", "--", "torchpod.preflight", "--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_a_torchpod_workloads_options_are_checked_before_torchrun_starts(argv, needle, monkeypatch, capsys):
+    started = []
+    monkeypatch.setattr(cli, "supervise", lambda *a, **k: started.append(a) or 0)
+    assert cli.main(argv, {"CUDA_VISIBLE_DEVICES": ""}) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0] and not started

@@ -283,22 +283,43 @@ def parse_invoke_line(line: str) -> JobSpec:
     return JobSpec(command=tuple(command), **given)
 
 
-def _existing(path: Path) -> bytes | None:
-    """The bytes of a regular file at ``path`` (None if nothing is there); anything else
-    (a directory, a link, a FIFO) is refused: it is never read, never replaced."""
+def _existing(path: Path, limit: int) -> bytes | None:
+    """The bytes of a regular file at ``path`` (None if nothing is there), read to at most
+    ``limit`` + 1 bytes: a longer file differs from what would be written whatever it holds,
+    so a huge file costs no memory. Anything else (a directory, a link, a FIFO) is refused:
+    it is never read, never replaced."""
     try:
         st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"{path} exists and is not a regular file; expected a file or nothing there")
+        with open(path, "rb") as fh:
+            return fh.read(limit + 1)
     except FileNotFoundError:
         return None
-    if not stat.S_ISREG(st.st_mode):
-        raise InputError(f"{path} exists and is not a regular file; expected a file or nothing there")
-    return path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path} cannot be read ({exc.strerror or exc}); expected a file torchpod wrote, "
+                         "or nothing there") from None
 
 
 def _check_destination(dest: Path) -> None:
     """``dest`` is a directory, or can be made one under a writable existing directory."""
+    try:
+        _walk_destination(dest)
+    except OSError as exc:  # a name too long, a loop of links, a permission on the way
+        raise InputError(f"--out={str(dest)[:200]!r} cannot be used ({exc.strerror or exc}); expected a "
+                         "directory path you can write") from None
+
+
+NAME_MAX = 255  # bytes in one path component (Linux's NAME_MAX, <linux/limits.h>)
+
+
+def _walk_destination(dest: Path) -> None:
+    long = next((part for part in dest.parts if len(os.fsencode(part)) > NAME_MAX), None)
+    if long is not None:
+        raise InputError(f"--out has a component of {len(os.fsencode(long))} bytes ({long[:40]!r}...); expected "
+                         f"names of at most {NAME_MAX} bytes")
     probe = dest
-    while not probe.exists() and not probe.is_symlink():
+    while not os.path.lexists(probe):
         probe = probe.parent
     if not probe.is_dir():
         what = "is an existing file" if probe == dest else f"is under {probe}, which is not a directory"
@@ -320,7 +341,7 @@ def write(dest, outputs: list[Output], *, force: bool = False) -> list[tuple[Pat
     plan, kept = [], []
     for o in outputs:
         data = o.text.encode("utf-8")
-        old = _existing(dest / o.name)
+        old = _existing(dest / o.name, len(data))
         if old is not None and old != data and not force:
             kept.append(o.name)
         plan.append((o.name, data, old != data))

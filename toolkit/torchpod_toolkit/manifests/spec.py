@@ -11,6 +11,7 @@ import re
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Callable
 
+from torchpod import preflight
 from torchpod.arch import normalise_arch
 from torchpod.contract import ETCD_PORT, PREFLIGHT_MODULE, SITE_LIB
 from torchpod.errors import InputError
@@ -458,6 +459,11 @@ def check(spec: JobSpec) -> JobSpec:
     if spec.workload not in WORKLOADS:
         raise InputError(f"--workload={spec.workload!r} is unknown; expected one of {', '.join(WORKLOADS)}")
     command = check_command(spec.command, empty_ok=spec.workload == "preflight")
+    if spec.workload == "preflight":  # its options, as every worker will read them
+        try:
+            preflight.check_options(command)
+        except InputError as exc:
+            raise InputError(f"--workload preflight, the options after `--`: {exc}") from None
     spec = _check_node_range(replace(spec, **counts, command=command))
     if spec.scheduler == "volcano-master" and spec.nodes < 2:
         raise InputError(f"--nodes={spec.nodes} with --scheduler volcano-master; expected 2 or more "

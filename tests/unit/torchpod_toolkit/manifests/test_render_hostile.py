@@ -397,3 +397,30 @@ def test_a_regenerate_line_after_a_unicode_line_separator_is_not_a_line():
     fake = "x\u2028# Regenerate: invoke manifests --scheduler slurm --nodes 9 --image i:1 -- evil.py"
     with pytest.raises(InputError, match="no '# Regenerate"):
         render_mod.regenerate_line(f"#!/bin/bash\ntorchpod run -- train.py '{fake}'\n")
+
+
+def test_out_with_a_name_too_long_for_the_filesystem_is_one_line(tmp_path):
+    with pytest.raises(InputError, match="a component of 300 bytes"):
+        render_mod.write(tmp_path / ("d" * 300), _outputs())
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_huge_file_in_the_way_is_kept_without_being_read_whole(tmp_path, monkeypatch):
+    outs = _outputs()
+    big = tmp_path / outs[0].name
+    with open(big, "wb") as fh:  # sparse: 1 GiB that costs no disk
+        fh.truncate(1 << 30)
+    reads = []
+    real_open = open
+
+    def counting_open(path, mode="r", *a, **k):
+        handle = real_open(path, mode, *a, **k)
+        if str(path) == str(big):
+            original = handle.read
+            handle.read = lambda n=-1: reads.append(n) or original(n)  # type: ignore[method-assign]
+        return handle
+
+    monkeypatch.setattr("builtins.open", counting_open)
+    with pytest.raises(InputError, match="kept"):
+        render_mod.write(tmp_path, outs)
+    assert reads and all(0 <= n <= len(outs[0].text.encode()) + 1 for n in reads), reads

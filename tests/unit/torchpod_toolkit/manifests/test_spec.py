@@ -217,3 +217,12 @@ def test_the_preflight_workload_needs_no_options_and_train_needs_a_script():
 def test_an_unknown_workload_is_one_line_naming_the_flag(workload):
     with pytest.raises(InputError, match=r"^--workload=.* is unknown; expected one of train, preflight$"):
         check(JobSpec("volcano", 2, IMAGE, ("t.py",), workload=workload))
+
+
+@pytest.mark.parametrize("words, needle", [(("--floor-gbps", "x"), "--floor-gbps: 'x' is not a bandwidth"),
+                                           (("train.py",), "unrecognized arguments: train.py"),
+                                           (("--iters", "\u0663"), "is not a whole number")])
+def test_preflight_options_are_checked_as_its_workers_will_read_them(words, needle):
+    with pytest.raises(InputError, match=r"^--workload preflight, the options after `--`: torchpod preflight: ") as err:
+        check(JobSpec("volcano", 2, IMAGE, words, workload="preflight"))
+    assert needle in str(err.value)
