@@ -21,7 +21,7 @@ from pathlib import Path
 
 from invoke import Collection, Exit, Task, task
 
-from torchpod.errors import TorchpodError
+from torchpod.errors import TorchpodError, one_line
 from torchpod_toolkit.cluster.demo import WORKLOADS
 from torchpod_toolkit.cluster.topology import SCENARIOS
 from torchpod_toolkit.definitions import DEFAULT_IMAGE
@@ -84,7 +84,7 @@ def _defs():
 
 
 def _abort(exc: TorchpodError) -> Exit:
-    return Exit(f"torchpod: {exc}", code=exc.exit_code)
+    return Exit(f"torchpod: {one_line(exc)}", code=exc.exit_code)
 
 
 def _arches(defn, arch: str):

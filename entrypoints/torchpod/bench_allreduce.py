@@ -25,7 +25,7 @@ from datetime import timedelta
 from typing import NoReturn
 
 from .contract import RESULT_PREFIX
-from .errors import InputError
+from .errors import InputError, one_line
 
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -120,7 +120,7 @@ def main(argv=None) -> int:
     try:
         args = check_options(sys.argv[1:] if argv is None else argv)
     except InputError as exc:
-        print(f"torchpod: error: {exc}", file=sys.stderr)
+        print(f"torchpod: error: {one_line(exc)}", file=sys.stderr)
         return 2
 
     import torch

@@ -22,6 +22,7 @@ import importlib.util
 import os
 import shutil
 import socket
+import stat
 import sys
 import textwrap
 from pathlib import Path
@@ -39,7 +40,7 @@ from .contract import (
     Setting,
     setting,
 )
-from .errors import InputError, RuntimeFailure, TorchpodError
+from .errors import InputError, RuntimeFailure, TorchpodError, one_line
 from .gpus import needs_probe
 from .plan import LaunchPlan, command, preflight_first, to_json, to_shell
 from .resolve import resolve
@@ -118,9 +119,27 @@ def gather_facts(env: Mapping[str, str]) -> Facts:
         else:
             notes.append(f"scontrol show hostnames {why or 'printed nothing'}: "
                          f"{nodelist[0]} expanded by torchpod's parser")
-    sysfs = setting(env, ENV_SYSFS_ROOT) or SYSFS_ROOT_DEFAULT
-    return Facts(hostname=hostname, gpu_count=gpu_count, slurm_hosts=slurm_hosts, sysfs_root=Path(sysfs),
+    given = setting(env, ENV_SYSFS_ROOT)
+    sysfs = sysfs_root(ENV_SYSFS_ROOT.name, given) if given else Path(SYSFS_ROOT_DEFAULT)
+    return Facts(hostname=hostname, gpu_count=gpu_count, slurm_hosts=slurm_hosts, sysfs_root=sysfs,
                  torchrun_signals=torchrun_accepts("--signals-to-handle"), notes=tuple(notes))
+
+
+def sysfs_root(source: str, value: str) -> Path:
+    """A sysfs root the user named: a directory, or nothing there (a node without sysfs reads
+    as one without RDMA devices, and the doctor names the path it looked under); a FIFO,
+    file or device there is refused, never read as an empty sysfs."""
+    path = Path(value)
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return path
+    except OSError as exc:
+        raise InputError(f"{source}={value!r} cannot be read ({exc.strerror or exc}); expected a directory "
+                         "holding sysfs, e.g. /sys") from None
+    if not stat.S_ISDIR(st.st_mode) and not path.is_dir():  # a link to a directory is one
+        raise InputError(f"{source}={value!r} is not a directory; expected a directory holding sysfs, e.g. /sys")
+    return path
 
 
 def _expandable(name: str, value: str) -> bool:
@@ -166,8 +185,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     try:
         return _dispatch(args, environ)
     except TorchpodError as exc:
-        message = " ".join(str(exc).split())
-        print(f"torchpod: error: {message}", file=sys.stderr)
+        print(f"torchpod: error: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
 
 
@@ -235,7 +253,7 @@ def run_doctor(args: list[str], env: dict[str, str]) -> int:
     opts = _doctor_options(args)
     verdict = doctor.read_log(opts["--nccl-log"]) if "--nccl-log" in opts else None
     facts = gather_facts(env)
-    sysfs = Path(opts["--sysfs-root"]) if "--sysfs-root" in opts else facts.sysfs_root
+    sysfs = sysfs_root("--sysfs-root", opts["--sysfs-root"]) if "--sysfs-root" in opts else facts.sysfs_root
     fabric, checks = doctor.preflight(env, doctor.gather(env, sysfs, gpus.visible(env, facts.gpu_count)[0]))
     print(doctor.report(checks, verdict, opts.get("--format", "text")))
     return doctor.exit_code(fabric, checks, verdict)

@@ -7,6 +7,10 @@ A message names the variable or key, the value seen, the form expected and a hin
 
 from __future__ import annotations
 
+# One line, bounded: a message quotes the value it refuses, and a value can be megabytes (a
+# host file of one line, a MASTER_ADDR). Its start and its end (the form expected) are kept.
+MESSAGE_HEAD, MESSAGE_TAIL = 1500, 500
+
 
 class TorchpodError(Exception):
     """Bad input or a failed step, explained in one line."""
@@ -24,3 +28,14 @@ class RuntimeFailure(TorchpodError):
     """Something the user asked for could not be done (engine down, build failed)."""
 
     exit_code = 1
+
+
+def one_line(error: BaseException | str) -> str:
+    """The message as torchpod prints it: one line (any run of whitespace, line breaks
+    included, is one space) of at most about 2,000 characters; a longer one keeps its start
+    and its end and says how much was left out."""
+    text = " ".join(str(error).split())
+    if len(text) <= MESSAGE_HEAD + MESSAGE_TAIL + 40:
+        return text
+    cut = len(text) - MESSAGE_HEAD - MESSAGE_TAIL
+    return f"{text[:MESSAGE_HEAD]} ... [{cut} characters left out] ... {text[-MESSAGE_TAIL:]}"

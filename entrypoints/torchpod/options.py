@@ -117,6 +117,8 @@ def split_master_addr(source: str, value: str) -> Endpoint:
     if port is None:
         return Endpoint(host)
     hint = f"expected HOST or HOST:PORT, e.g. node0:{TORCHRUN_MASTER_PORT}"
+    if not port.strip():  # "node0:" names no port: say so of the whole value, not of ''
+        raise InputError(f"{source}={value!r} ends in ':' with no port; {hint}")
     return Endpoint(host, parse_port(source, port, hint=hint))
 
 

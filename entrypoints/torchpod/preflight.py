@@ -52,7 +52,7 @@ from xml.sax.saxutils import escape
 
 from .bench_allreduce import Parser, parse_bytes, sizes, whole
 from .contract import RESULT_PREFIX
-from .errors import InputError
+from .errors import InputError, one_line
 from .fabric import presets
 from .fabric.findings import Severity
 from .fabric.presets import RING, Floor
@@ -408,7 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _checked(own)
         preset, floor = _preset_floor()
     except InputError as exc:
-        print(f"torchpod: error: {exc}", file=sys.stderr)
+        print(f"torchpod: error: {one_line(exc)}", file=sys.stderr)
         return 2
     if "RANK" not in os.environ:
         print("torchpod: error: preflight runs under torchrun; start it with `torchpod run -m torchpod.preflight`",
@@ -430,7 +430,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = assemble(heads, busbw, sweep, backend, args.floor_gbps)
         result["job"] = floor_reasons(sweep, floor, preset, backend)
     except InputError as exc:
-        print(f"torchpod: error: {exc}", file=sys.stderr)
+        print(f"torchpod: error: {one_line(exc)}", file=sys.stderr)
         return 2
     if cuda:
         result["nccl_algo"] = {"measured_with": RING, "job_setting": env_before.get("NCCL_ALGO")}

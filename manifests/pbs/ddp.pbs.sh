@@ -13,6 +13,9 @@ set -euo pipefail
 cd "$PBS_O_WORKDIR"
 
 # the image, fetched or converted once for the whole job
+# every host path bound into the container: a ',' or ':' in it would split the bind
+case "$PWD" in *[,:]*) echo "torchpod: PWD=$PWD holds ',' or ':', which split a container bind; expected a path without them (submit from another directory)" >&2; exit 2 ;; esac
+case "$PBS_NODEFILE" in *[,:]*) echo "torchpod: PBS_NODEFILE=$PBS_NODEFILE holds ',' or ':', which split a container bind; expected a path without them (submit from another directory)" >&2; exit 2 ;; esac
 SIF="${TORCHPOD_SIF:-$PWD/ddp.sif}"  # on a filesystem every node sees
 [ -f "$SIF" ] || apptainer pull "$SIF" docker://registry.example.com/torchpod/pytorch:2.13.0-cuda13.0
 # mpiprocs=1: one PBS_NODEFILE line per node, so pbsdsh starts one launcher per node

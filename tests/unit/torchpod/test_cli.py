@@ -71,6 +71,9 @@ def test_plan_shell_with_script_quotes_arguments(capsys):
         (["plan", "--max-restarts", "many"], {}, "--max-restarts"),
         (["plan"], {"PBS_JOBID": "1.pbs", "PBS_NODEFILE": "/nonexistent/nodes"}, "PBS_NODEFILE"),
         (["plan", "--", "t.py"], {"TORCHPOD_PREFLIGHT": "yes"}, "TORCHPOD_PREFLIGHT='yes' is not a switch"),
+        (["plan"], {"MASTER_ADDR": "node0:", "WORLD_SIZE": "2", "RANK": "0"}, "'node0:' ends in ':' with no port"),
+        (["doctor", "--sysfs-root", "/dev/null"], {}, "--sysfs-root='/dev/null' is not a directory"),
+        (["plan"], {"TORCHPOD_SYSFS_ROOT": "/dev/null"}, "TORCHPOD_SYSFS_ROOT='/dev/null' is not a directory"),
         (["plan", "--", "t.py"], {"TORCHPOD_PREFLIGHT": "1\n$(id)"}, "TORCHPOD_PREFLIGHT="),
     ],
 )

@@ -33,3 +33,21 @@ def test_a_bug_is_not_turned_into_an_exit_code(monkeypatch):
     monkeypatch.setattr(cli, "_dispatch", broken)
     with pytest.raises(KeyError):
         cli.main(["plan"], {})
+
+
+def test_one_line_keeps_a_short_message_and_bounds_a_long_one_keeping_its_start_and_end():
+    from torchpod.errors import one_line
+
+    assert one_line(InputError("a\nb\r\n  c\u2028d")) == "a b c d"
+    long = InputError("MASTER_ADDR='" + "x" * 10_000_000 + "' is not a host; expected HOST or HOST:PORT")
+    text = one_line(long)
+    assert len(text) < 2100 and "\n" not in text
+    assert text.startswith("MASTER_ADDR='xxx") and text.endswith("is not a host; expected HOST or HOST:PORT")
+    assert "characters left out" in text
+
+
+def test_a_megabyte_value_is_refused_in_a_bounded_line(capsys):
+    env = {"MASTER_ADDR": "h" * 1_000_000, "MASTER_PORT": "1", "WORLD_SIZE": "2", "RANK": "0"}
+    assert cli.main(["plan"], env) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 2200 and err.startswith("torchpod: error: ")

@@ -175,10 +175,30 @@ def _docker_pull(spec: JobSpec, per_node: list) -> list[str]:
     return [line([*per_node, *pull]) + " >/dev/null  # once per node"]
 
 
+# The host paths a container bind takes from the batch shell, by scheduler: the submit
+# directory always, and the node file where the launcher reads the host list.
+BOUND_AT_RUN_TIME = {"pbs": ("PWD", "PBS_NODEFILE"), "pbs-pals": ("PWD", "PBS_NODEFILE"),
+                     "lsf": ("PWD", "LSB_DJOB_HOSTFILE")}
+
+
+def bind_guard(spec: JobSpec) -> list[str]:
+    """Lines that stop the job when a path it binds holds ',' or ':': a bind is HOST:CONTAINER
+    (Apptainer --bind, docker/podman -v, enroot --mount, pyxis --container-mounts) and
+    Apptainer and pyxis split a list of them at ',', so such a directory would silently bind
+    the wrong path. Fixed text: the paths are the shell's, checked when the job runs."""
+    names = BOUND_AT_RUN_TIME.get(spec.scheduler, ("PWD",))
+    return ["# every host path bound into the container: a ',' or ':' in it would split the bind",
+            *(f'case "${n}" in *[,:]*) echo "torchpod: {n}=${n} holds \',\' or \':\', which split a container '
+              'bind; expected a path without them (submit from another directory)" >&2; exit 2 ;; esac'
+              for n in names)]
+
+
 def prepare(spec: JobSpec, per_node: list) -> list[str]:
     """Lines that fetch or convert the image once for the job (``per_node``: the argv
-    prefix that runs a command once on every node)."""
-    return RUNTIMES[spec.runtime].prepare(spec, per_node)
+    prefix that runs a command once on every node), after the bind guard of a runtime that
+    binds paths."""
+    lines = RUNTIMES[spec.runtime].prepare(spec, per_node)
+    return [*bind_guard(spec), *lines] if spec.runtime != "none" else lines
 
 
 def _binds(spec: JobSpec, forward: tuple[str, ...], *, flags: bool = True) -> list:

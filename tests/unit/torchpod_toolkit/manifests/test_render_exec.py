@@ -130,10 +130,12 @@ def expected_args(spec: JobSpec) -> list[str]:
     return ["run", *etcd, "--", *spec.command]
 
 
-def run_job(text: str, tmp: Path, locale: str) -> tuple[subprocess.CompletedProcess, dict[str, Path]]:
-    """Run a job script the way a batch node would: in the submit directory, with the
-    scheduler's variables set and the stubs (only) on PATH."""
-    where = {k: tmp / k for k in ("bin", "work", "home", "job")}
+def run_job(text: str, tmp: Path, locale: str,
+            work: str = "work") -> tuple[subprocess.CompletedProcess, dict[str, Path]]:
+    """Run a job script the way a batch node would: in the submit directory (``tmp/work``),
+    with the scheduler's variables set and the stubs (only) on PATH."""
+    where = {k: tmp / k for k in ("bin", "home", "job")}
+    where["work"] = tmp / work
     for path in where.values():
         path.mkdir()
     where["log"], where["mark"] = tmp / "calls.log", tmp / "MARK"
@@ -352,6 +354,17 @@ def test_hostile_site_lib_example(scheduler, runtime, site_lib):
                                    "registry.example.com/t/p:1;ls", "registry.example.com/t/p:$(ls)"])
 def test_hostile_image_example(scheduler, runtime, image):
     check_hpc(JobSpec(scheduler=scheduler, runtime=runtime, nodes=2, image=image, command=("train.py",)), "C")
+
+
+@pytest.mark.parametrize("scheduler,runtime", [c for c in COMBOS if c[1] != "none" and c[0] != "skypilot"])
+@pytest.mark.parametrize("work", ["sub,mit", "sub:mit"])
+def test_a_submit_directory_that_would_split_a_bind_stops_the_job_before_anything_runs(scheduler, runtime, work,
+                                                                                          tmp_path):
+    (out,) = render(JobSpec(scheduler=scheduler, runtime=runtime, nodes=2, image=IMAGE, command=("train.py",)))
+    proc, where = run_job(out.text, tmp_path, "C.UTF-8", work=work)
+    err = proc.stderr.decode().strip().splitlines()
+    assert proc.returncode == 2 and len(err) == 1 and "which split a container bind" in err[0], err
+    assert stubs.read_log(where["log"]) == []  # no pull, no launch
 
 
 @pytest.mark.parametrize("scheduler,runtime", COMBOS)
