@@ -242,6 +242,21 @@ def _slurm(r: Result) -> list[Row]:
              f"`python bench/slurm.py --repeats {repeats}`")]
 
 
+def _preflight(r: Result) -> list[Row]:
+    cells, nodes = [], []
+    for i, row in enumerate(r.items("rows", list)):
+        where = f"rows.{i}"
+        r.mapping(row, where)
+        n = r.count("nodes", row, where)
+        pre, plain = r.number("median_s", row, where), r.number("plain_median_s", row, where)
+        cells.append(f"{n} nodes {pre:.1f} / {plain:.1f} s = **{pre / plain:.2f}**")
+        nodes.append(str(n))
+    repeats = r.count("repeats")
+    what = ("`torchpod run -m torchpod.preflight` (doctor on every node, pair rounds, sweep; gloo) / the same "
+            f"Slurm job running only the all-reduce check, containers as nodes, median of {repeats}, alternating")
+    return [(what, "; ".join(cells), f"`python bench/preflight.py --nodes {' '.join(nodes)} --repeats {repeats}`")]
+
+
 def _hostile_reads(r: Result) -> list[Row]:
     cells, sizes = [], []
     for i, row in enumerate(r.items("rows", list)):
@@ -277,6 +292,7 @@ ROWS: dict[str, Callable[[Result], list[Row]]] = {
     "netplugin.json": _netplugin,
     "slurm.json": _slurm,
     "hostile_reads.json": _hostile_reads,
+    "preflight.json": _preflight,
 }
 
 
