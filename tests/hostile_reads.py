@@ -47,7 +47,7 @@ def base_env(root: Path, **more: str) -> dict[str, str]:
     """No GPU probe, no scontrol, this node's name fixed, sysfs under root."""
     (root / "bin").mkdir(exist_ok=True)
     return {"TORCHPOD_HOSTNAME": "n1", "TORCHPOD_SYSFS_ROOT": str(root / "sys"), "PATH": str(root / "bin"),
-            "CUDA_VISIBLE_DEVICES": "", **more}
+            "CUDA_VISIBLE_DEVICES": "", "HOME": str(root), **more}  # a writable HOME: no torchpod.home note
 
 
 @contextlib.contextmanager

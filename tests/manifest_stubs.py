@@ -30,7 +30,7 @@ ERROR = "STUB-ERROR"
 NOT_FOUND = "NOT-FOUND"
 ENV_RECORD = "torchpod-env"  # what torchpod saw: TORCHPOD_PRESET, SLURM_JOB_ID, PBS_NODEFILE,
 # LSB_DJOB_HOSTFILE (or <unset>)
-REAL_TOOLS = ("sort", "wc", "env")  # coreutils the scripts may run; the real ones
+REAL_TOOLS = ("sort", "wc", "env", "id")  # coreutils the scripts may run; the real ones
 
 _PRELUDE = r"""#!/bin/bash
 # Test stub for %(name)s (tests/manifest_stubs.py). %(doc)s
@@ -239,6 +239,8 @@ esac
 
 _RUN_OPTIONS = r"""
         --rm|--privileged|--init) shift ;;
+        -u|--user) need $# "$1"; case "$2" in [0-9]*:[0-9]*) ;; *) fail "--user $2: expected UID:GID" ;; esac
+          case "$2" in *[!0-9:]*) fail "--user $2: expected numeric UID:GID" ;; esac; shift 2 ;;
         -e|--env) need $# "$1"; addenv "$2"; shift 2 ;;
         -e?*) addenv "${1#-e}"; shift ;;
         --env=*) addenv "${1#*=}"; shift ;;
@@ -408,7 +410,8 @@ def mounts(call: Call) -> list[tuple[str, str]]:
         specs = [v for o, v in opts if o in ("-m", "--mount")]
     else:  # docker, podman-hpc
         opts, _ = _split_options(call.args[1:], {"-e", "--env", "--network", "--ipc", "-v", "--volume", "-w",
-                                                 "--workdir", "--name", "--shm-size", "--ulimit", "--gpus"})
+                                                 "--workdir", "--name", "--shm-size", "--ulimit", "--gpus",
+                                                 "-u", "--user"})
         specs = [v for o, v in opts if o in ("-v", "--volume")]
     out = []
     for spec in specs:

@@ -28,7 +28,7 @@ import textwrap
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from . import __version__, bench_allreduce, doctor, gpus, preflight, readers, script
+from . import __version__, bench_allreduce, doctor, gpus, home, preflight, readers, script
 from .contract import (
     ENV_DOCTOR,
     ENV_HOSTNAME,
@@ -42,7 +42,7 @@ from .contract import (
 )
 from .errors import InputError, RuntimeFailure, TorchpodError, one_line
 from .gpus import needs_probe
-from .plan import LaunchPlan, command, preflight_first, to_json, to_shell
+from .plan import REPLACES, LaunchPlan, command, preflight_first, to_json, to_shell
 from .resolve import resolve
 from .schedulers import slurm
 from .schedulers.common import Facts
@@ -121,7 +121,9 @@ def gather_facts(env: Mapping[str, str]) -> Facts:
                          f"{nodelist[0]} expanded by torchpod's parser")
     given = setting(env, ENV_SYSFS_ROOT)
     sysfs = sysfs_root(ENV_SYSFS_ROOT.name, given) if given else Path(SYSFS_ROOT_DEFAULT)
+    home_ok, tmp_ok, writable = home.probe(env)
     return Facts(hostname=hostname, gpu_count=gpu_count, slurm_hosts=slurm_hosts, sysfs_root=sysfs,
+                 uid=os.getuid(), home_writable=home_ok, tmp_writable=tmp_ok, writable_tmp=writable,
                  torchrun_signals=torchrun_accepts("--signals-to-handle"), notes=tuple(notes))
 
 
@@ -172,11 +174,36 @@ def torchrun_accepts(option: str) -> bool:
 
 
 def child_env(env: Mapping[str, str], plan: LaunchPlan) -> dict[str, str]:
-    """torchrun's environment: the caller's, plus the plan's additions where unset."""
+    """torchrun's environment: the caller's, plus the plan's additions where unset (a HOME or
+    TMPDIR the plan names replaces the unusable one: plan.REPLACES)."""
     merged = dict(env)
     for key, value in plan.env:
-        merged.setdefault(key, value)
+        if key in REPLACES:
+            merged[key] = value
+        else:
+            merged.setdefault(key, value)
     return merged
+
+
+def private_home(plan: LaunchPlan) -> None:
+    """Create the HOME the plan chose (torchpod.home), or check the one there is this
+    user's own: a name under a shared /tmp is predictable, so a directory another user
+    made there (or a link) is refused rather than used to cache code torch will run."""
+    path = dict(plan.env).get("HOME")
+    if path is None:
+        return
+    try:
+        os.mkdir(path, 0o700)
+        return
+    except FileExistsError:
+        st = os.lstat(path)
+    except OSError as exc:
+        raise RuntimeFailure(f"cannot create HOME={path!r} ({exc.strerror or exc}); expected a writable "
+                             "temporary directory, or set HOME to a writable directory") from None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise RuntimeFailure(f"HOME={path!r} exists and is not a private directory of this user (owner uid "
+                             f"{st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}); expected one torchpod made "
+                             "(mode 700); remove it or set HOME to a writable directory")
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
@@ -294,4 +321,5 @@ def run(inv: Invocation, env: dict[str, str], cwd: Path) -> int:
         f"(id {plan.rdzv_id})"
     )
     print(summary, file=sys.stderr, flush=True)
+    private_home(plan)
     return supervise(argv, child_env(env, plan), handled=plan.handled_signals)

@@ -35,7 +35,9 @@ class LaunchPlan:
     # what torchrun's --signals-to-handle gets; None: this torchrun lacks the flag
     signals_to_handle: tuple[str, ...] | None = FORWARDED_NAMES
     passthrough: tuple[str, ...] = ()  # other torchrun options, verbatim
-    env: tuple[tuple[str, str], ...] = ()  # added to torchrun's environment, never overriding
+    # added to torchrun's environment, never overriding, except REPLACES: HOME and TMPDIR
+    # are in it only when the current ones cannot be written (torchpod.home)
+    env: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
     hosts: tuple[str, ...] | None = None
     hostname: str | None = None
@@ -89,6 +91,10 @@ def torchrun_args(plan: LaunchPlan) -> list[str]:
             args.append(f"{flag}={value}")
     return args + list(plan.passthrough)
 
+
+# The variables a plan's env replaces rather than leaves alone: torchpod.home adds them only
+# when the user's value is unusable (a HOME the user cannot write), said in a note.
+REPLACES = frozenset({"HOME", "TMPDIR"})
 
 # TORCHPOD_PREFLIGHT=1: the workers run torchpod.preflight, which execs the user's command
 # only when no node failed. How that command was given: a script (python -u SCRIPT), a

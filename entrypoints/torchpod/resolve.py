@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, Mapping, TypeVar
 
-from . import schedulers
+from . import home, schedulers
 from .contract import ENV_RDZV_TIMEOUT, TORCHRUN_MASTER_PORT
 from .errors import InputError
 from .fabric import detect_fabric
@@ -257,7 +257,10 @@ def decide_env(env: Mapping[str, str], facts: Facts, backend: str, max_restarts:
     kept = [k for k, v in suggested if k in env and not extends(k, v)]
     if kept:
         notes.append(f"kept user-set {', '.join(kept)} over the fabric's suggestion")
-    return Step(tuple((k, v) for k, v in suggested if k not in env or extends(k, v)), tuple(notes))
+    # HOME and TMPDIR only when the current ones cannot be written: they replace them (plan.REPLACES)
+    places, place_notes = home.decide(env, facts.home_writable, facts.tmp_writable, facts.writable_tmp, facts.uid)
+    added = tuple((k, v) for k, v in suggested if k not in env or extends(k, v))
+    return Step(added + places, tuple(notes) + place_notes)
 
 
 def resolve(env: Mapping[str, str], facts: Facts, inv: Invocation) -> LaunchPlan:

@@ -49,6 +49,12 @@ class Facts:
     # the plan leave the flag out and forward only the signals old torchrun handles.
     torchrun_signals: bool = True
     notes: tuple[str, ...] = ()  # what gathering said (a helper tool that did not answer)
+    # Where this user can write (home.writable_places): an arbitrary UID (OpenShift,
+    # Apptainer, enroot) or a read-only root often has HOME=/ or a HOME it cannot write.
+    uid: int | None = None
+    home_writable: bool = True
+    writable_tmp: str | None = None  # the first writable of $TMPDIR, /tmp, /dev/shm
+    tmp_writable: bool = True  # whether Python's tempfile default ($TMPDIR or /tmp) is
 
 
 @dataclass(frozen=True)

@@ -46,12 +46,15 @@ LSF_VARS = ("LSB_JOBID", "LSB_DJOB_HOSTFILE", "LSB_DJOB_RANKFILE", "LSB_MCPU_HOS
 NODE_FILES = {PBS_VARS: "PBS_NODEFILE", LSF_VARS: "LSB_DJOB_HOSTFILE"}
 WORKDIR = "/workspace"
 
+# docker run as the user who submitted the job (numeric, as the batch shell knows them): the
+# files the job writes in the submit directory stay theirs, and the container is not root.
+USER_IDS = '"$(id -u):$(id -g)"'
 # The only text a script holds unquoted: torchpod's own expansions, each a double-quoted
 # variable the batch shell fills in. No user value is ever one of them.
 EXPANSIONS = frozenset({'"$SIF"', '"$SQSH"', '"$NNODES"', '"$PBS_O_WORKDIR"', f'"$PWD:{WORKDIR}"', '"$PWD"',
                         '"$PBS_NODEFILE:$PBS_NODEFILE:ro"', '"$PBS_NODEFILE:$PBS_NODEFILE"',
                         '"$LSB_DJOB_HOSTFILE"', '"$LSB_DJOB_HOSTFILE:$LSB_DJOB_HOSTFILE:ro"',
-                        '"$LSB_DJOB_HOSTFILE:$LSB_DJOB_HOSTFILE"'})
+                        '"$LSB_DJOB_HOSTFILE:$LSB_DJOB_HOSTFILE"', USER_IDS})
 # pbsdsh runs a program with its arguments, not a shell line (openpbs src/tools/pbsdsh.c:
 # tm_spawn of argv). Its tasks start in $HOME, so this fixed bash program changes to the
 # directory the job script expanded ($1) and execs the rest of its arguments as they are.
@@ -259,7 +262,7 @@ def _podman(spec: JobSpec, forward: tuple[str, ...]) -> list:
 
 
 def _docker(spec: JobSpec, forward: tuple[str, ...]) -> list:
-    out: list = ["docker", "run", "--rm", "--gpus", "all", "--ulimit", "memlock=-1"]
+    out: list = ["docker", "run", "--rm", "--user", Sh(USER_IDS), "--gpus", "all", "--ulimit", "memlock=-1"]
     for name in forward:
         out += ["-e", name]
     return _engine_run(spec, out, forward)

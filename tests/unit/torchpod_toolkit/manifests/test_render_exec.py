@@ -22,6 +22,7 @@ mixed with shell and YAML metacharacters, for the argv and for the option values
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -188,6 +189,8 @@ def check_calls(spec: JobSpec, calls: list[stubs.Call], where: dict[str, Path]) 
         assert nodefile == str(where["job"] / "nodefile"), f"torchpod saw PBS_NODEFILE={nodefile!r}"
     images = image_words(spec, calls)
     assert all(i == spec.image for i in images), f"image words {images!r}, expected {spec.image!r}"
+    for run in (c for c in calls if c.name == "docker" and c.args[:1] == ("run",)):  # as the submitting user
+        assert run.args[run.args.index("--user") + 1] == f"{os.getuid()}:{os.getgid()}", run.args
     if runtime:
         assert images, f"no image reached {runtime}: {calls}"
         carriers = [c for c in calls if c.name == ("srun" if spec.runtime == "enroot" and spec.scheduler == "slurm"
@@ -213,7 +216,7 @@ def image_words(spec: JobSpec, calls: list[stubs.Call]) -> list[str]:
 
 def run_operands(call: stubs.Call) -> list[str]:
     valued = {"-e", "--env", "--network", "--ipc", "-v", "--volume", "-w", "--workdir", "--name", "--shm-size",
-              "--ulimit", "--gpus", "--device", "--cap-add"}
+              "--ulimit", "--gpus", "--device", "--cap-add", "--user", "-u"}
     return stubs.operands(stubs.Call(call.name, call.args[1:]), valued)
 
 
