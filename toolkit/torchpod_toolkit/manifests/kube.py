@@ -26,7 +26,7 @@ from typing import Any
 from torchpod.contract import ENV_PRESET, ETCD_PORT, JOBSET_LABEL_ENV
 
 from .operators import RUNAI_SCHEDULER  # the operator model reads the same name
-from .spec import JobSpec
+from .spec import NON_ROOT_ID, JobSpec
 
 Obj = dict[str, Any]
 
@@ -74,14 +74,8 @@ def container(spec: JobSpec, *, name: str = CONTAINER, args: list[str] | None = 
         c["resources"] = {"requests": dict(resources), "limits": dict(resources)}
     if spec.mnnvl:  # the pod's IMEX channel, by the name pod_spec gives the claim
         c.setdefault("resources", {})["claims"] = [{"name": MNNVL_CLAIM}]
-    security: Obj = {}
-    if spec.privileged:
-        security["privileged"] = True
-    if spec.rdma != "none":
-        security["capabilities"] = {"add": ["IPC_LOCK"]}  # pinning memory for RDMA, nothing else
-    if security:
-        c["securityContext"] = security
-    mounts: list[dict[str, Any]] = [{"name": "shm", "mountPath": "/dev/shm"}]
+    c["securityContext"] = container_security(spec)
+    mounts: list[dict[str, Any]] = [{"name": "shm", "mountPath": "/dev/shm"}, {"name": "tmp", "mountPath": "/tmp"}]
     if spec.rdma == "hostnetwork":
         mounts.append({"name": "devinf", "mountPath": "/dev/infiniband"})
     for i, (_, inside) in enumerate(spec.fabric_binds()):
@@ -90,8 +84,40 @@ def container(spec: JobSpec, *, name: str = CONTAINER, args: list[str] | None = 
     return c
 
 
+def container_security(spec: JobSpec) -> Obj:
+    """Least privilege for the job's container. Always a read-only root (the launcher finds a
+    writable HOME and TMPDIR under the /tmp emptyDir: torchpod.home) and no privilege
+    escalation (but with --privileged, which the API refuses alongside it). A pod that needs
+    no capability runs as non-root with every capability dropped (restricted); RDMA adds
+    IPC_LOCK to root's default set, which baseline does not allow."""
+    security: Obj = {}
+    if spec.privileged:
+        security["privileged"] = True
+    else:
+        security["allowPrivilegeEscalation"] = False
+    if spec.rdma != "none":
+        security["capabilities"] = {"add": ["IPC_LOCK"]}  # pinning memory for RDMA, nothing else
+    elif not spec.privileged:
+        security["capabilities"] = {"drop": ["ALL"]}
+        security["runAsNonRoot"] = True
+    security["readOnlyRootFilesystem"] = True
+    return security
+
+
+def pod_security_context(spec: JobSpec) -> Obj:
+    """The pod's: the runtime's default seccomp profile always; the non-root user, group and
+    fsGroup (--run-as-user, --run-as-group, --fs-group) where the pod needs no capability."""
+    sc: Obj = {}
+    if spec.kube and spec.rdma == "none" and not spec.privileged:
+        sc.update(runAsNonRoot=True, runAsUser=spec.run_as_user, runAsGroup=spec.run_as_group,
+                  fsGroup=spec.fs_group)
+    sc["seccompProfile"] = {"type": "RuntimeDefault"}
+    return sc
+
+
 def volumes(spec: JobSpec) -> list[Obj]:
-    out: list[Obj] = [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}}]
+    out: list[Obj] = [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.shm_size}},
+                      {"name": "tmp", "emptyDir": {}}]  # the only writable place under a read-only root
     if spec.rdma == "hostnetwork":
         out.append({"name": "devinf", "hostPath": {"path": "/dev/infiniband", "type": "Directory"}})
     for i, (host, _) in enumerate(spec.fabric_binds()):  # the node's aws-ofi-nccl and libfabric
@@ -105,6 +131,7 @@ def pod_spec(spec: JobSpec, **container_kw) -> Obj:
         pod["hostNetwork"] = True
         pod["dnsPolicy"] = "ClusterFirstWithHostNet"  # keep cluster DNS: peers are found by service names
     pod["terminationGracePeriodSeconds"] = 30  # torchpod forwards SIGTERM to the workers
+    pod["securityContext"] = pod_security_context(spec)
     pod["containers"] = [container(spec, **container_kw)]
     pod["volumes"] = volumes(spec)
     if spec.mnnvl:
@@ -238,7 +265,8 @@ def train_job(spec: JobSpec) -> Obj:
         node_container["securityContext"] = security
     patch = {"manager": "torchpod", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{
         "name": "node", "template": {"spec": {"template": {"spec": {
-            "containers": [node_container], "volumes": volumes(spec)}}}}}]}}}}
+            "securityContext": pod_security_context(spec), "containers": [node_container],
+            "volumes": volumes(spec)}}}}}]}}}}
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": _meta(spec),
         "spec": {"runtimeRef": {"name": "torch-distributed", "apiGroup": "trainer.kubeflow.org",
@@ -333,8 +361,13 @@ def etcd_objects(spec: JobSpec) -> list[Obj]:
                         "--listen-client-urls", f"http://0.0.0.0:{ETCD_PORT}",
                         "--advertise-client-urls", f"http://{spec.etcd_service}:{ETCD_PORT}"],
             "ports": [{"name": "client", "containerPort": ETCD_PORT, "protocol": "TCP"}],
+            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                                "runAsNonRoot": True, "readOnlyRootFilesystem": True},
             "volumeMounts": [{"name": "data", "mountPath": "/var/lib/etcd"}],
-        }], "volumes": [{"name": "data", "emptyDir": {}}], "restartPolicy": "Always"},
+        }], "volumes": [{"name": "data", "emptyDir": {}}], "restartPolicy": "Always",
+            # etcd writes only its data directory: any non-root user will do (restricted)
+            "securityContext": {"runAsNonRoot": True, "runAsUser": NON_ROOT_ID, "runAsGroup": NON_ROOT_ID,
+                                "fsGroup": NON_ROOT_ID, "seccompProfile": {"type": "RuntimeDefault"}}},
     }
     service = {
         "apiVersion": "v1", "kind": "Service", "metadata": _meta(spec, spec.etcd_service, labels=labels),

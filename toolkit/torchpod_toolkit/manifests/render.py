@@ -22,7 +22,7 @@ import yaml
 from torchpod.contract import ENV_PRESET, SITE_DEPS
 from torchpod.errors import InputError, RuntimeFailure
 
-from . import hpc, jobs, kube
+from . import hpc, jobs, kube, podsecurity
 from .spec import MNNVL_OPERATORS, JobSpec, check, default, flag, option_text, options, parse_counts, required
 
 
@@ -48,21 +48,45 @@ def invoke_line(spec: JobSpec) -> str:
     return " ".join(hpc.quote(a, ascii_only=True) for a in [*argv, "--", *spec.command])
 
 
-def pod_security(spec: JobSpec) -> str:
-    """The Pod Security Standards level the namespace must allow, and why."""
-    reasons = []
-    if spec.privileged:
-        reasons.append("privileged: true")
-    if spec.rdma == "hostnetwork":
-        reasons.append("hostNetwork and a hostPath /dev/infiniband")
-    if spec.fabric_binds():
-        reasons.append("a hostPath for the EFA installer's /opt/amazon")
-    if spec.rdma != "none":
-        reasons.append("the IPC_LOCK capability")
-    if reasons:
-        return (f"'privileged' ({', '.join(reasons)}; 'baseline' allows none of them): label the namespace "
-                "pod-security.kubernetes.io/enforce=privileged")
-    return "'baseline' (no host namespaces, hostPath or added capabilities; not 'restricted': the image runs as root)"
+# Why a job's pods fail a Pod Security check, by check: what the job asked for that needs it.
+WHY = {
+    "hostNamespaces": "RDMA over the host's NICs (--rdma hostnetwork)",
+    "hostPathVolumes": "the host's /dev/infiniband or net plugin",
+    "capabilities_baseline": "NCCL pins memory for RDMA (IPC_LOCK)",
+    "privileged": "--privileged",
+    "runAsNonRoot": "IPC_LOCK takes effect for root alone",
+    "capabilities_restricted": "IPC_LOCK takes effect for root alone",
+    "runAsUser": "--run-as-user 0",
+}
+
+
+def pod_security(spec: JobSpec, docs=None) -> tuple[str, str]:
+    """(the Pod Security Standards level the namespace must allow, the header's text for it),
+    judged on the rendered pods by torchpod_toolkit.manifests.podsecurity, never from a table."""
+    level, failures = podsecurity.level(kube.objects(spec) if docs is None else docs)
+    checks = list(dict.fromkeys((f.check, f.level) for _, f in failures))
+    reasons = "; ".join(f"{c}" + (f": {WHY[c]}" if c in WHY else "") for c, _ in checks)
+    if level == "restricted":
+        return level, "'restricted' (every check of the Pod Security Standards passes on the rendered pods)"
+    missed = "baseline" if level == "privileged" else "restricted"
+    text = f"'{level}' (fails {missed}: {reasons})"
+    if level == "privileged":
+        text += ": label the namespace pod-security.kubernetes.io/enforce=privileged"
+    return level, text
+
+
+def _require_level(spec: JobSpec, docs) -> None:
+    """--pod-security LEVEL: the rendered pods meet it, else one line naming every check of
+    that level they fail, and why the job needs what fails it."""
+    if not spec.pod_security:
+        return
+    failed = [f for doc in docs for _, pod in podsecurity.pod_specs(doc) for f in podsecurity.check_pod(pod)
+              if podsecurity.meets(spec.pod_security, f.level)]
+    if not failed:
+        return
+    named = "; ".join(dict.fromkeys(f"{f.check} ({f.detail}" + (f": {WHY[f.check]})" if f.check in WHY else ")")
+                                    for f in failed))
+    raise InputError(f"--pod-security={spec.pod_security} cannot be met: the pods fail {named}")
 
 
 def header(spec: JobSpec, filename: str) -> list[str]:
@@ -71,7 +95,7 @@ def header(spec: JobSpec, filename: str) -> list[str]:
     lines = [f"torchpod {spec.scheduler} job '{spec.name}': {spec.nnodes} nodes x {gpus}, image {spec.image}"]
     if kind.kube:
         lines.append(f"Submit: {kind.submit} {filename}   (needs {kind.requires})")
-        lines.append(f"Pod Security: namespace level {pod_security(spec)}")
+        lines.append(f"Pod Security: namespace level {pod_security(spec)[1]}")
     else:
         lines.append(f"Submit: {kind.submit} {filename}   (container runtime: {spec.runtime}"
                      + (f"; {kind.fan_out})" if kind.fan_out else ")"))
@@ -129,7 +153,9 @@ def render(spec: JobSpec) -> list[Output]:
     name = f"{base}.{kind.suffix}"
     if not kind.kube:
         return [Output(name, hpc.SCRIPTS[kind.submit](spec, header(spec, name)))]
-    out = [Output(name, "\n".join(header(spec, name)) + "\n" + _yaml(kube.objects(spec)))]
+    docs = kube.objects(spec)
+    _require_level(spec, docs)
+    out = [Output(name, "\n".join(header(spec, name)) + "\n" + _yaml(docs))]
     if spec.scheduler == "runai":
         sh = f"{base}.sh"
         cmd = kube.runai_command(spec)

@@ -142,6 +142,20 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+# A pod that needs no capability runs as this user and group by default: no entry in the
+# image's /etc/passwd is needed (the launcher gives any user a writable HOME: torchpod.home).
+NON_ROOT_ID = 1000
+MAX_ID = 2**31 - 1  # Kubernetes' runAsUser/runAsGroup/fsGroup are int64, Linux IDs 32-bit; kept signed
+POD_SECURITY = ("restricted", "baseline", "privileged")
+
+
+def _non_root(spec: "JobSpec") -> bool:
+    """Whether the job's pods run as a non-root user: a Kubernetes job whose pods need no
+    capability (IPC_LOCK for RDMA takes effect for root alone: Kubernetes grants no ambient
+    capabilities) and are not privileged."""
+    return spec.kube and spec.rdma == "none" and not spec.privileged
+
+
 @dataclass(frozen=True)
 class JobSpec:
     # Field order is the order of the Regenerate line's flags; the first four are positional.
@@ -185,6 +199,15 @@ class JobSpec:
     # GB200 NVL72: a ComputeDomain and one IMEX channel claim per pod (kube.compute_domain)
     mnnvl: bool = option(False, help="GB200 multi-node NVLink: a ComputeDomain (NVIDIA's DRA driver) and its "
                                      "IMEX channel claimed by every pod (" + jobs.choices(MNNVL_KINDS) + ")")
+    # Pod Security (torchpod_toolkit.manifests.podsecurity judges the rendered pods)
+    pod_security: str = option("", help="the Pod Security level every pod must meet: restricted, baseline or "
+                                        "privileged; by default the most restrictive the job allows (said in "
+                                        "the header)", only=lambda s: s.kube)
+    run_as_user: int = option(NON_ROOT_ID, help="UID of pods that need no capability (--rdma none): the image "
+                                                 "runs as any user", count=(0, MAX_ID), only=_non_root)
+    run_as_group: int = option(NON_ROOT_ID, help="GID of those pods", count=(0, MAX_ID), only=_non_root)
+    fs_group: int = option(NON_ROOT_ID, help="fsGroup of those pods: the group their volumes belong to",
+                           count=(0, MAX_ID), only=_non_root)
     workload: str = option("train", help="train: run the command after `--`; preflight: run torchpod.preflight "
                                          "alone (its options after `--`) to prove the fabric and name a slow node")
     # No flag of its own: `--nodes MIN:MAX` sets it. None: the job runs on exactly ``nodes``.
@@ -449,6 +472,18 @@ def _check_resource(value) -> None:
                          "requests; expected the RDMA device plugin's resource, e.g. rdma/rdma_shared_device_a")
 
 
+def _check_ids(spec: JobSpec) -> None:
+    """--run-as-user/--run-as-group/--fs-group only where the pods run as non-root."""
+    given = next((n for n in ("run_as_user", "run_as_group", "fs_group") if getattr(spec, n) != NON_ROOT_ID), None)
+    if given is None or _non_root(spec):
+        return
+    why = ("an HPC job runs as the user who submits it" if not spec.kube else "--privileged runs as root"
+           if spec.privileged else f"--rdma {spec.rdma} needs IPC_LOCK, which Kubernetes grants to root alone "
+           "(no ambient capabilities)")
+    raise InputError(f"{flag(given)}={getattr(spec, given)} applies to pods that need no capability; {why}: "
+                     "expected it left out")
+
+
 def check(spec: JobSpec) -> JobSpec:
     """The spec, normalised; else one InputError naming the flag and the fix."""
     if spec.scheduler not in SCHEDULERS:
@@ -456,6 +491,8 @@ def check(spec: JobSpec) -> JobSpec:
     counts = parse_counts({name: getattr(spec, name) for name, how in options() if how.count})
     if spec.min_nodes is not None and counts.get("min_nodes", spec.min_nodes) != spec.min_nodes:
         raise InputError(f"--nodes={spec.nodes!r} with min_nodes={spec.min_nodes!r}: two minimums; expected one")
+    if spec.pod_security and spec.pod_security not in POD_SECURITY:
+        raise InputError(f"--pod-security={spec.pod_security!r} is unknown; expected one of {', '.join(POD_SECURITY)}")
     if spec.workload not in WORKLOADS:
         raise InputError(f"--workload={spec.workload!r} is unknown; expected one of {', '.join(WORKLOADS)}")
     command = check_command(spec.command, empty_ok=spec.workload == "preflight")
@@ -470,6 +507,7 @@ def check(spec: JobSpec) -> JobSpec:
                          "(one master task and at least one worker), or --scheduler volcano")
     _check_names(spec)
     _check_requeue(spec)
+    _check_ids(spec)
     if spec.rdma not in RDMA:
         raise InputError(f"--rdma={spec.rdma!r} is unknown; expected one of {', '.join(RDMA)}")
     if spec.rdma == "device-plugin":
