@@ -37,3 +37,29 @@ def test_rendered_manifest_runs_as_containers(scheduler, rdma, tmp_path, docker_
         cl.start()
         assert_group(cl, cl.wait(180), world=2, nodes=2)
     runner.sweep(docker_client, LABEL, test_label[LABEL])
+
+
+@pytest.mark.parametrize("scheduler", ["volcano", "trainer"])
+def test_a_restricted_manifest_trains_as_its_pods_user_on_a_read_only_root(scheduler, tmp_path, docker_client,
+                                                                              cluster_image, test_label):
+    """Pod Security 'restricted' as the harness applies it (topology.security_of): UID 1000
+    with no passwd entry, read-only root with the pod's /tmp emptyDir, every capability
+    dropped, no new privileges. The launcher finds its HOME under /tmp (torchpod.home)."""
+    name = f"r-{test_label[LABEL][:6]}"
+    (out,) = [o for o in render(JobSpec(scheduler, 2, "registry.example.com/torchpod/pytorch:2.13.0", CHECK,
+                                        name=name, gpus_per_node=0, pod_security="restricted"))
+              if o.name.endswith(".yaml")]
+    assert "# Pod Security: namespace level 'restricted'" in out.text
+    path = tmp_path / out.name
+    path.write_text(out.text)
+    topo = demo.load_manifest(str(path))
+    with runner.Cluster(docker_client, cluster_image, topo, [], test_label, env=dict(NODE_ENV)) as cl:
+        cl.start()
+        codes = cl.wait(180)
+        config = [run.container.attrs for run in cl.nodes]
+        assert_group(cl, codes, world=2, nodes=2)
+    for attrs in config:
+        host = attrs["HostConfig"]
+        assert attrs["Config"]["User"] == "1000:1000" and host["ReadonlyRootfs"] is True
+        assert host["CapDrop"] == ["ALL"] and "no-new-privileges" in host["SecurityOpt"] and "/tmp" in host["Tmpfs"]
+    runner.sweep(docker_client, LABEL, test_label[LABEL])

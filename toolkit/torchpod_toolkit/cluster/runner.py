@@ -17,7 +17,9 @@ import functools
 import io
 import ipaddress
 import json
+import shutil
 import tarfile
+import tempfile
 import threading
 import time
 import uuid
@@ -33,7 +35,7 @@ from torchpod.contract import EXAMPLES_DIR as EXAMPLES
 from torchpod.contract import RESULT_PREFIX
 from torchpod.errors import RuntimeFailure
 
-from .topology import Node, Topology, fill_ips, needs_ips
+from .topology import Node, Security, Topology, fill_ips, needs_ips
 
 # What a container that went away (or an engine that timed out) raises through the SDK.
 ENGINE_ERRORS = (docker.errors.APIError, requests.exceptions.RequestException)
@@ -109,6 +111,24 @@ class NodeRun:
     log_text: str = ""
 
 
+def security_kwargs(sec: Security) -> dict[str, Any]:
+    """docker-py's create() arguments for a pod's securityContext (topology.Security)."""
+    out: dict[str, Any] = {"read_only": sec.read_only}
+    if sec.user is not None:
+        out["user"] = sec.user
+    if sec.groups:
+        out["group_add"] = list(sec.groups)
+    if sec.tmpfs:
+        out["tmpfs"] = {path: "" for path in sec.tmpfs}
+    if sec.cap_drop:
+        out["cap_drop"] = list(sec.cap_drop)
+    if sec.cap_add:
+        out["cap_add"] = list(sec.cap_add)
+    if sec.no_new_privileges:
+        out["security_opt"] = ["no-new-privileges"]
+    return out
+
+
 @dataclass
 class Cluster:
     """One job's containers. Use as a context manager: ``close()`` removes everything."""
@@ -129,6 +149,7 @@ class Cluster:
     _own_network: Any = None
     _addresses: list = field(default_factory=list)  # fixed IPs, when node 0's is needed
     _threads: list = field(default_factory=list)
+    _file_dirs: list = field(default_factory=list)  # host copies of read-only-root nodes' files
 
     def __post_init__(self):
         self.name = self.name or f"tp-{self.topology.job_id}-{uuid.uuid4().hex[:6]}"
@@ -204,9 +225,29 @@ class Cluster:
             kwargs["domainname"] = run.node.domainname
         if self.entrypoint is not None:
             kwargs["entrypoint"] = list(self.entrypoint)
+        if run.node.security is not None:
+            kwargs.update(security_kwargs(run.node.security))
+            if run.node.security.read_only and files:  # nothing can be put into a read-only root
+                kwargs["volumes"] = {k: dict(v) for k, v in self.volumes.items()} | self._mounted_files(files)
+                files = ()
         run.container = self.client.containers.create(self.image, **kwargs)
         if files:
             run.container.put_archive("/", _tar(files))
+
+    def _mounted_files(self, files) -> dict[str, dict[str, str]]:
+        """Each file as a read-only bind mount of a host copy: the way Kubernetes hands a pod
+        the files an operator makes (Volcano's host lists are a ConfigMap volume), which a
+        read-only root filesystem does not stop."""
+        folder = Path(tempfile.mkdtemp(prefix="torchpod-files-"))
+        self._file_dirs.append(folder)
+        out = {}
+        for path, text in files:
+            host = folder / path.lstrip("/")
+            host.parent.mkdir(parents=True, exist_ok=True)
+            host.write_text(text)
+            host.chmod(0o644)
+            out[str(host)] = {"bind": path, "mode": "ro"}
+        return out
 
     def _command(self, node: Node) -> list[str]:
         """The job's command, after the options the node's pod passes to `torchpod run`."""
@@ -305,6 +346,9 @@ class Cluster:
         if self._own_network is not None:
             _quietly(self._own_network.remove)
             self._own_network = None
+        for folder in self._file_dirs:
+            shutil.rmtree(folder, ignore_errors=True)
+        self._file_dirs.clear()
 
 
 def new_volume(client, labels: Mapping[str, str], name: str | None = None):

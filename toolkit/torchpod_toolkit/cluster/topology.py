@@ -112,6 +112,38 @@ def fill_ips(text: str, addresses: Sequence[str]) -> str:
 
 
 @dataclass(frozen=True)
+class Security:
+    """What a pod's securityContext asks of its container, as Docker can apply it: the user
+    and group (runAsUser:runAsGroup; fsGroup as a supplementary group), a read-only root with
+    tmpfs where the pod mounts an emptyDir, capabilities dropped and added, no new privileges."""
+
+    user: str | None = None
+    groups: tuple[str, ...] = ()
+    read_only: bool = False
+    tmpfs: tuple[str, ...] = ()
+    cap_drop: tuple[str, ...] = ()
+    cap_add: tuple[str, ...] = ()
+    no_new_privileges: bool = False
+
+
+def security_of(pod: Mapping) -> Security:
+    """The Security of a pod spec's first container (torchpod's pods have one), the pod's
+    fields under the container's as Kubernetes merges them (a container's own runAsUser wins)."""
+    c = (pod.get("containers") or [{}])[0]
+    psc, csc = pod.get("securityContext") or {}, c.get("securityContext") or {}
+    uid, gid = csc.get("runAsUser", psc.get("runAsUser")), csc.get("runAsGroup", psc.get("runAsGroup"))
+    user = None if uid is None else f"{uid}:{gid if gid is not None else 0}"
+    empty = {v["name"] for v in pod.get("volumes") or () if "emptyDir" in v
+             and (v["emptyDir"] or {}).get("medium") != "Memory"}  # /dev/shm is Docker's own tmpfs
+    caps = csc.get("capabilities") or {}
+    return Security(user=user, groups=(str(psc["fsGroup"]),) if "fsGroup" in psc else (),
+                    read_only=bool(csc.get("readOnlyRootFilesystem")),
+                    tmpfs=tuple(m["mountPath"] for m in c.get("volumeMounts") or () if m.get("name") in empty),
+                    cap_drop=tuple(caps.get("drop") or ()), cap_add=tuple(caps.get("add") or ()),
+                    no_new_privileges=csc.get("allowPrivilegeEscalation") is False)
+
+
+@dataclass(frozen=True)
 class Node:
     index: int
     hostname: str  # what `hostname` prints inside the container
@@ -121,6 +153,7 @@ class Node:
     domainname: str = ""
     command: tuple[str, ...] = ()  # this node's own args (a manifest's pod); () = the job's
     options: tuple[str, ...] = ()  # torchpod options the pod passes before the job's command (JobSet's --nnodes)
+    security: Security | None = None  # a manifest's pod securityContext, applied to the container
 
     @property
     def env_dict(self) -> dict[str, str]:
@@ -530,8 +563,11 @@ def from_manifest(docs: Sequence[Mapping], host_network_names: bool = True) -> T
     kind = job["kind"]
     model = operators.MODELS[(job["apiVersion"], kind)]
     scheduler = jobs.of_pods(model, {k for k, _ in pods[0].env} if pods else set()).detector
+    from ..manifests.podsecurity import pod_specs
+
+    security = security_of(next(pod for _, pod in pod_specs(job)))
     nodes = tuple(Node(index=i, hostname=p.hostname, names=p.dns_names, env=p.env, files=p.files,
-                       command=p.args) for i, p in enumerate(pods))
+                       command=p.args, security=security) for i, p in enumerate(pods))
     notes = ("host network: hostnames are node names nobody resolves; listed names connect",) \
         if any(p.host_network for p in pods) and host_network_names else ()
     return Topology(scenario=f"manifest {kind} {job['metadata']['name']}", scheduler=scheduler,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from torchpod.contract import EXAMPLES_DIR, RESULT_PREFIX
+from torchpod_toolkit.cluster import runner
 from torchpod_toolkit.cluster.runner import dev_mounts, parse_results
 
 from paths import ROOT
@@ -32,3 +33,14 @@ def test_dev_mounts_put_this_checkout_over_the_images_launcher_and_examples_read
         str(ROOT / "examples"): {"bind": EXAMPLES_DIR, "mode": "ro"},
     }
     assert all(Path(host).is_dir() for host in mounts)
+
+
+def test_security_kwargs_are_what_docker_create_takes():
+    from torchpod_toolkit.cluster.topology import Security
+
+    sec = Security(user="1000:1000", groups=("1000",), read_only=True, tmpfs=("/tmp",), cap_drop=("ALL",),
+                   no_new_privileges=True)
+    assert runner.security_kwargs(sec) == {"read_only": True, "user": "1000:1000", "group_add": ["1000"],
+                                           "tmpfs": {"/tmp": ""}, "cap_drop": ["ALL"],
+                                           "security_opt": ["no-new-privileges"]}
+    assert runner.security_kwargs(Security()) == {"read_only": False}
