@@ -46,6 +46,23 @@ def test_generated_sbatch_script_runs_one_launcher_per_node(slurm_cluster):
     assert out.count("torchpod: slurm: node ") == NODES, out[-4000:]  # one launcher on each node
 
 
+def test_a_job_a_user_submits_runs_as_that_user_and_its_files_stay_theirs(slurm_cluster):
+    """Not root: `trainer` (1000:1000 on every node) sbatches the generated script from a
+    directory of its own; the job runs, and what it writes there belongs to it."""
+    check = (f"{EXAMPLES}/allreduce_check.py", "--expect-world", str(NODES), "--expect-nodes", str(NODES))
+    (script,) = render(JobSpec("slurm", NODES, IMAGE, check,
+                               name="ddp", gpus_per_node=0, runtime="none", walltime="00:10:00"))
+    jobid = slurm_cluster.submit(script.text, script.name, user="trainer")
+    state = slurm_cluster.wait(jobid, timeout=240)
+    output = f"{slurm.SHARED}/trainer/ddp-{jobid}.out"
+    out = slurm_cluster.read(output)
+    assert state == "COMPLETED", f"job {jobid}: {state}\n{out[-6000:]}\n{slurm_cluster.logs()}"
+    results = [r for r in runner.parse_results(out) if r["workload"] == "allreduce_check"]
+    assert sorted(r["rank"] for r in results) == list(range(NODES)) and all(r["ok"] for r in results), out[-4000:]
+    assert re.search(r"\bUserId=trainer\(1000\) GroupId=trainer\(1000\)", slurm_cluster.show_job(jobid))
+    assert slurm_cluster.owner(output) == "1000:1000"
+
+
 # Slurm sends the --signal warning at its first 30 s time-limit check (PERIODIC_TIMEOUT) at most
 # LEAD + 30 s before the end (send_job_warn_signal, src/slurmctld/job_mgr.c, slurm-22-05-9-1):
 # with a 120 s limit, 31 to 61 s into a run. Training takes longer than that (EPOCHS x

@@ -162,13 +162,24 @@ class SlurmCluster:
         raise RuntimeFailure(f"Slurm nodes {names} not idle within {timeout:.0f} s; sinfo said: {last.strip()!r}\n"
                              + self.logs()[-3000:])
 
-    def submit(self, script: str, filename: str = "job.sbatch") -> str:
-        """sbatch ``script`` from the controller, in the shared directory; returns the job id."""
-        self.containers[CONTROLLER].put_archive(SHARED, _tar({filename: (script.encode(), 0o755)}))
-        code, out = self._exec(CONTROLLER, ["sbatch", "--parsable", f"--chdir={SHARED}", f"{SHARED}/{filename}"])
+    def submit(self, script: str, filename: str = "job.sbatch", user: str | None = None) -> str:
+        """sbatch ``script`` from the controller, in the shared directory, or as ``user``
+        (a name on the nodes: docker/slurm/Dockerfile's ``trainer``) from a directory of
+        that user's under it; returns the job id."""
+        where = SHARED if user is None else f"{SHARED}/{user}"
+        if user is not None:
+            self._exec(CONTROLLER, ["install", "-d", "-o", user, "-g", user, where])
+        self.containers[CONTROLLER].put_archive(where, _tar({filename: (script.encode(), 0o755)}))
+        sbatch = ["sbatch", "--parsable", f"--chdir={where}", f"{where}/{filename}"]
+        code, raw = self.containers[CONTROLLER].exec_run(sbatch, user=user or "")
+        out = raw.decode(errors="replace")
         if code != 0:
             raise RuntimeFailure(f"sbatch failed ({code}): {out.strip()}")
         return out.strip().split(";")[0]
+
+    def owner(self, path: str) -> str:
+        """``uid:gid`` of a file on the shared volume."""
+        return self._exec(CONTROLLER, ["stat", "-c", "%u:%g", path])[1].strip()
 
     def wait(self, jobid: str, timeout: float) -> str:
         """Wait for the job to end, requeued runs included; returns its final JobState
