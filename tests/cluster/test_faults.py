@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 import time
 
+import pytest
+
 from cluster_helpers import EXAMPLES, NODE_ENV, assert_group, wait_for_log
 
 EPOCHS = 10
@@ -52,9 +54,12 @@ def _wait_for_count(cl, index: int, text: str, count: int, timeout: float) -> fl
                          f"{cl.all_logs()[-8000:]}")
 
 
+@pytest.mark.parametrize("kind, detector", [("kubeflow-elastic", "kubeflow"), ("volcano", "volcano")])
 def test_elastic_job_loses_a_node_for_good_and_the_others_finish_every_epoch_once(
-        make_cluster, docker_client, test_label):
-    """`--nodes 2:3` on kubeflow-elastic (minReplicas 2, maxReplicas 3: PET_NNODES=2:3). One
+        kind, detector, make_cluster, docker_client, test_label):
+    """`--nodes 2:3` on kubeflow-elastic (minReplicas 2, maxReplicas 3: PET_NNODES=2:3), and
+    on a worker-only Volcano Job (minAvailable 2 of 3 replicas; PET_NNODES=2:3 and
+    PET_MAX_RESTARTS in the container, as `invoke manifests` renders it). One
     of the 3 nodes is killed after epoch 3 and never comes back. torchrun's agents on the
     other two restart their workers (PET_MAX_RESTARTS) into a new round that drops the dead
     node once its heartbeats lapse (torch's c10d rendezvous: keep_alive_interval x
@@ -70,10 +75,10 @@ def test_elastic_job_loses_a_node_for_good_and_the_others_finish_every_epoch_onc
     volume = runner.new_volume(docker_client, test_label)
     cmd = ["run", "--rdzv-conf", "last_call_timeout=10", f"{EXAMPLES}/snapshot_trainer.py", str(EPOCHS), "1",
            "--snapshot-path", "/shared/snapshot.pt", "--epoch-seconds", "1", "--dataset-size", "256"]
-    cl = make_cluster("kubeflow-elastic", 3, cmd, min_nodes=2,
+    cl = make_cluster(kind, 3, cmd, min_nodes=2,
                       volumes={volume.name: {"bind": "/shared", "mode": "rw"}}).start()
     wait_for_log(cl, 0, "EPOCHS_RUN=3)", timeout=150)
-    assert "torchpod: kubeflow: node 0 of 2:3," in cl.logs(0), cl.logs(0)[-4000:]
+    assert f"torchpod: {detector}: node 0 of 2:3," in cl.logs(0), cl.logs(0)[-4000:]
     resumed = cl.logs(0).count(RESUMED)
     lost = 2  # not node 0: its agent hosts the c10d store the rendezvous lives in
     cl.kill(lost)
