@@ -92,9 +92,14 @@ def test_elastic_job_loses_a_node_for_good_and_the_others_finish_every_epoch_onc
     assert codes == [0, 0, 137], logs[-8000:]  # the lost node: SIGKILL, never restarted
     final = [r for r in cl.results() if r["workload"] == "snapshot_trainer"]
     assert sorted(r["rank"] for r in final) == [0, 1], logs[-8000:]
+    # The node whose workers hit the dead peer first restarts them as a failure (torchrun counts
+    # it: TORCHELASTIC_RESTART_COUNT); the other may restart its own for the new round first, a
+    # membership change that torchrun does not count (torch/distributed/elastic/agent/server/
+    # api.py, SimpleElasticAgent._invoke_run: `_remaining_restarts -= 1` on FAILED only; v2.13).
+    # Either way every rank's workers started again and resumed from the snapshot.
+    assert any(r["restart_count"] >= 1 for r in final), final
     for r in final:
         assert r["world_size"] == 2 and r["hostname"] != cl.nodes[lost].node.hostname, r
-        assert r["restart_count"] >= 1, r
         assert r["resumed_from"] is not None and r["resumed_from"] >= saved, (r, saved)
         assert r["epoch_log"] == list(range(EPOCHS)), r  # no epoch lost, none run twice
         assert r["ok"]
