@@ -22,8 +22,13 @@ CASES = [(d, a) for d in DEFS.values() if d.ci and d.aws_ofi_nccl is None for a 
 VARIANTS = [(d, a) for d in DEFS.values() if d.ci and d.aws_ofi_nccl is not None for a in d.arches]
 
 
+# The native arch's cases: what a test runs there alone because an emulated arch covers it
+# in a test that does more (a two-process run and torchvision: test_least_privilege.py).
+NATIVE = [(d, a) for d, a in CASES if a == host_arch()]
+
+
 def pytest_generate_tests(metafunc):
-    for name, cases in (("built", CASES), ("variant", VARIANTS)):
+    for name, cases in (("built", CASES), ("variant", VARIANTS), ("built_native", NATIVE)):
         if name in metafunc.fixturenames:
             metafunc.parametrize(name, cases, ids=[f"{d.name}-{a.name}" for d, a in cases],
                                  indirect=True, scope="module")
@@ -48,6 +53,11 @@ def variant(request, docker_client, image_test_label):
 
 @pytest.fixture(scope="module")
 def built(request, docker_client, image_test_label):
+    yield from _running(request, docker_client, image_test_label)
+
+
+@pytest.fixture(scope="module")
+def built_native(request, docker_client, image_test_label):
     yield from _running(request, docker_client, image_test_label)
 
 

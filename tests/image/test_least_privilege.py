@@ -3,7 +3,9 @@ group 0 (OpenShift's restricted SCC) and with a group of its own (Apptainer, enr
 --user), neither in /etc/passwd, on a read-only root filesystem with a tmpfs /tmp (Docker's
 --read-only; Kubernetes' readOnlyRootFilesystem with an emptyDir). The launcher plans, a
 two-process `torchpod run` trains through torchvision and writes torch hub's cache, and the
-doctor reports, all without writing under / (torchpod.home moves HOME under /tmp)."""
+doctor reports, all without writing under / (torchpod.home moves HOME under /tmp). On an
+emulated arch this is also the image's two-process group and torchvision check (test_image.py
+runs those natively only: a minute of QEMU each)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ dist.init_process_group("gloo")
 t = torch.tensor([dist.get_rank() + 1.0]); dist.all_reduce(t)
 with torch.no_grad():
     out = torchvision.models.resnet18(num_classes=4).eval()(torch.randn(1, 3, 32, 32))
+boxes = torch.tensor([[0.0, 0.0, 10.0, 10.0], [1.0, 1.0, 11.0, 11.0], [50.0, 50.0, 60.0, 60.0]])
+keep = torchvision.ops.nms(boxes, torch.tensor([0.9, 0.8, 0.7]), iou_threshold=0.5).tolist()  # a compiled op
 hub = torch.hub.get_dir(); os.makedirs(hub, exist_ok=True)
 with open(os.path.join(hub, f"probe{dist.get_rank()}"), "w") as f:
     f.write("ok")
@@ -34,7 +38,8 @@ try:
     pwd.getpwuid(os.getuid()); named = True
 except KeyError:
     named = False
-line = "RESULT " + json.dumps({"rank": dist.get_rank(), "sum": t.item(), "shape": list(out.shape), "hub": hub,
+line = "RESULT " + json.dumps({"rank": dist.get_rank(), "sum": t.item(), "shape": list(out.shape), "keep": keep,
+                              "version": torchvision.__version__, "hub": hub,
                               "home": os.environ["HOME"], "uid": os.getuid(), "gid": os.getgid(), "named": named})
 os.write(1, (line + "\\n").encode())  # one write: two ranks share the pipe, and print() writes the newline apart
 
@@ -77,7 +82,9 @@ def _check_user(built, docker_client, image_test_label, user: str) -> None:
     assert sorted(r["rank"] for r in results) == [0, 1], text[-3000:]
     home = f"/tmp/torchpod-home-{uid}"
     for r in results:
-        assert (r["sum"], r["shape"], r["uid"], r["gid"], r["named"]) == (3.0, [1, 4], uid, gid, False), r
+        assert (r["sum"], r["shape"], r["keep"], r["uid"], r["gid"], r["named"]) == (3.0, [1, 4], [0, 2], uid, gid,
+                                                                                     False), r
+        assert r["version"] == built.labels["io.torchpod.torchvision"], r
         assert r["home"] == home and r["hub"].startswith(home), r
     plan = json.loads(next(ln for ln in text.splitlines() if ln.startswith("PLAN "))[5:])
     assert plan["env"]["HOME"] == home and any("is not a writable directory" in n for n in plan["notes"])
