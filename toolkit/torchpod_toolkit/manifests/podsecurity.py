@@ -229,7 +229,9 @@ def pod_specs(doc: Mapping[str, Any]) -> Iterator[tuple[str, Pod]]:
 
 
 def _train_job_pod(spec: Mapping[str, Any]) -> Pod:
-    pod: dict[str, Any] = {"containers": [{"name": "node"}]}
+    trainer = spec.get("trainer") or {}
+    pod: dict[str, Any] = {"containers": [{"name": "node", "image": trainer.get("image", ""),
+                                           "resources": trainer.get("resourcesPerNode") or {}}]}
     for patch in spec.get("runtimePatches") or ():
         for rj in patch["trainingRuntimeSpec"]["template"]["spec"].get("replicatedJobs", ()):
             patched = rj["template"]["spec"]["template"]["spec"]

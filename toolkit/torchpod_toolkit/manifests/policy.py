@@ -8,40 +8,19 @@ a request without a limit is refused by the API server). Returns the violations 
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
+from .podsecurity import pod_specs
 from .spec import image_problem
 
 ALLOWED_CAPABILITIES = {"IPC_LOCK"}
 DEVICE_PREFIXES = ("nvidia.com/", "rdma/", "amd.com/")
 
 
-def _pod_specs(doc: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """(where, pod spec or pod-spec-like) of every pod template in one object."""
-    kind, name = doc.get("kind"), doc.get("metadata", {}).get("name")
-    spec = doc.get("spec") or {}
-    if kind == "Pod":
-        yield f"Pod/{name}", spec
-    elif kind == "Job" and "tasks" in spec:
-        for t in spec["tasks"]:
-            yield f"Job/{name} task {t['name']}", t["template"].get("spec", {})
-    elif kind == "PyTorchJob":
-        for rtype, r in spec.get("pytorchReplicaSpecs", {}).items():
-            yield f"PyTorchJob/{name} {rtype}", r["template"].get("spec", {})
-    elif kind == "TrainJob":
-        trainer = spec.get("trainer") or {}
-        containers = [{"name": "node", "image": trainer.get("image", ""),
-                       "resources": trainer.get("resourcesPerNode") or {}}]
-        for patch in spec.get("runtimePatches") or ():
-            for rj in patch["trainingRuntimeSpec"]["template"]["spec"].get("replicatedJobs", ()):
-                containers += rj["template"]["spec"]["template"]["spec"].get("containers", [])
-        yield f"TrainJob/{name}", {"containers": containers}
-
-
 def violations(docs: Sequence[Mapping[str, Any]], *, allow_privileged: bool = False) -> list[str]:
     out = []
     for doc in docs:
-        for where, pod in _pod_specs(doc):
+        for where, pod in pod_specs(doc):  # every pod template, as Pod Security reads them
             for c in [*(pod.get("initContainers") or ()), *(pod.get("containers") or ())]:
                 at = f"{where} container {c.get('name')}"
                 if "image" in c:
