@@ -166,27 +166,103 @@ def push(c, registry, image=DEFAULT_IMAGE, insecure=False):
     print(f"manifest list {result.manifest_ref}@{result.manifest_digest}")
 
 
-@_task(short={"arch": "a", "image": "i"}, help={
+@_task(short={"arch": "a", "image": "i", "offline": "o"}, help={
     "image": "image definition (a file stem in images/)",
     "arch": "x86_64 or aarch64; default: every arch of the image",
+    "offline": "fetch nothing: fail naming the first locked file the wheelhouse lacks",
 })
-def wheels(c, image=DEFAULT_IMAGE, arch=""):
-    """Download an image's wheels into .cache/wheels/<image>-<arch> for offline builds."""
-    from torchpod_toolkit import commands, definitions, engine
+def wheels(c, image=DEFAULT_IMAGE, arch="", offline=False):
+    """Fill the wheelhouse (~/.cache/torchpod/wheelhouse) with an image's locked files, hash-checked."""
+    from torchpod_toolkit import definitions, engine, locks, wheelhouse
 
     try:
         defn = definitions.select(_defs(), image)
         for a in _arches(defn, arch):
-            dest = ROOT / ".cache" / "wheels" / f"{defn.name}-{a.name}"
-            clean_env = {"PIP_CONFIG_FILE": os.devnull, "PIP_FIND_LINKS": ""}
-            sdists = commands.sdist_wheel_command(defn, dest, sys.executable, engine.default_ca_bundle())
-            if sdists:
-                engine.run(sdists, env=clean_env, what="pip wheel of source-only packages")
-            engine.run(commands.download_command(defn, a, dest, sys.executable, engine.default_ca_bundle()),
-                       env=clean_env,
-                       what=f"pip download for {a.name}")
+            lock = locks.load(ROOT / "images", defn, a, debian=False)
+            fetched = wheelhouse.fill(defn, a, lock, home=wheelhouse.root(), ca_bundle=engine.default_ca_bundle(),
+                                      offline=offline)
+            print(f"{defn.name} {a.name}: {len(lock.entries)} locked files in {wheelhouse.root()}, {fetched} fetched")
     except TorchpodError as exc:
         raise _abort(exc) from None
+
+
+@_task(short={"arch": "a", "check": "k", "image": "i", "wheels_only": "w"}, help={
+    "image": "image definition (a file stem in images/); default: every definition",
+    "arch": "x86_64 or aarch64 (comma-separated for several); default: every arch the definition declares",
+    "check": "write nothing: fail, one line each, where a lock no longer matches its definition, no longer "
+             "resolves or a hash changed upstream",
+    "wheels_only": "relock the wheels only (no Docker: the Debian lock is kept)",
+})
+def lock(c, image="", arch="", check=False, wheels_only=False):
+    """Resolve each definition's wheels and Debian packages per arch into images/locks/ (sha256 of every file)."""
+    from torchpod_toolkit import definitions
+
+    try:
+        defs = _defs()
+        chosen = [definitions.select(defs, image)] if image else list(defs.values())
+        work = [(d, a) for d in chosen for a in _arches(d, arch)]
+    except TorchpodError as exc:
+        raise _abort(exc) from None
+    problems = _check_locks(defs, work) if check else _write_locks(work, wheels_only)
+    for line in problems:
+        print(f"torchpod: {one_line(line)}", file=sys.stderr)
+    if problems:
+        raise Exit(code=1)
+
+
+def _check_locks(defs, work) -> list[str]:
+    from torchpod_toolkit import engine, locks
+
+    out = locks.stray(ROOT / "images", defs)
+    fetch = engine.index_fetcher(engine.default_ca_bundle())
+    for defn, arch in work:
+        try:
+            if defn.base.debian:
+                locks.load(ROOT / "images", defn, arch, debian=True)
+            wheels = locks.load(ROOT / "images", defn, arch, debian=False)
+        except TorchpodError as exc:
+            if defn.ci or locks.wheel_path(ROOT / "images", defn, arch).exists():
+                out.append(str(exc))
+            else:  # a definition CI does not build may stay unlocked; its build refuses until it is
+                print(f"{defn.name} {arch.name}: not locked (ci: false); {locks.relock(defn, arch)} before building it")
+            continue
+        try:
+            indexes = [u for u in (defn.torch.index_url, defn.torch.extra_index_url) if u]
+            wrong = locks.upstream_problems(wheels, indexes, fetch)
+        except TorchpodError as exc:
+            wrong = [f"{wheels.path}: {exc}"]
+        out += wrong
+        if not wrong:
+            print(f"{defn.name} {arch.name}: {len(wheels.entries)} files locked, each still on its index "
+                  "with its sha256")
+    return out
+
+
+def _write_locks(work, wheels_only: bool) -> list[str]:
+    from torchpod_toolkit import engine, locks
+
+    out: list[str] = []
+    refreshed: set[str] = set()
+    bundle = engine.default_ca_bundle()
+    for defn, arch in work:
+        try:
+            files = [(locks.wheel_path(ROOT / "images", defn, arch),
+                      locks.render(defn, arch, engine.lock_wheels(defn, arch, ROOT / ".cache", bundle), debian=False))]
+            if defn.base.debian and not wheels_only:
+                files.append((locks.deb_path(ROOT / "images", defn, arch),
+                              locks.render(defn, arch, engine.lock_debs(defn, arch, ROOT, refreshed), debian=True)))
+        except TorchpodError as exc:
+            out.append(f"{defn.name} {arch.name}: {exc}")
+            continue
+        for path, text in files:  # all of one (image, arch) or nothing: written only once both resolved
+            path.parent.mkdir(parents=True, exist_ok=True)
+            same = path.exists() and path.read_text() == text
+            if not same:
+                tmp = path.with_name(f".{path.name}.tmp")
+                tmp.write_text(text)
+                os.replace(tmp, path)
+            print(f"{path.relative_to(ROOT)}: {'unchanged' if same else 'written'}")
+    return out
 
 
 # Test tiers, in the order `all` runs them (docs/testing.md, "Tiers"): unit has no processes, servers
@@ -429,7 +505,7 @@ def _namespace() -> Collection:
     benches["rendezvous"] = bench_rendezvous
     root = Collection(
         test, measurements,
-        Collection("image", build, push, wheels),
+        Collection("image", build, push, wheels, lock),
         Collection("jobs", manifests),
         Collection("cluster", demo),
         Collection("bench", *(benches[name] for name in sorted(benches))),
@@ -441,7 +517,7 @@ def _namespace() -> Collection:
 
 # The names the tasks had before namespaces -> their namespaced form. Each stays a task of
 # its own at the top (invoke resolves a dotted name only inside its collection).
-ALIASES = {"build": "image.build", "push": "image.push", "wheels": "image.wheels",
+ALIASES = {"build": "image.build", "push": "image.push", "wheels": "image.wheels", "lock": "image.lock",
            "manifests": "jobs.manifests", "demo": "cluster.demo", "bench-rendezvous": "bench.rendezvous"}
 
 ns = _namespace()

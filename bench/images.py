@@ -3,14 +3,11 @@
     python bench/images.py [--image pytorch] [--rounds 1]
 
 Prints a table and writes bench/results/images.json. Full rebuilds run side by side in
-one run (arches alternated), each forced through the TORCHPOD_REBUILD build arg so that
-pip's BuildKit cache mount is kept (``--no-cache`` would empty it), with cached base
-images, so the ratio compares like with like on the same host. BuildKit's layer cache is
-pruned before each timed build (cache mounts kept): each build adds ~10 GB of it.
-
-Where a proxy strips PyPI's caching headers (this project's build host does), pip cannot
-cache the wheels at all: then every timed build downloads its ~2.5 GB as well, the same
-volume for either arch, and the ratio still compares like with like.
+one run (arches alternated), each forced through the TORCHPOD_REBUILD build arg, with
+cached base images and the wheelhouse filled (torchpod_toolkit.wheelhouse: nothing is
+downloaded), so the ratio compares like with like on the same host. BuildKit's layer cache
+is pruned before each timed build: each build adds ~10 GB of it. bench/rebuild.py compares
+full and launcher-only rebuilds with an earlier commit's build code.
 """
 
 from __future__ import annotations
@@ -38,15 +35,15 @@ def payload_bytes(client, ref: str, defn, arch) -> int:
 
 
 def prune_layer_cache() -> None:
-    """Drop BuildKit's layer records, keep its cache mounts (pip's downloads)."""
+    """Drop BuildKit's layer records (cache mounts, if any, kept)."""
     docker = engine.find_builder().docker
     engine.run([docker, "builder", "prune", "-af", "--filter", "type=regular"], quiet=True,
                what="docker builder prune")
 
 
 def cold_builds(defn, bundle, rounds: int) -> dict[str, list[float]]:
-    """Full rebuilds, arches alternated, pip's cache mount kept, layer cache pruned first."""
-    for arch in defn.arches:  # warm-up: pip cache and base images
+    """Full rebuilds, arches alternated, the wheelhouse kept, layer cache pruned first."""
+    for arch in defn.arches:  # warm-up: the wheelhouse and base images
         engine.build(defn, arch, root=ROOT, ca_bundle=bundle, quiet=True)
     builds: dict[str, list[float]] = {a.name: [] for a in defn.arches}
     for _ in range(rounds):

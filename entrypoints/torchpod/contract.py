@@ -24,7 +24,8 @@ __all__ = [
     "ENV_PRESET", "ENV_DOCTOR", "ENV_PREFLIGHT", "ENV_SITE_LIB", "ENV_COMMAND", "RESULT_PREFIX",
     "RDZV_PORT_DEFAULT", "TORCHRUN_MASTER_PORT", "PYTORCHJOB_PORT", "TRAINER_PORT", "ETCD_PORT",
     "EPHEMERAL_PORTS", "SYSFS_ROOT_DEFAULT", "IMAGE_PLUGIN_DIR", "IMAGE_PLUGIN", "IMAGE_PLUGIN_LIBFABRIC",
-    "SITE_LIB", "SITE_DEPS", "EXAMPLES_DIR", "PREFLIGHT_MODULE", "LABEL_PREFIX", "LABEL_KEYS", "label",
+    "SITE_LIB", "SITE_DEPS", "EXAMPLES_DIR", "PREFLIGHT_MODULE", "LABEL_PREFIX", "LABEL_KEYS",
+    "LOCK_LABEL_KEYS", "label",
     "JOBSET_LABEL_ENV",
 ]
 
@@ -68,6 +69,9 @@ PREFLIGHT_MODULE = "torchpod.preflight"
 LABEL_PREFIX = "io.torchpod"
 # What the build reads back from an image and writes as io.torchpod.<key> (never from the YAML).
 LABEL_KEYS = ("torch", "torchvision", "cuda", "nccl", "python", "rdma-core", "nccl-net-plugin", "libfabric")
+# What the build knows from the image's locks before Docker runs: each lock's sha256, the SBOM's,
+# and the oldest NVIDIA driver the locked CUDA runtime runs on (io.torchpod.cuda-driver-min).
+LOCK_LABEL_KEYS = ("lock.wheels", "lock.debian", "sbom", "cuda-driver-min")
 
 
 def label(key: str) -> str:

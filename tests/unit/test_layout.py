@@ -51,6 +51,8 @@ def test_only_the_launcher_and_examples_enter_the_build_context():
     assert not [a for a in allowed if a.startswith(("toolkit", "tests", "entrypoints/torchpod_"))], allowed
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
     sources = re.findall(r"^(?:COPY|ADD)\s+(?!--from)(\S+)", dockerfile, flags=re.M)
+    # ...and what RUNs bind-mount from the build context (a mount with from= reads a stage)
+    sources += re.findall(r"--mount=type=bind,source=([^,\s]+),target=", dockerfile)
     # a variant's plugin tarball: engine.stage_netplugin_source copies it under .cache/sources/netplugin
     where = {"${NETPLUGIN_TARBALL}": ".cache/sources/netplugin"}
     assert sources and all(where.get(s, s).rstrip("/") in allowed for s in sources), sources
@@ -66,10 +68,12 @@ LAUNCHER_PUBLIC_API = {
     ("torchpod.arch", "normalise_arch"),
     ("torchpod.fabric", "by_name"),  # a fabric's record: the host paths a job binds for its net plugin
     ("torchpod.fabric", "presets"),  # shape presets, through presets.load()
+    ("torchpod.fabric", "driver"),  # driver.MAJOR_FLOOR: the oldest driver each CUDA major runs on (a label)
     ("torchpod", "netplugin"),  # netplugin.wanted(): the plugin API versions an NCCL asks for
     ("torchpod", "preflight"),  # preflight.check_options(): the preflight workload's options, checked
 }
-LAUNCHER_PUBLIC_ATTRIBUTES = {"presets": {"load"}, "netplugin": {"wanted"}, "preflight": {"check_options"}}
+LAUNCHER_PUBLIC_ATTRIBUTES = {"presets": {"load"}, "driver": {"MAJOR_FLOOR"}, "netplugin": {"wanted"},
+                              "preflight": {"check_options"}}
 
 
 def _launcher_imports(path: Path) -> list[tuple[str, str, str]]:

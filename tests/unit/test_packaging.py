@@ -16,7 +16,7 @@ tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard libr
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # import name -> distribution name, where they differ
-DISTRIBUTION = {"yaml": "pyyaml"}
+DISTRIBUTION = {"yaml": "pyyaml", "cyclonedx": "cyclonedx-python-lib", "packageurl": "packageurl-python"}
 FIRST_PARTY = {"torchpod", "torchpod_toolkit"}
 
 

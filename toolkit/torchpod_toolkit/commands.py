@@ -13,17 +13,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from torchpod.contract import EXAMPLES_DIR, LABEL_KEYS, Arch, label
+from torchpod.contract import EXAMPLES_DIR, LABEL_KEYS, LOCK_LABEL_KEYS, Arch, label
 from torchpod.errors import InputError, RuntimeFailure
 
 from .definitions import DEBIAN_PACKAGE, ImageDef
+
+# Debian policy 5.6.12: NAME=[epoch:]upstream[-revision] (the form apt-get install takes)
+DEB_VERSION = r"(?:[0-9]{1,9}:)?[0-9][A-Za-z0-9.+~:-]{0,127}"
+DEB_PIN = re.compile(rf"[a-z0-9][a-z0-9+.-]{{1,99}}={DEB_VERSION}", re.ASCII)
 
 # glibc of each Debian release: manylinux wheels up to this version run on it.
 DEBIAN_GLIBC = {"bullseye": (2, 31), "bookworm": (2, 36), "trixie": (2, 41)}
 # Runtime packages every image needs besides the definition's rdma-core list.
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "libstdc++6")
-# Where a wheelhouse is mounted inside the payload stage (the Dockerfile's bind mount).
-WHEELHOUSE_MOUNT = "/wheels"
 
 
 @dataclass(frozen=True)
@@ -88,21 +90,40 @@ def base_packages(defn: ImageDef) -> list[str]:
     return [*BASE_PACKAGES, *defn.rdma_core.packages]
 
 
-def base_tag(defn: ImageDef, arch: Arch) -> str:
-    """Local tag of the bootstrapped base; the hash changes when what goes in changes."""
-    key = "\n".join([defn.base.debian or "", defn.base.mirror, *base_packages(defn)])
+# Reproducible layers on top of the base (docker/Dockerfile): /etc/hosts exists, so a RUN's
+# container does not create it as a mount point (and leave /etc with the build's time);
+# /opt is absent, so the payload's COPY creates it with the payload's fixed time instead of
+# stamping an existing one. Fixed text, no value from anywhere ("$1" is mmdebstrap's root).
+BASE_HOOKS = ('touch "$1/etc/hosts"', 'rmdir "$1/opt"')
+
+
+def base_tag(defn: ImageDef, arch: Arch, pins: Mapping[str, str] | None = None) -> str:
+    """Local tag of the bootstrapped base; the hash changes when what goes in changes
+    (the release, the mirror, the packages and, once locked, their versions)."""
+    key = "\n".join([defn.base.debian or "", defn.base.mirror, *base_packages(defn), *BASE_HOOKS,
+                     *sorted(f"{n}={v}" for n, v in (pins or {}).items())])
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     return f"torchpod-base:{defn.base.debian}-{arch.debian}-{digest}"
 
 
-def rootfs_command(defn: ImageDef, arch: Arch, out_tar: Path) -> list[str]:
-    """mmdebstrap a minimal Debian with Python and rdma-core into a tarball."""
+def rootfs_command(defn: ImageDef, arch: Arch, out_tar: Path, pins: Mapping[str, str] | None = None) -> list[str]:
+    """mmdebstrap a minimal Debian with Python and rdma-core into a tarball; with ``pins``
+    (the Debian lock) each package is asked for as ``name=version``, apt's syntax, so a
+    mirror that no longer serves that version fails the bootstrap instead of drifting.
+    mmdebstrap honours SOURCE_DATE_EPOCH (its man page, "ENVIRONMENT VARIABLES")."""
+    pins = pins or {}
+    include = [f"{n}={pins[n]}" if n in pins else n for n in base_packages(defn)]
+    include += sorted(f"{n}={v}" for n, v in pins.items() if n not in base_packages(defn))
+    for word in include:
+        if not (DEB_PIN.fullmatch(word) or DEBIAN_PACKAGE.fullmatch(word)):
+            raise InputError(f"Debian package {word!r}; expected NAME or NAME=VERSION (fix the lock or definition)")
     return [
         "mmdebstrap",
         "--variant=minbase",
         f"--arch={arch.debian}",
-        "--include=" + ",".join(base_packages(defn)),
+        "--include=" + ",".join(include),
         "--aptopt=Acquire::Retries=3",
+        *(f"--customize-hook={hook}" for hook in BASE_HOOKS),
         str(defn.base.debian),
         str(out_tar),
         defn.base.mirror,
@@ -143,51 +164,55 @@ def build_command(
     tag: str,
     base_image: str,
     build_base_image: str,
-    wheelhouse: str | None,
-    ca_bundle: Path | None,
     rebuild: str | None = None,
     netplugin_tarball: str | None = None,
+    netplugin_debs: Sequence[str] = (),
+    source_date_epoch: int | None = None,
+    no_cache: bool = False,
 ) -> list[str]:
     """The BuildKit build of docker/Dockerfile for one definition and architecture.
 
-    A definition with a net plugin builds the ``netplugin-image`` stage from
-    ``netplugin_tarball`` (a path in the build context); every other one stops at ``runtime``.
+    The wheels come from the staged lock (:mod:`.wheelhouse`), never from an index: the
+    payload stage has no network to use. A definition with a net plugin builds the
+    ``netplugin-image`` stage from ``netplugin_tarball`` (a path in the build context) and
+    installs ``netplugin_debs`` (``name=version`` from its Debian lock); every other one
+    stops at ``runtime``.
 
-    ``rebuild`` (any new token) rebuilds every layer of both stages through the
-    TORCHPOD_REBUILD build arg while pip's cache mount stays as it was; ``--no-cache``
-    would also hand that RUN an empty cache mount (BuildKit does), timing downloads too.
+    ``rebuild`` (any new token) rebuilds every layer through the TORCHPOD_REBUILD build arg;
+    ``no_cache`` is BuildKit's ``--no-cache`` (the two-builds-agree test).
     """
-    mounted = f"{WHEELHOUSE_MOUNT}/{wheelhouse}" if wheelhouse else None
     args = {
         "BASE_IMAGE": _words("BASE_IMAGE", [base_image]),
         "BUILD_BASE_IMAGE": _words("BUILD_BASE_IMAGE", [build_base_image]),
         "PYTHON_VERSION": _words("PYTHON_VERSION", [defn.python]),
         "PIP_TARGET": _words("PIP_TARGET", pip_target(defn, arch), allow_dash=True),
-        "PIP_SOURCE": _words("PIP_SOURCE", pip_source(defn, mounted), allow_dash=True),
-        "REQUIREMENTS": _words("REQUIREMENTS", requirements(defn)),
-        # offline, `invoke wheels` already built them into the wheelhouse
-        "SDISTS": "" if wheelhouse else _words("SDISTS", defn.torch.sdist_packages),
         "BASE_PACKAGES": _words("BASE_PACKAGES", base_packages(defn), DEBIAN_PACKAGE),
         "EXAMPLES_DIR": EXAMPLES_DIR,
     }
+    if source_date_epoch is not None:  # BuildKit >= 0.11 stamps the image config with it
+        args["SOURCE_DATE_EPOCH"] = str(int(source_date_epoch))
     if rebuild:
         args["TORCHPOD_REBUILD"] = _words("TORCHPOD_REBUILD", [rebuild])
     target = "runtime"
     if defn.aws_ofi_nccl is not None:
         if not netplugin_tarball:
             raise InputError(f"{defn.path.name} carries a net plugin; its build needs the verified source tarball")
+        if not netplugin_debs:
+            raise InputError(f"{defn.path.name} carries a net plugin; its build needs the apt layer's packages "
+                             "from its Debian lock (name=version)")
         args["NETPLUGIN_TARBALL"] = _words("NETPLUGIN_TARBALL", [netplugin_tarball])
         args["NETPLUGIN_CUDA"] = cuda_headers(defn)
         # EFA images ask for aws-ofi-nccl's AWS platform code (it enables itself only when
         # configure runs on EC2); Slingshot's cxi builds leave it out.
         args["NETPLUGIN_CONFIGURE"] = NETPLUGIN_CONFIGURE[defn.aws_ofi_nccl.libfabric]
+        args["NETPLUGIN_DEBS"] = _words("NETPLUGIN_DEBS", netplugin_debs, DEB_PIN)
         target = "netplugin-image"
     argv = [*builder.build_argv(), "--platform", arch.docker, "--progress=plain",
             "-f", str(context / "docker" / "Dockerfile"), "--target", target, "-t", tag]
+    if no_cache:
+        argv.append("--no-cache")
     for key, value in args.items():
         argv += ["--build-arg", f"{key}={value}"]
-    if ca_bundle is not None:
-        argv += ["--secret", f"id=ca,src={ca_bundle}"]
     return [*argv, str(context)]
 
 
@@ -219,7 +244,7 @@ def labels(defn: ImageDef, arch: Arch, found: Mapping[str, str], *, created: str
         label("definition"): f"images/{defn.path.name}",
         label("arch"): arch.name,
     }
-    for key in LABEL_KEYS:
+    for key in (*LABEL_KEYS, *LOCK_LABEL_KEYS):
         if found.get(key):
             out[label(key)] = found[key]
     return out
@@ -294,26 +319,30 @@ def wheel_check_command(defn: ImageDef, arch: Arch, requirements: Sequence[str],
     return [*argv, *requirements]
 
 
-def sdist_wheel_command(defn: ImageDef, dest: Path, python: str, ca_bundle: Path | None) -> list[str] | None:
-    """`pip wheel` of the definition's pure-Python source-only packages (None if there are none)."""
+def sdist_download_command(defn: ImageDef, dest: Path, python: str, ca_bundle: Path | None) -> list[str] | None:
+    """`pip download` of the definition's source-only packages as sdists (None if there are none):
+    ``invoke lock`` hashes them and builds them into wheels to resolve their dependencies."""
     if not defn.torch.sdist_packages:
         return None
-    argv = [python, "-m", "pip", "wheel", "--isolated", "--no-deps", "--wheel-dir", str(dest),
-            *pip_source(defn)]
+    argv = [python, "-m", "pip", "download", "--isolated", "--disable-pip-version-check", "--no-deps",
+            "--no-binary=:all:", "--dest", str(dest), *pip_source(defn)]
     if ca_bundle is not None:
         argv += ["--cert", str(ca_bundle)]
     return [*argv, *defn.torch.sdist_packages]
 
 
-def download_command(defn: ImageDef, arch: Arch, dest: Path, python: str, ca_bundle: Path | None) -> list[str]:
-    """`pip download` of an image's wheels for ``arch`` into a wheelhouse, on any host:
-    the same selection the Dockerfile's payload stage installs.
-
-    Run after :func:`sdist_wheel_command` into the same ``dest``: pip then finds the
-    source-only packages as the wheels built there (``--find-links``).
-    """
-    argv = [python, "-m", "pip", "download", "--isolated", "--dest", str(dest), "--find-links", str(dest),
-            *pip_target(defn, arch), *pip_source(defn)]
+def resolve_command(defn: ImageDef, arch: Arch, python: str, ca_bundle: Path | None, *, scratch: Path,
+                    report: Path, find_links: Path | None) -> list[str]:
+    """`pip install --dry-run --report` of an image's requirements for ``arch`` from any host:
+    pip resolves the whole set for the target (binary only, its Python and manylinux tags,
+    the definition's index) and writes what it would install, with each file's URL and
+    sha256, without installing (``scratch`` is a --target never written). ``find_links``
+    holds the wheels built from the source-only packages."""
+    argv = [python, "-m", "pip", "install", "--isolated", "--disable-pip-version-check", "--quiet", "--dry-run",
+            "--ignore-installed", "--target", str(scratch), "--report", str(report), *pip_target(defn, arch),
+            *pip_source(defn)]
+    if find_links is not None:
+        argv += ["--find-links", str(find_links)]
     if ca_bundle is not None:
         argv += ["--cert", str(ca_bundle)]
     return [*argv, *requirements(defn)]

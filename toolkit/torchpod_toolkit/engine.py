@@ -8,6 +8,7 @@ versions were read back and matched its definition.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -25,7 +26,7 @@ from typing import Mapping, Sequence
 from torchpod.contract import IMAGE_PLUGIN, Arch, normalise_arch
 from torchpod.errors import InputError, RuntimeFailure
 
-from . import commands
+from . import commands, locks, sbom, wheelhouse
 from .commands import Builder
 from .definitions import ImageDef
 
@@ -144,11 +145,18 @@ def image_exists(client, ref: str) -> bool:
         return False
 
 
-def ensure_base(client, builder: Builder, defn: ImageDef, arch: Arch, cache: Path) -> str:
-    """The base image for ``arch``: a registry image, or a rootfs bootstrapped once and cached."""
+def ensure_base(client, builder: Builder, defn: ImageDef, arch: Arch, cache: Path,
+                debs: locks.Lock | None = None) -> str:
+    """The base image for ``arch``: a registry image, or a rootfs bootstrapped once and cached.
+
+    With the Debian lock ``debs`` every base package is asked for at its locked version, and
+    the bootstrapped rootfs is compared with the lock before it is tagged for use: a package
+    the mirror now serves at another version, or no longer serves, is named in one line
+    with the way to refresh the lock."""
     if defn.base.image:
         return defn.base.image
-    tag = commands.base_tag(defn, arch)
+    pins = {d.name: d.version for d in debs.entries if d.layer == "base"} if debs else None
+    tag = commands.base_tag(defn, arch, pins)
     if image_exists(client, tag):
         return tag
     if shutil.which("mmdebstrap") is None:
@@ -158,13 +166,44 @@ def ensure_base(client, builder: Builder, defn: ImageDef, arch: Arch, cache: Pat
             f"bootstrapping a {arch.name} base on a {host_arch().name} host needs arch-test "
             "(mmdebstrap checks emulation with it); run: apt-get install arch-test (or ./setup.sh)"
         )
+    fix = (f"refresh the lock with `invoke lock --image {defn.name} --arch {arch.name}`, or point base.mirror of "
+           f"{defn.path.name} at a dated snapshot (https://snapshot.debian.org/archive/debian/<YYYYMMDDThhmmssZ>/)")
     with tempfile.TemporaryDirectory(prefix="torchpod-rootfs-", dir=cache) as tmp:
         context = Path(tmp)
         print(f"==> bootstrapping Debian {defn.base.debian} for {arch.name} ({tag})", flush=True)
-        run(commands.rootfs_command(defn, arch, context / "rootfs.tar"), what="mmdebstrap")
+        try:
+            run(commands.rootfs_command(defn, arch, context / "rootfs.tar", pins), what="mmdebstrap",
+                env={"SOURCE_DATE_EPOCH": str(source_date_epoch(cache.parent))})
+        except RuntimeFailure as exc:
+            if debs is None:
+                raise
+            raise RuntimeFailure(f"mmdebstrap could not install the Debian packages of {debs.path} from "
+                                 f"{defn.base.mirror} ({exc}); a locked version is gone from the mirror: "
+                                 f"{fix}") from None
         (context / "Dockerfile").write_text(commands.BASE_DOCKERFILE)
         run(commands.base_import_command(builder, arch, context, tag), env=builder.env, what="base import")
+    if debs is not None:
+        wrong = locks.base_differences(debs, installed_debs(client, tag, arch, "base"))
+        if wrong:
+            client.images.remove(tag)
+            raise RuntimeFailure(f"the {arch.name} base bootstrapped from {defn.base.mirror} differs from {debs.path}: "
+                                 f"{wrong[0]}{f' (and {len(wrong) - 1} more)' if len(wrong) > 1 else ''}; {fix}")
     return tag
+
+
+def installed_debs(client, ref: str, arch: Arch, layer: str) -> list[locks.Deb]:
+    """Every Debian package installed in ``ref`` (dpkg-query; emulated for a foreign arch)."""
+    out = client.containers.run(ref, ["-W", "-f", "${Package}=${Version}\\n"], entrypoint=["dpkg-query"],
+                                platform=arch.docker, network_disabled=True, remove=True)
+    return locks.parse_dpkg(out.decode(), layer)
+
+
+def source_date_epoch(root: Path) -> int:
+    """SOURCE_DATE_EPOCH: the commit's time (reproducible-builds.org/specs/source-date-epoch)."""
+    if os.environ.get("SOURCE_DATE_EPOCH", "").isdigit():
+        return int(os.environ["SOURCE_DATE_EPOCH"])
+    proc = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%ct"], capture_output=True, text=True)
+    return int(proc.stdout.strip()) if proc.stdout.strip().isdigit() else 0
 
 
 # MIDR_EL1 of an Arm Neoverse V2 core (the GH200's Grace CPU).
@@ -212,6 +251,38 @@ def probe_image(client, ref: str, arch: Arch, cache: Path, *, timeout: int = 300
         return json.loads(output.splitlines()[-1])
     finally:
         container.remove(force=True)
+
+
+# the probe and the one module it imports (torchpod.contract)
+PROBE_SOURCES = tuple(Path(__file__).resolve().parents[2] / "entrypoints" / "torchpod" / name
+                      for name in ("probe.py", "contract.py"))
+
+
+def probe_key(inputs: Inputs, base_id: str) -> str:
+    """What decides everything the probe reads: the locked wheels (torch, torchvision, CUDA,
+    NCCL), the base (Python, rdma-core), the arch (in the lock's header) and the probe itself.
+    A launcher-only edit changes none of them, so its rebuild does not import torch again
+    (under QEMU, most of an aarch64 rebuild)."""
+    parts = [inputs.wheels.sha256, inputs.debs.sha256 if inputs.debs else "", base_id,
+             *(hashlib.sha256(path.read_bytes()).hexdigest() for path in PROBE_SOURCES)]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def cached_probe(client, ref: str, arch: Arch, cache: Path, key: str) -> dict[str, str]:
+    """The probe's result for ``key`` (.cache/probes/<key>.json), probing ``ref`` when unknown."""
+    path = cache / "probes" / f"{key}.json"
+    try:
+        found = json.loads(path.read_text())
+        if isinstance(found, dict) and all(isinstance(v, str) for v in found.values()):
+            return found
+    except (OSError, ValueError):
+        pass
+    found = probe_image(client, ref, arch, cache)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(found))
+    os.replace(tmp, path)
+    return found
 
 
 def stage_netplugin_source(defn: ImageDef, root: Path, ca_bundle: Path | None) -> str:
@@ -265,6 +336,12 @@ _NO_WHEEL = ("No matching distribution found", "Could not find a version that sa
              "conflicting dependencies")
 
 
+# pip's words when it never reached the index: it then also says "Could not find a version"
+# (pip/_internal/index/collector.py logs the connection error as "Could not fetch URL")
+_UNREACHABLE = ("Could not fetch URL", "Max retries exceeded", "NewConnectionError", "ProxyError",
+                "Network is unreachable", "Temporary failure in name resolution")
+
+
 def check_wheels(defn: ImageDef, arch: Arch, cache: Path, ca_bundle: Path | None,
                  wheelhouse: Path | None = None) -> None:
     """Before Docker runs: every wheel pin of ``defn`` exists for ``arch`` on its index (or in
@@ -288,8 +365,10 @@ def check_wheels(defn: ImageDef, arch: Arch, cache: Path, ca_bundle: Path | None
         for requirement in defn.torch.wheels:  # which pin: one at a time, only on failure
             proc = dry_run([requirement])
             if proc.returncode != 0:
-                said = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.startswith("ERROR")]
-                if not any(word in (proc.stderr + proc.stdout) for word in _NO_WHEEL):
+                lines = (proc.stderr + proc.stdout).splitlines()
+                unreachable = [ln.strip() for ln in lines if any(word in ln for word in _UNREACHABLE)]
+                said = unreachable or [ln.strip() for ln in lines if ln.startswith("ERROR")]
+                if unreachable or not any(word in (proc.stderr + proc.stdout) for word in _NO_WHEEL):
                     raise RuntimeFailure(f"pip could not read {where} for {requirement} ({arch.name}): "
                                          f"{(said or ['no error text'])[0][:200]}; check the network or the index")
                 raise InputError(
@@ -304,53 +383,172 @@ def check_wheels(defn: ImageDef, arch: Arch, cache: Path, ca_bundle: Path | None
     marker.write_text(" ".join(defn.torch.wheels) + "\n")
 
 
+def lock_wheels(defn: ImageDef, arch: Arch, cache: Path, ca_bundle: Path | None) -> list[locks.Wheel]:
+    """Resolve every file the payload stage installs for ``arch``, with its sha256, from the
+    definition's index (pip's report; the sdists downloaded and hashed here, and built into
+    wheels only so that pip can resolve their dependencies)."""
+    check_wheels(defn, arch, cache, ca_bundle)  # a pin with no wheel for the arch: one line first
+    clean = {"PIP_CONFIG_FILE": os.devnull, "PIP_FIND_LINKS": ""}
+    (cache / "locks").mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="lock-", dir=cache / "locks") as tmp:
+        scratch = Path(tmp)
+        sdists: dict[str, locks.Wheel] = {}
+        built = None
+        download = commands.sdist_download_command(defn, scratch / "sdists", sys.executable, ca_bundle)
+        if download:
+            run(download, env=clean, quiet=True, what="pip download of source-only packages")
+            built = scratch / "built"
+            for path in sorted((scratch / "sdists").iterdir()):
+                name, _, version = path.name.rsplit(".tar.gz", 1)[0].rpartition("-")
+                sdists[locks.canonical(name)] = locks.Wheel(locks.canonical(name), version,
+                                                            locks.sha256_file(path), path.name)
+                run([sys.executable, "-m", "pip", "wheel", "--isolated", "--disable-pip-version-check", "--no-deps",
+                     "--quiet", "--wheel-dir",
+                     str(built), *commands.pip_source(defn), *(["--cert", str(ca_bundle)] if ca_bundle else []),
+                     str(path)], env=clean, quiet=True, what=f"pip wheel of {path.name}")
+        report = scratch / "report.json"
+        run(commands.resolve_command(defn, arch, sys.executable, ca_bundle, scratch=scratch / "target",
+                                     report=report, find_links=built), env=clean, quiet=True,
+            what=f"pip's resolution of {defn.name} for {arch.name}")
+        return locks.from_report(json.loads(report.read_text()), sdists, defn.torch.index_url)
+
+
+def lock_debs(defn: ImageDef, arch: Arch, root: Path, refreshed: set[str]) -> list[locks.Deb]:
+    """Every Debian package of a freshly bootstrapped base for ``arch`` (from the mirror, as it
+    is today: a cached unpinned base is bootstrapped again once per run, ``refreshed``), and
+    the packages the image's apt layer would add (``apt-get install -s`` in that base,
+    emulated for a foreign arch)."""
+    client = docker_client()
+    builder = find_builder()
+    check_emulation(arch, host_arch())
+    unpinned = commands.base_tag(defn, arch)
+    if unpinned not in refreshed and image_exists(client, unpinned):
+        client.images.remove(unpinned)
+    refreshed.add(unpinned)
+    base = ensure_base(client, builder, defn, arch, root / ".cache")
+    found = installed_debs(client, base, arch, "base")
+    wanted = locks.apt_packages(defn)
+    if wanted:
+        script = ("apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -s "
+                  "--no-install-recommends " + " ".join(wanted))  # Debian package names (locks.NETPLUGIN_DEBS)
+        out = client.containers.run(base, ["-c", script], entrypoint=["sh"], platform=arch.docker, remove=True)
+        extra = locks.parse_simulation(out.decode())
+        if not {d.name for d in extra} >= set(wanted):
+            raise RuntimeFailure(f"apt-get install -s {' '.join(wanted)} in the {arch.name} base named "
+                                 f"{[d.name for d in extra]}; expected at least {', '.join(wanted)}")
+        found += extra
+    # the pinned base's tag: the base just bootstrapped holds exactly these versions
+    pinned = commands.base_tag(defn, arch, {d.name: d.version for d in found if d.layer == "base"})
+    if base != pinned and not image_exists(client, pinned):
+        client.images.get(base).tag(pinned)
+    return found
+
+
+def index_fetcher(ca_bundle: Path | None, timeout: float = 30.0):
+    """fetch(url) -> (content type, body) for a package index page (PEP 691 JSON asked first)."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    context = ssl.create_default_context(cafile=str(ca_bundle) if ca_bundle else None)
+    pages: dict[str, tuple[str, bytes]] = {}
+
+    def fetch(url: str) -> tuple[str, bytes]:
+        if url not in pages:
+            request = urllib.request.Request(url, headers={
+                "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
+            try:
+                with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
+                    pages[url] = (response.headers.get("Content-Type", ""), response.read(64 << 20))
+            except urllib.error.HTTPError as exc:
+                if exc.code != 404:
+                    raise RuntimeFailure(f"{url}: HTTP {exc.code}; check the index") from None
+                pages[url] = ("text/html", b"")  # the project is gone: no file is listed
+            except (urllib.error.URLError, OSError) as exc:
+                raise RuntimeFailure(f"{url}: {getattr(exc, 'reason', exc)}; check the network or the index") from None
+        return pages[url]
+
+    return fetch
+
+
 def git_revision(root: Path) -> str:
     proc = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
     return proc.stdout.strip() or "unknown"
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """What one build installs, all of it known before Docker runs: the locks, the SBOM."""
+
+    wheels: locks.Lock
+    debs: locks.Lock | None
+    sbom: str
+
+    def labels(self, defn: ImageDef) -> dict[str, str]:
+        out = {"lock.wheels": self.wheels.sha256,
+               "sbom": hashlib.sha256(self.sbom.encode()).hexdigest()}
+        if self.debs is not None:
+            out["lock.debian"] = self.debs.sha256
+        floor = locks.driver_floor(self.wheels)
+        if floor:
+            out["cuda-driver-min"] = floor
+        return out
+
+
+def prepare(defn: ImageDef, arch: Arch, *, root: Path, offline: bool, ca_bundle: Path | None) -> Inputs:
+    """Before Docker: the locks read and checked against the definition, the wheelhouse filled
+    (hash-checked; nothing downloaded when it holds the files), the lock's files and the
+    SBOM staged in the build context."""
+    images = root / "images"
+    wheels = locks.load(images, defn, arch, debian=False)
+    debs = locks.load(images, defn, arch, debian=True) if defn.base.debian else None
+    home = wheelhouse.root()
+    fetched = wheelhouse.fill(defn, arch, wheels, home=home, ca_bundle=ca_bundle, offline=offline)
+    print(f"==> wheelhouse {home}: {len(wheels.entries)} locked files, {fetched} fetched", flush=True)
+    wheelhouse.stage(wheels, home=home, context=root)
+    text = sbom.generate(defn, arch, wheels, debs)
+    folder = root / sbom.STAGE
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    (folder / Path(sbom.PATH_IN_IMAGE).name).write_text(text)
+    return Inputs(wheels, debs, text)
+
+
 def build(defn: ImageDef, arch: Arch, *, root: Path, offline: bool = False,
-          ca_bundle: Path | None = None, rebuild: str | None = None, quiet: bool = False) -> BuildResult:
-    """Build, probe, check and label one image; the final tag appears only if all pass."""
+          ca_bundle: Path | None = None, rebuild: str | None = None, quiet: bool = False,
+          tag: str | None = None, no_cache: bool = False) -> BuildResult:
+    """Build, probe, check and label one image; the final tag appears only if all pass.
+    ``tag`` replaces the definition's tag (the two-builds-agree test builds beside it)."""
     started = time.monotonic()
     cache = root / ".cache"
+    inputs = prepare(defn, arch, root=root, offline=offline, ca_bundle=ca_bundle)
     netplugin_tarball = None
     if defn.aws_ofi_nccl is not None:
         netplugin_tarball = stage_netplugin_source(defn, root, ca_bundle)
     client = docker_client()
     builder = find_builder()
-    host = host_arch()
-    check_emulation(arch, host)
-    wheels = cache / "wheels"
-    wheels.mkdir(parents=True, exist_ok=True)  # the Dockerfile bind-mounts it, empty or not
-    wheelhouse = None
-    if offline:
-        wheelhouse = f"{defn.name}-{arch.name}"
-        if not any((wheels / wheelhouse).glob("*.whl")):
-            raise InputError(
-                f"--offline: no wheels in {wheels / wheelhouse}; run `invoke wheels --image {defn.name} "
-                f"--arch {arch.name}` on a host that reaches {defn.torch.index_url}, then copy .cache/wheels here"
-            )
-    check_wheels(defn, arch, cache, ca_bundle, wheels / wheelhouse if wheelhouse else None)
-    base = ensure_base(client, builder, defn, arch, cache)
-    build_base = ensure_base(client, builder, defn, host, cache)
-    final = defn.ref(arch)
+    check_emulation(arch, host_arch())
+    base = ensure_base(client, builder, defn, arch, cache, inputs.debs)
+    build_base = ensure_base(client, builder, defn, host_arch(), cache, _host_debs(root, defn))
+    final = tag or defn.ref(arch)
     previous = client.images.get(final).id if image_exists(client, final) else None
     staging = f"torchpod-staging/{defn.name}:{arch.name}-{uuid.uuid4().hex[:8]}"
     print(f"==> building {final} for {arch.docker} (base {base})", flush=True)
+    epoch = source_date_epoch(root)
     argv = commands.build_command(builder, defn, arch, context=root, tag=staging, base_image=base,
-                                  build_base_image=build_base, wheelhouse=wheelhouse, ca_bundle=ca_bundle,
-                                  rebuild=rebuild, netplugin_tarball=netplugin_tarball)
+                                  build_base_image=build_base, rebuild=rebuild, netplugin_tarball=netplugin_tarball,
+                                  netplugin_debs=[d.pin for d in inputs.debs.entries if d.layer == "apt"]
+                                  if inputs.debs else (), source_date_epoch=epoch, no_cache=no_cache)
     try:
         run(argv, env=builder.env, quiet=quiet, what=f"docker build of {final}")
-        versions = probe_image(client, staging, arch, cache)
+        versions = cached_probe(client, staging, arch, cache, probe_key(inputs, client.images.get(base).id))
         if defn.aws_ofi_nccl is not None:
             versions.update(netplugin_facts(client, staging, versions.get("nccl", "")))
         wrong = commands.mismatches(defn, arch, versions)
         if wrong:
             raise RuntimeFailure(f"{final} differs from {defn.path.name}: " + "; ".join(wrong))
-        values = commands.labels(defn, arch, versions,
-                                 created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        values = commands.labels(defn, arch, {**versions, **inputs.labels(defn)},
+                                 created=datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                                  revision=git_revision(root))
         with tempfile.TemporaryDirectory(prefix="torchpod-label-") as tmp:
             dockerfile = Path(tmp) / "Dockerfile"
@@ -364,6 +562,15 @@ def build(defn: ImageDef, arch: Arch, *, root: Path, offline: bool = False,
     if previous and previous != image.id:
         _drop_if_untagged(client, previous)  # a rebuild must not leave 5 GB of <none> behind
     return BuildResult(defn, arch, final, image.attrs["Size"], versions, time.monotonic() - started)
+
+
+def _host_debs(root: Path, defn: ImageDef) -> locks.Lock | None:
+    """The build host's base is pinned by the definition's lock for that arch, when it has one
+    (an x86_64-only definition built on an aarch64 host bootstraps its build stage unpinned)."""
+    host = host_arch()
+    if not defn.base.debian or host not in defn.arches:
+        return None
+    return locks.load(root / "images", defn, host, debian=True)
 
 
 def _drop_if_untagged(client, image_id: str) -> None:

@@ -273,6 +273,38 @@ def _hostile_reads(r: Result) -> list[Row]:
              f"`python bench/hostile_reads.py --sizes {','.join(sizes)}`")]
 
 
+def _rebuild(r: Result) -> list[Row]:
+    host = r.text("host")
+    arches = sorted(r.items("arches"), key=lambda kv: kv[0] != host)
+    full, edit, layers = [], [], []
+    for name, value in arches:
+        if not re.fullmatch(r"[a-z0-9_]{1,16}", name):
+            raise r.bad("arches", name, "arch names such as x86_64 and aarch64")
+        row = r.mapping(value, f"arches.{name}")
+        before = r.mapping(r.get("before", row, f"arches.{name}"), f"arches.{name}.before")
+        after = r.mapping(r.get("after", row, f"arches.{name}"), f"arches.{name}.after")
+        b, a = f"arches.{name}.before", f"arches.{name}.after"
+        full.append(f"{name} {r.number('full_s', before, b):.1f} / **{r.number('full_s', after, a):.1f} s**")
+        edit.append(f"{name} {r.number('launcher_edit_s', before, b):.1f} / "
+                    f"**{r.number('launcher_edit_s', after, a):.1f} s**")
+        differ = r.get("layers_differing", after, a)
+        if not isinstance(differ, list):
+            raise r.bad(f"{a}.layers_differing", differ, "a list of the differing layers' steps (empty when none)")
+        named = ", ".join(r.text(str(i), dict(enumerate(differ)), f"{a}.layers_differing") for i in range(len(differ)))
+        layers.append(f"{name} **{r.count('layers_equal', after, a)} of {r.count('layers', after, a)}** equal"
+                      + (f" (differ: {named})" if differ else ""))
+    rev = r.text("before")
+    cmd = f"`python bench/rebuild.py --before {rev}`"
+    return [
+        (f"full rebuild, layer cache pruned, base cached: build code of {rev} (downloads its wheels) / locked "
+         "builds from the wheelhouse (`--no-cache`)", "; ".join(full), cmd),
+        (f"rebuild after adding a file under `entrypoints/` only, probe and labels included: {rev} / now "
+         f"(goal ≤ {GOAL_WARM_REBUILD_S:.0f} s)", "; ".join(edit),
+         f"`python bench/rebuild.py --before {rev} --edit-only`" if r.flag("edit_only_rerun") else "same run"),
+        ("two builds with `--no-cache` from the same locks: layer digests", "; ".join(layers), "same run"),
+    ]
+
+
 def _read_cost(r: Result, row: Any, where: str, side: str) -> str:
     """One reader's cost in a hostile_reads row, or the bench's note when it never ended."""
     cost = r.mapping(r.get(side, row, where), f"{where}.{side}")
@@ -293,6 +325,7 @@ ROWS: dict[str, Callable[[Result], list[Row]]] = {
     "slurm.json": _slurm,
     "hostile_reads.json": _hostile_reads,
     "preflight.json": _preflight,
+    "rebuild.json": _rebuild,
 }
 
 

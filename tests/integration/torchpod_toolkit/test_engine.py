@@ -3,10 +3,8 @@ check_wheels): real pip against a wheelhouse of small wheels made here, offline.
 
 from __future__ import annotations
 
-import zipfile
-from pathlib import Path
-
 import pytest
+from small_wheels import make_wheel
 
 from torchpod.arch import normalise_arch
 from torchpod.errors import InputError
@@ -21,15 +19,6 @@ torch: {version: "2.13.0", torchvision: "0.28.0", index_url: https://pypi.org/si
 expect: {cuda: "13.0", nccl: "2.29.7"}
 rdma_core: {packages: [libibverbs1], providers: [mlx5]}
 """
-
-
-def make_wheel(folder: Path, name: str, version: str, tag: str) -> None:
-    dist = f"{name}-{version}.dist-info"
-    with zipfile.ZipFile(folder / f"{name}-{version}-{tag}.whl", "w") as whl:
-        whl.writestr(f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-        whl.writestr(f"{dist}/WHEEL",
-                     f"Wheel-Version: 1.0\nGenerator: torchpod-test\nRoot-Is-Purelib: false\nTag: {tag}\n")
-        whl.writestr(f"{dist}/RECORD", "")
 
 
 @pytest.fixture

@@ -28,8 +28,9 @@ def _load(name="tasks_namespaces_under_test"):
 TASKS = _load()
 NS = TASKS.ns
 
-# Today's command names (README, docs/, .ci/run, users' scripts) -> the namespaced task.
-OLD_NAMES = {"build": "image.build", "push": "image.push", "wheels": "image.wheels",
+# Today's command names (README, docs/, .ci/run, users' scripts) -> the namespaced task; `lock` is
+# the name issue 22 gives `invoke lock`.
+OLD_NAMES = {"build": "image.build", "push": "image.push", "wheels": "image.wheels", "lock": "image.lock",
              "manifests": "jobs.manifests", "demo": "cluster.demo", "bench-rendezvous": "bench.rendezvous",
              "test": "test", "measurements": "measurements"}
 
@@ -39,7 +40,8 @@ SHORT = {
     "build": {"arch": "a", "ca_bundle": "c", "netplugin_version": "e", "image": "i", "netplugin_tarball": "n",
               "offline": "o", "netplugin_sha256": "t"},
     "push": {"image": "i", "insecure": "n", "registry": "r"},
-    "wheels": {"arch": "a", "image": "i"},
+    "wheels": {"arch": "a", "image": "i", "offline": "o"},
+    "lock": {"arch": "a", "check": "k", "image": "i", "wheels_only": "w"},
     "test": {"build_images": "b", "pytest_args": "p", "tier": "t"},
     "demo": {"gpus": "g", "manifest": "m", "nodes": "n", "scheduler": "s", "timeout": "t", "workload": "w"},
     "manifests": {"name": "a", "etcd_server": "c", "rdma_resource": "d", "preset": "e", "refresh": "f",

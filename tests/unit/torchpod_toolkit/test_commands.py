@@ -26,48 +26,46 @@ def test_pip_platforms_cover_the_base_glibc_and_target_arch():
     assert not any("x86_64" in t for t in tags)
 
 
-def test_build_command_targets_the_arch_and_passes_the_ca_as_a_secret():
+def test_build_command_targets_the_arch_and_takes_wheels_only_from_the_staged_lock():
     argv = commands.build_command(Builder("/usr/bin/docker", buildx=False), DEFN, ARM, context=ROOT,
-                                  tag="t:1", base_image="b-arm", build_base_image="b-amd",
-                                  wheelhouse=None, ca_bundle=Path("/etc/ca.pem"))
+                                  tag="t:1", base_image="b-arm", build_base_image="b-amd", source_date_epoch=1700000000)
     assert argv[:2] == ["/usr/bin/docker", "build"]
     assert argv[argv.index("--platform") + 1] == "linux/arm64"
     args = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--build-arg")
     assert args["BASE_IMAGE"] == "b-arm" and args["BUILD_BASE_IMAGE"] == "b-amd"
-    assert args["REQUIREMENTS"].split()[0] == f"torch=={DEFN.torch.version}"
     assert "--platform manylinux_2_28_aarch64" in args["PIP_TARGET"]
-    assert args["PIP_SOURCE"] == "--index-url https://pypi.org/simple"
-    assert args["SDISTS"] == "python-etcd==0.4.5"
     assert args["BASE_PACKAGES"].split() == commands.base_packages(DEFN)
-    assert argv[argv.index("--secret") + 1] == "id=ca,src=/etc/ca.pem"
-    # the bundle's content never reaches a build arg (build args are stored in the image history)
-    assert not any("ca.pem" in v for v in args.values())
+    assert args["SOURCE_DATE_EPOCH"] == "1700000000"
+    # no index, no requirement list, no CA: the payload stage installs the staged lock offline
+    assert not {"REQUIREMENTS", "PIP_SOURCE", "SDISTS"} & set(args) and "--secret" not in argv
+    payload = (ROOT / "docker" / "Dockerfile").read_text().split("\nFROM ")[1]
+    assert "--no-index" in payload and "--require-hashes" in payload and "-r /wheels/locked.txt" in payload
+    assert "source=.cache/wheels/payload" in payload and "--mount=type=cache" not in payload
+    assert "--no-cache" in commands.build_command(Builder("docker", buildx=False), DEFN, ARM, context=ROOT, tag="t",
+                                                  base_image="b", build_base_image="b", no_cache=True)
 
 
-def test_image_and_wheelhouse_select_the_same_wheels(tmp_path):
-    # one selection (platform tags, Python, index) for the Dockerfile's payload stage and
-    # for `invoke wheels`: an offline build installs exactly what was downloaded
+def test_the_lock_resolution_selects_what_the_payload_stage_installs(tmp_path):
+    # one selection (platform tags, Python) for the lock's resolution and the payload stage
     build = commands.build_command(Builder("docker", buildx=False), DEFN, ARM, context=ROOT, tag="t",
-                                   base_image="b", build_base_image="b", wheelhouse=None, ca_bundle=None)
+                                   base_image="b", build_base_image="b")
     args = dict(build[i + 1].split("=", 1) for i, a in enumerate(build) if a == "--build-arg")
-    download = " ".join(commands.download_command(DEFN, ARM, tmp_path, "python", None))
-    assert f"{args['PIP_TARGET']} {args['PIP_SOURCE']}" in download
-    assert download.endswith(args["REQUIREMENTS"])
-    offline = commands.build_command(Builder("docker", buildx=False), DEFN, ARM, context=ROOT, tag="t",
-                                     base_image="b", build_base_image="b", wheelhouse="pytorch-aarch64",
-                                     ca_bundle=None)
-    args = dict(offline[i + 1].split("=", 1) for i, a in enumerate(offline) if a == "--build-arg")
-    assert args["PIP_SOURCE"] == f"--no-index --find-links {commands.WHEELHOUSE_MOUNT}/pytorch-aarch64"
-    assert args["SDISTS"] == ""  # offline, the wheelhouse already holds them as wheels
-    assert f"target={commands.WHEELHOUSE_MOUNT}" in (ROOT / "docker" / "Dockerfile").read_text()
+    resolve = commands.resolve_command(DEFN, ARM, "python", None, scratch=tmp_path / "t", report=tmp_path / "r.json",
+                                       find_links=tmp_path / "built")
+    text = " ".join(resolve)
+    assert args["PIP_TARGET"] in text and " ".join(commands.pip_source(DEFN)) in text
+    assert resolve[-len(commands.requirements(DEFN)):] == commands.requirements(DEFN)
+    assert "--dry-run" in resolve and "--report" in resolve and "--find-links" in resolve
+    sdists = commands.sdist_download_command(DEFN, tmp_path, "python", Path("/etc/ca.pem"))
+    assert sdists[-1] == "python-etcd==0.4.5" and "--no-binary=:all:" in sdists and "/etc/ca.pem" in sdists
 
 
 def test_rebuild_busts_layers_through_an_arg_declared_in_both_stages():
-    kw = dict(context=ROOT, tag="t:1", base_image="b", build_base_image="b", wheelhouse=None, ca_bundle=None)
+    kw = dict(context=ROOT, tag="t:1", base_image="b", build_base_image="b")
     plain = commands.build_command(Builder("docker", buildx=False), DEFN, ARM, **kw)
     forced = commands.build_command(Builder("docker", buildx=False), DEFN, ARM, rebuild="tok1", **kw)
     assert "TORCHPOD_REBUILD=tok1" in forced and not any("TORCHPOD_REBUILD" in a for a in plain)
-    assert "--no-cache" not in forced  # that would also empty pip's cache mount
+    assert "--no-cache" not in forced
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
     stages = dockerfile.split("\nFROM ")
     assert all('ARG TORCHPOD_REBUILD=""' in stage for stage in stages[1:]), "every stage must see the arg"
@@ -110,14 +108,22 @@ def test_a_variant_builds_the_plugin_stage_from_the_staged_tarball():
     from torchpod.errors import InputError
     from torchpod_toolkit import definitions
 
-    kw = dict(context=ROOT, tag="t:1", base_image="b", build_base_image="b", wheelhouse=None, ca_bundle=None)
+    kw = dict(context=ROOT, tag="t:1", base_image="b", build_base_image="b")
     base = commands.build_command(Builder("docker", buildx=False), DEFN, ARM, **kw)
     assert base[base.index("--target") + 1] == "runtime" and not any("NETPLUGIN" in a for a in base)
     efa = load_definitions(ROOT / "images")["pytorch-efa"]
     with pytest.raises(InputError, match="needs the verified source tarball"):
         commands.build_command(Builder("docker", buildx=False), efa, ARM, **kw)
+    with pytest.raises(InputError, match="needs the apt layer's packages"):
+        commands.build_command(Builder("docker", buildx=False), efa, ARM,
+                               netplugin_tarball=".cache/sources/netplugin/x.tar.gz", **kw)
+    kw["netplugin_debs"] = ["libfabric1=1.17.0-3", "libfabric-bin=1.17.0-3"]
     argv = commands.build_command(Builder("docker", buildx=False), efa, ARM,
                                   netplugin_tarball=".cache/sources/netplugin/x.tar.gz", **kw)
+    assert "NETPLUGIN_DEBS=libfabric1=1.17.0-3 libfabric-bin=1.17.0-3" in argv
+    with pytest.raises(InputError, match="build arg NETPLUGIN_DEBS: word 'libfabric1=1.17.0-3;id'"):
+        commands.build_command(Builder("docker", buildx=False), efa, ARM, **{
+            **kw, "netplugin_debs": ["libfabric1=1.17.0-3;id"], "netplugin_tarball": "x.tar.gz"})
     assert argv[argv.index("--target") + 1] == "netplugin-image"
     assert "NETPLUGIN_TARBALL=.cache/sources/netplugin/x.tar.gz" in argv and "NETPLUGIN_CUDA=nvidia/cu13" in argv
     assert "NETPLUGIN_CONFIGURE=--enable-platform-aws" in argv  # efa asks for it; cxi does not
@@ -157,33 +163,42 @@ def _args(argv: list[str]) -> dict[str, str]:
 def test_build_args_split_back_into_exactly_the_checked_words():
     # The Dockerfile expands these unquoted so that each word is one pip/apt argument; the
     # payload RUN has globbing off, so the split is the whole transformation.
-    kw = dict(context=ROOT, tag="t:1", base_image="b", build_base_image="b", wheelhouse=None, ca_bundle=None)
+    kw = dict(context=ROOT, tag="t:1", base_image="b", build_base_image="b")
     args = _args(commands.build_command(Builder("docker", buildx=False), DEFN, ARM, **kw))
-    assert args["REQUIREMENTS"].split(" ") == commands.requirements(DEFN)
+    assert args["PIP_TARGET"].split(" ") == commands.pip_target(DEFN, ARM)
     assert args["BASE_PACKAGES"].split(" ") == commands.base_packages(DEFN)
-    assert args["PIP_SOURCE"].split(" ") == commands.pip_source(DEFN)
     payload = (ROOT / "docker" / "Dockerfile").read_text().split("\nFROM ")[1]
-    assert "set -euf;" in payload and "${REQUIREMENTS}" in payload
+    assert "set -euf;" in payload and "${PIP_TARGET}" in payload
 
 
 @pytest.mark.parametrize("field, value, needle", [
-    ("extra_packages", ("numpy==2.4.6 --index-url=http://evil/simple",), "build arg REQUIREMENTS: word"),
-    ("extra_packages", ("--pre",), "not starting with '-'"),
-    ("sdist_packages", ("a==1\n",), "build arg REQUIREMENTS: word 'a==1\\n'"),
-    ("index_url", "https://x/s --trusted-host x", "build arg PIP_SOURCE: word"),
+    ("python", "3.11 --index-url=http://evil/simple", "build arg PYTHON_VERSION: word"),
 ])
 def test_a_definition_built_around_the_loader_still_cannot_reach_a_build_arg(field, value, needle):
     from dataclasses import replace
 
     # dataclasses.replace skips every check of the loader; build_command checks each word again
-    hostile = replace(DEFN, torch=replace(DEFN.torch, **{field: value}))
-    kw = dict(context=ROOT, tag="t:1", base_image="b", build_base_image="b", wheelhouse=None, ca_bundle=None)
+    hostile = replace(DEFN, **{field: value})
+    kw = dict(context=ROOT, tag="t:1", base_image="b", build_base_image="b")
     with pytest.raises(InputError) as info:
         commands.build_command(Builder("docker", buildx=False), hostile, ARM, **kw)
     assert needle in str(info.value) and str(info.value).isprintable()
     packages = replace(DEFN, rdma_core=replace(DEFN.rdma_core, packages=("libibverbs1", "lib*")))
     with pytest.raises(InputError, match=r"build arg BASE_PACKAGES: word 'lib\*'"):
         commands.build_command(Builder("docker", buildx=False), packages, ARM, **kw)
+
+
+def test_the_base_is_bootstrapped_at_its_locked_versions_and_its_tag_follows_them(tmp_path):
+    plain = commands.rootfs_command(DEFN, ARM, tmp_path / "r.tar")
+    pinned = commands.rootfs_command(DEFN, ARM, tmp_path / "r.tar", {"python3": "3.11.2-1+b1", "libc6": "2.36-9"})
+    include = pinned[3].removeprefix("--include=").split(",")
+    assert "python3=3.11.2-1+b1" in include and "libc6=2.36-9" in include and "ca-certificates" in include
+    assert plain[3] == "--include=" + ",".join(commands.base_packages(DEFN))
+    tags = {commands.base_tag(DEFN, ARM), commands.base_tag(DEFN, ARM, {"libc6": "2.36-9"}),
+            commands.base_tag(DEFN, ARM, {"libc6": "2.36-10"})}
+    assert len(tags) == 3
+    with pytest.raises(InputError, match="Debian package 'libc6=2.36;rm'"):
+        commands.rootfs_command(DEFN, ARM, tmp_path / "r.tar", {"libc6": "2.36;rm"})
 
 
 def test_a_label_value_is_one_escaped_line_or_refused():

@@ -88,11 +88,14 @@ def check_fits(defn, root: Path) -> None:
         return
     # What reaches the Dockerfile's unquoted expansions splits back into exactly the checked words.
     argv = commands.build_command(Builder("docker", buildx=False), defn, defn.arches[0], context=ROOT, tag="t",
-                                  base_image="b", build_base_image="b", wheelhouse=None, ca_bundle=None)
+                                  base_image="b", build_base_image="b")
     args = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--build-arg")
-    assert args["REQUIREMENTS"].split(" ") == commands.requirements(defn)
+    assert args["PIP_TARGET"].split(" ") == commands.pip_target(defn, defn.arches[0])
     assert args["BASE_PACKAGES"].split(" ") == commands.base_packages(defn)
-    assert all(WORD.fullmatch(w) for w in args["REQUIREMENTS"].split(" ") + args["BASE_PACKAGES"].split(" "))
+    assert all(WORD.fullmatch(w) for w in args["BASE_PACKAGES"].split(" "))
+    # what reaches the lock's resolution and its pip lines: the checked pins, word for word
+    assert commands.requirements(defn)[:len(defn.torch.requirements)] == list(defn.torch.requirements)
+    assert all(WORD.fullmatch(w) and not w.startswith("-") for w in commands.requirements(defn))
 
 
 def load_or_refuse(folder: Path):

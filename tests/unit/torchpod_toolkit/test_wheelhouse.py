@@ -1,0 +1,80 @@
+"""torchpod_toolkit.wheelhouse: content-addressed storage, staging exactly a lock's files, and
+--offline naming the first file the wheelhouse lacks (no pip, no network: a store made here)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from torchpod.arch import ARCHES
+from torchpod.errors import InputError
+from torchpod_toolkit import locks, wheelhouse
+from torchpod_toolkit.definitions import load_definitions
+
+from paths import ROOT
+
+DEFN = load_definitions(ROOT / "images")["pytorch"]
+X86 = ARCHES["x86_64"]
+
+
+def _store(home: Path, name: str, body: bytes, file: str) -> locks.Wheel:
+    wheel = locks.Wheel(name, "1.0", hashlib.sha256(body).hexdigest(), file)
+    path = wheelhouse.stored(home, wheel)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(body)
+    return wheel
+
+
+def _lock(*entries) -> locks.Lock:
+    return locks.Lock(Path("images/locks/pytorch-x86_64.txt"), "pytorch", "x86_64", "x", tuple(entries))
+
+
+def test_root_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCHPOD_WHEELHOUSE", str(tmp_path / "w"))
+    assert wheelhouse.root() == tmp_path / "w"
+    monkeypatch.delenv("TORCHPOD_WHEELHOUSE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "c"))
+    assert wheelhouse.root() == tmp_path / "c" / "torchpod" / "wheelhouse"
+
+
+def test_stage_holds_exactly_the_locks_files_linked_not_copied(tmp_path):
+    home, context = tmp_path / "home", tmp_path / "ctx"
+    a = _store(home, "a", b"wheel a", "a-1.0-py3-none-any.whl")
+    sdist = _store(home, "s", b"sdist s", "s-1.0.tar.gz")
+    built = home / wheelhouse.BUILT / sdist.sha256 / "s-1.0-py3-none-any.whl"
+    built.parent.mkdir(parents=True)
+    built.write_bytes(b"built s")
+    lock = _lock(a, sdist)
+    assert wheelhouse.missing(home, lock) == []
+    (context / wheelhouse.STAGE).mkdir(parents=True)
+    (context / wheelhouse.STAGE / "other-image.whl").write_bytes(b"stale")
+    dest = wheelhouse.stage(lock, home=home, context=context)
+    assert sorted(p.name for p in dest.iterdir()) == sorted([wheelhouse.BUILT, a.file, wheelhouse.LOCKED])
+    assert os.stat(dest / a.file).st_ino == os.stat(wheelhouse.stored(home, a)).st_ino
+    assert (dest / wheelhouse.LOCKED).read_text() == a.line + "\n"
+    assert (dest / wheelhouse.BUILT / "built.txt").read_text() == "s==1.0\n"
+    assert (dest / wheelhouse.BUILT / built.name).read_bytes() == b"built s"
+
+
+def test_offline_names_the_first_missing_file_and_fetches_nothing(tmp_path):
+    home = tmp_path / "home"
+    a = _store(home, "a", b"wheel a", "a-1.0-py3-none-any.whl")
+    gone = locks.Wheel("numpy", "2.4.6", "d" * 64, "numpy-2.4.6-cp311-cp311-manylinux_2_28_x86_64.whl")
+    lock = _lock(a, gone)
+    assert wheelhouse.missing(home, lock) == [gone]
+    with pytest.raises(InputError) as info:
+        wheelhouse.fill(DEFN, X86, lock, home=home, ca_bundle=None, offline=True)
+    message = str(info.value)
+    assert message.startswith(f"--offline: {gone.file} (numpy==2.4.6, sha256 dddddddddddd) is not in the wheelhouse")
+    assert "invoke wheels --image pytorch --arch x86_64" in message
+    # a full wheelhouse fetches nothing, online or not (no pip runs)
+    assert wheelhouse.fill(DEFN, X86, _lock(a), home=home, ca_bundle=None, offline=False, python="/nonexistent") == 0
+
+
+def test_an_sdist_without_its_built_wheel_counts_as_missing(tmp_path):
+    home = tmp_path / "home"
+    sdist = _store(home, "s", b"sdist", "s-1.0.tar.gz")
+    assert wheelhouse.missing(home, _lock(sdist)) == [sdist]

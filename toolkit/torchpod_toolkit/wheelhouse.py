@@ -1,0 +1,142 @@
+"""A content-addressed wheelhouse outside the checkout, filled from the locks.
+
+Every locked file is stored once, as ``<root>/sha256/<hex>/<filename>``, whatever image,
+arch or checkout asked for it; a source-only package's wheel, built here from its
+hash-checked sdist, as ``<root>/built/<sdist hex>/<wheel>``. A build hard-links exactly its
+lock's files into ``.cache/wheels/payload`` of the build context (the payload stage
+bind-mounts it and installs with ``--no-index --require-hashes``): a rebuild, a second
+image sharing wheels, or CI on a machine that built before downloads nothing.
+
+The root is ``$TORCHPOD_WHEELHOUSE``, else ``$XDG_CACHE_HOME/torchpod/wheelhouse``, else
+``~/.cache/torchpod/wheelhouse``. pip's own cache cannot play this part: the network path
+here strips the cache headers pip's HTTP cache keys on, so each build fetched ~2.5 GB per
+arch again.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from torchpod.contract import Arch
+from torchpod.errors import InputError, RuntimeFailure
+
+from . import commands
+from .definitions import ImageDef
+from .locks import Lock, Wheel, sha256_file
+
+STAGE = Path(".cache") / "wheels" / "payload"  # in the build context; docker/Dockerfile mounts it
+LOCKED = "locked.txt"  # the lock's wheel lines, in the staged folder
+BUILT = "built"  # the source-only packages' wheels, and built.txt naming them
+
+
+def root() -> Path:
+    if os.environ.get("TORCHPOD_WHEELHOUSE"):
+        return Path(os.environ["TORCHPOD_WHEELHOUSE"])
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "torchpod" / "wheelhouse"
+
+
+def stored(home: Path, wheel: Wheel) -> Path:
+    return home / "sha256" / wheel.sha256 / wheel.file
+
+
+def built(home: Path, wheel: Wheel) -> Path | None:
+    """The wheel built from a stored sdist, if it was built."""
+    folder = home / BUILT / wheel.sha256
+    found = sorted(folder.glob("*.whl")) if folder.is_dir() else []
+    return found[0] if found else None
+
+
+def missing(home: Path, lock: Lock) -> list[Wheel]:
+    return [w for w in lock.entries if not stored(home, w).is_file()
+            or (w.sdist and built(home, w) is None)]
+
+
+def _requirements(folder: Path, wheels: Sequence[Wheel]) -> Path:
+    path = folder / "requirements.txt"
+    path.write_text("".join(w.line + "\n" for w in wheels))
+    return path
+
+
+def fill(defn: ImageDef, arch: Arch, lock: Lock, *, home: Path, ca_bundle: Path | None, offline: bool,
+         python: str = sys.executable) -> int:
+    """Download (hash-checked) what the wheelhouse lacks for ``lock``; the number of files fetched."""
+    from .engine import run
+
+    absent = missing(home, lock)
+    if not absent:
+        return 0
+    if offline:
+        first = absent[0]
+        raise InputError(f"--offline: {first.file} ({first.name}=={first.version}, sha256 {first.sha256[:12]}) "
+                         f"is not in the wheelhouse {home}, nor {len(absent) - 1} more; run `invoke wheels --image "
+                         f"{defn.name} --arch {arch.name}` where {defn.torch.index_url} is reachable, then copy {home}")
+    home.mkdir(parents=True, exist_ok=True)
+    cert = ["--cert", str(ca_bundle)] if ca_bundle is not None else []
+    clean = {"PIP_CONFIG_FILE": os.devnull, "PIP_FIND_LINKS": ""}
+    with tempfile.TemporaryDirectory(prefix="fill-", dir=home) as tmp:
+        scratch = Path(tmp)
+        wheels = [w for w in absent if not w.sdist and not stored(home, w).is_file()]
+        sdists = [w for w in absent if w.sdist and not stored(home, w).is_file()]
+        base = [python, "-m", "pip", "download", "--isolated", "--disable-pip-version-check", "--no-deps",
+                "--require-hashes", "--dest", str(scratch / "got"), *commands.pip_source(defn), *cert]
+        if wheels:
+            run([*base, *commands.pip_target(defn, arch), "-r", str(_requirements(scratch, wheels))], env=clean,
+                what=f"pip download of {len(wheels)} locked wheels for {arch.name}")
+        if sdists:
+            (scratch / "s").mkdir()
+            run([*base, "--no-binary=:all:", "-r", str(_requirements(scratch / "s", sdists))], env=clean,
+                what="pip download of locked source-only packages")
+        for wheel in [*wheels, *sdists]:
+            got = scratch / "got" / wheel.file
+            if not got.is_file() or sha256_file(got) != wheel.sha256:
+                raise RuntimeFailure(f"pip download left no {wheel.file} with sha256 {wheel.sha256[:12]} for "
+                                     f"{wheel.name}=={wheel.version} ({lock.path})")
+            target = stored(home, wheel)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(got, target)
+        for wheel in (w for w in lock.entries if w.sdist and built(home, w) is None):
+            out = scratch / "built" / wheel.sha256
+            # a pure-Python sdist built natively: the wheel is the same for every arch
+            run([python, "-m", "pip", "wheel", "--isolated", "--disable-pip-version-check", "--no-deps",
+                 "--wheel-dir", str(out), *commands.pip_source(defn), *cert, str(stored(home, wheel))], env=clean,
+                what=f"pip wheel of {wheel.file}")
+            final = home / BUILT / wheel.sha256
+            final.parent.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(out, final)
+    return len(absent)
+
+
+def _link(source: Path, dest: Path) -> None:
+    try:
+        os.link(source, dest)
+    except OSError:  # another filesystem: a copy
+        shutil.copy2(source, dest)
+
+
+def stage(lock: Lock, *, home: Path, context: Path) -> Path:
+    """``.cache/wheels/payload`` holding exactly the lock's files and the requirement lists the
+    payload stage installs from (replaced whole: nothing of another image's lock stays)."""
+    dest = context / STAGE
+    if dest.exists():
+        shutil.rmtree(dest)
+    (dest / BUILT).mkdir(parents=True)
+    wheels = [w for w in lock.entries if not w.sdist]
+    for wheel in wheels:
+        _link(stored(home, wheel), dest / wheel.file)
+    names = []
+    for wheel in (w for w in lock.entries if w.sdist):
+        made = built(home, wheel)
+        if made is None:
+            raise RuntimeFailure(f"the wheelhouse {home} holds no wheel built from {wheel.file}; run the build again")
+        _link(made, dest / BUILT / made.name)
+        names.append(f"{wheel.name}=={wheel.version}\n")
+    (dest / LOCKED).write_text("".join(w.line + "\n" for w in wheels))
+    (dest / BUILT / "built.txt").write_text("".join(names))
+    return dest
