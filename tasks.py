@@ -302,6 +302,12 @@ def _payload_groups(defs) -> list[list]:
     return [sorted(group, key=lambda d: d.aws_ofi_nccl is not None) for group in groups.values()]
 
 
+# Under this much free disk after a payload, CI drops the wheels no later build needs from the
+# wheelhouse: the nine images, one payload's BuildKit cache and the whole wheelhouse (~13 GB)
+# did not fit together on every CI machine.
+MIN_FREE_BYTES = 25 << 30
+
+
 def _build_ci_images(c, prune: bool) -> None:
     """Build both arches of every ``ci: true`` image, one payload group and arch at a time.
 
@@ -310,18 +316,26 @@ def _build_ci_images(c, prune: bool) -> None:
     which builds once and never again) BuildKit's cache is freed after each group and arch:
     a payload stage (5-7 GB of unpacked wheels) and pip's cache of them (3-5 GB) are then
     held for one payload at a time, not for all five. The images keep their layers. CI's
-    peak disk use fell from about 75 GB to about 40 (docs/testing.md, "Disk").
+    peak disk use fell from about 75 GB to about 40 (docs/testing.md, "Disk"). Then, only
+    when the disk is low, the wheelhouse keeps just what later builds need (``trim``).
     """
-    from torchpod_toolkit import engine
+    from torchpod_toolkit import engine, locks, wheelhouse
 
-    for group in _payload_groups(_defs()):
-        for arch in dict.fromkeys(a.name for defn in group for a in defn.arches):
-            for defn in (d for d in group if any(a.name == arch for a in d.arches)):
-                # a variant's upstream plugin source is unreachable here: CI builds it from
-                # the tests' stand-in plugin, through the same definition key (docs/images.md, "CI")
-                build(c, arch=arch, image=defn.name, netplugin_tarball="test" if defn.aws_ofi_nccl else "")
-            if prune:
-                c.run(f"{engine.find_builder().docker} builder prune -af", pty=False)
+    order = [(group, arch) for group in _payload_groups(_defs())
+             for arch in dict.fromkeys(a.name for defn in group for a in defn.arches)]
+    for i, (group, arch) in enumerate(order):
+        for defn in (d for d in group if any(a.name == arch for a in d.arches)):
+            # a variant's upstream plugin source is unreachable here: CI builds it from
+            # the tests' stand-in plugin, through the same definition key (docs/images.md, "CI")
+            build(c, arch=arch, image=defn.name, netplugin_tarball="test" if defn.aws_ofi_nccl else "")
+        if prune:
+            c.run(f"{engine.find_builder().docker} builder prune -af", pty=False)
+            later = {w.sha256 for g, a in order[i + 1:] for d in g if any(x.name == a for x in d.arches)
+                     for w in locks.load(ROOT / "images", d, d.arch(a), debian=False).entries}
+            dropped = wheelhouse.trim(wheelhouse.root(), later, MIN_FREE_BYTES)
+            if dropped:
+                print(f"==> disk under {MIN_FREE_BYTES >> 30} GiB free: {dropped} wheels no later build needs "
+                      f"dropped from {wheelhouse.root()}", flush=True)
 
 
 def _cluster_image(arch: str = "x86_64") -> str:

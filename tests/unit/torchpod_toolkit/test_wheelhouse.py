@@ -78,3 +78,17 @@ def test_an_sdist_without_its_built_wheel_counts_as_missing(tmp_path):
     home = tmp_path / "home"
     sdist = _store(home, "s", b"sdist", "s-1.0.tar.gz")
     assert wheelhouse.missing(home, _lock(sdist)) == [sdist]
+
+
+def test_trim_drops_only_what_no_later_build_needs_and_only_when_the_disk_is_low(tmp_path):
+    home = tmp_path / "home"
+    a = _store(home, "a", b"wheel a", "a-1.0-py3-none-any.whl")
+    b = _store(home, "b", b"wheel b", "b-1.0-py3-none-any.whl")
+    sdist = _store(home, "s", b"sdist", "s-1.0.tar.gz")
+    (home / wheelhouse.BUILT / sdist.sha256).mkdir(parents=True)
+    assert wheelhouse.trim(home, {a.sha256}, min_free=0) == 0  # room to spare: nothing dropped
+    assert wheelhouse.missing(home, _lock(a, b)) == []
+    assert wheelhouse.trim(home, {a.sha256}, min_free=1 << 62) == 2  # "low": b and the sdist go
+    assert wheelhouse.stored(home, a).is_file() and not wheelhouse.stored(home, b).exists()
+    assert not (home / wheelhouse.BUILT / sdist.sha256).exists()
+    assert wheelhouse.trim(tmp_path / "empty", set(), min_free=1 << 62) == 0
