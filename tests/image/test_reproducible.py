@@ -112,5 +112,6 @@ def test_a_debian_version_gone_from_the_mirror_fails_the_bootstrap_in_one_line(d
         engine.ensure_base(docker_client, engine.find_builder(), defn, arch, tmp_path, gone)
     message = str(info.value)
     assert "a locked version is gone from the mirror" in message and str(debs.path) in message
+    assert "python3=0.0-torchpod-gone is not on the mirror" in message  # the entry, from apt's own words
     assert "invoke lock --image pytorch" in message and "snapshot.debian.org" in message and "\n" not in message
     assert not engine.image_exists(docker_client, tag)  # nothing tagged

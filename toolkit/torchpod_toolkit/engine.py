@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -171,15 +172,20 @@ def ensure_base(client, builder: Builder, defn: ImageDef, arch: Arch, cache: Pat
     with tempfile.TemporaryDirectory(prefix="torchpod-rootfs-", dir=cache) as tmp:
         context = Path(tmp)
         print(f"==> bootstrapping Debian {defn.base.debian} for {arch.name} ({tag})", flush=True)
-        try:
-            run(commands.rootfs_command(defn, arch, context / "rootfs.tar", pins), what="mmdebstrap",
-                env={"SOURCE_DATE_EPOCH": str(source_date_epoch(cache.parent))})
-        except RuntimeFailure as exc:
-            if debs is None:
-                raise
-            raise RuntimeFailure(f"mmdebstrap could not install the Debian packages of {debs.path} from "
-                                 f"{defn.base.mirror} ({exc}); a locked version is gone from the mirror: "
-                                 f"{fix}") from None
+        argv = commands.rootfs_command(defn, arch, context / "rootfs.tar", pins)
+        epoch = {"SOURCE_DATE_EPOCH": str(source_date_epoch(cache.parent))}
+        if debs is None:
+            run(argv, what="mmdebstrap", env=epoch)
+        else:  # its output is read for apt's word on a locked version the mirror lacks
+            proc = subprocess.run(argv, env={**os.environ, **epoch}, text=True, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT)
+            if proc.returncode != 0:
+                # apt-pkg/cacheset.cc: "Version '%s' for '%s' was not found"
+                gone = re.findall(r"Version '([^']{1,200})' for '([^']{1,100})' was not found", proc.stdout)
+                what = (", ".join(f"{name}={version}" for version, name in gone[:3]) + " is not on the mirror"
+                        if gone else f"exit {proc.returncode}: {(proc.stdout.strip().splitlines() or [''])[-1][:200]}")
+                raise RuntimeFailure(f"mmdebstrap could not install the Debian packages of {debs.path} from "
+                                     f"{defn.base.mirror}: {what}; a locked version is gone from the mirror: {fix}")
         (context / "Dockerfile").write_text(commands.BASE_DOCKERFILE)
         run(commands.base_import_command(builder, arch, context, tag), env=builder.env, what="base import")
     if debs is not None:
