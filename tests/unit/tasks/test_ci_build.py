@@ -29,18 +29,44 @@ class _Recorder:
         self.commands.append(command)
 
 
-def _trace(monkeypatch, prune: bool) -> list[tuple]:
-    """Every build and prune, in order, with nothing actually built."""
+def _trace(monkeypatch, prune: bool, trims: list | None = None) -> list[tuple]:
+    """Every build and prune, in order, with nothing actually built; each wheelhouse trim's
+    kept hashes go to ``trims``. The wheelhouse is never the user's: an earlier version of
+    this test emptied the real one (~/.cache/torchpod/wheelhouse) on a host low on disk."""
     events: list[tuple] = []
 
     def build(c, arch="", image="", netplugin_tarball="", **_):
         events.append(("build", image, arch, netplugin_tarball))
 
+    def trim(home, keep, min_free):
+        assert home == wheelhouse.root() and min_free == TASKS.MIN_FREE_BYTES
+        (trims if trims is not None else []).append(set(keep))
+        return 0
+
+    from torchpod_toolkit import wheelhouse
+
     c = _Recorder()
+    monkeypatch.setenv("TORCHPOD_WHEELHOUSE", "/nonexistent/torchpod-test-wheelhouse")
+    monkeypatch.setattr(wheelhouse, "trim", trim)
     monkeypatch.setattr(TASKS, "build", build)
     monkeypatch.setattr(c, "run", lambda command, **_: events.append(("prune", command)))
     TASKS._build_ci_images(c, prune=prune)
     return events
+
+
+def test_with_pruning_the_wheelhouse_keeps_what_later_builds_install(monkeypatch):
+    from torchpod_toolkit import locks
+
+    defs = TASKS._defs()
+    trims: list[set] = []
+    events = _trace(monkeypatch, prune=True, trims=trims)
+    assert len(trims) == sum(1 for e in events if e[0] == "prune") and trims[-1] == set()
+    # after the first span, every file a later build installs is kept, and nothing else
+    first = [e for e in events[:events.index(next(e for e in events if e[0] == "prune"))]]
+    later = [e for e in events[len(first):] if e[0] == "build"]
+    wanted = {w.sha256 for _, image, arch, _ in later
+              for w in locks.load(ROOT / "images", defs[image], defs[image].arch(arch), debian=False).entries}
+    assert trims[0] == wanted and wanted
 
 
 def test_every_ci_image_and_arch_is_built_once_and_no_other(monkeypatch):
