@@ -527,10 +527,10 @@ def build(defn: ImageDef, arch: Arch, *, root: Path, offline: bool = False,
     ``tag`` replaces the definition's tag (the two-builds-agree test builds beside it)."""
     started = time.monotonic()
     cache = root / ".cache"
-    inputs = prepare(defn, arch, root=root, offline=offline, ca_bundle=ca_bundle)
     netplugin_tarball = None
     if defn.aws_ofi_nccl is not None:
         netplugin_tarball = stage_netplugin_source(defn, root, ca_bundle)
+    inputs = prepare(defn, arch, root=root, offline=offline, ca_bundle=ca_bundle)
     client = docker_client()
     builder = find_builder()
     check_emulation(arch, host_arch())
