@@ -11,7 +11,8 @@ import pytest
 from paths import ROOT
 from tasks_cli import invoke
 
-NAMESPACED = ("image.build", "image.push", "image.wheels", "image.lock", "jobs.manifests", "cluster.demo", "test", "measurements")
+NAMESPACED = ("image.build", "image.push", "image.wheels", "image.lock", "jobs.manifests", "cluster.demo", "test",
+              "measurements")
 OLD_NAMES = ("build", "push", "wheels", "lock", "manifests", "demo", "bench-rendezvous", "test", "measurements")
 BENCHES = sorted(ROOT.joinpath("bench").glob("*.py"))
 
