@@ -51,6 +51,14 @@ def cluster_image(docker_client, definitions) -> str:
         runner.image_or_error(docker_client, ref, arch.name)
     except TorchpodError as exc:
         pytest.fail(str(exc))
+    if os.environ.get("TORCHPOD_PRUNE_BUILD_CACHE") == "1":
+        # CI: what the image tier's builds left in BuildKit's cache (the two-builds test's
+        # rebuild: ~13 GB) is freed before the cluster tier builds and runs its nodes
+        import subprocess
+
+        from torchpod_toolkit.engine import find_builder
+
+        subprocess.run([find_builder().docker, "builder", "prune", "-af"], capture_output=True)
     yield ref
     runner.sweep(docker_client, LABEL)
 
