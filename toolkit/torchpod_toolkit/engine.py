@@ -27,7 +27,7 @@ from typing import Mapping, Sequence
 from torchpod.contract import IMAGE_PLUGIN, Arch, normalise_arch
 from torchpod.errors import InputError, RuntimeFailure
 
-from . import commands, locks, sbom, wheelhouse
+from . import commands, locks, sbom, sources, wheelhouse
 from .commands import Builder
 from .definitions import ImageDef
 
@@ -407,7 +407,7 @@ def lock_wheels(defn: ImageDef, arch: Arch, cache: Path, ca_bundle: Path | None)
             for path in sorted((scratch / "sdists").iterdir()):
                 name, _, version = path.name.rsplit(".tar.gz", 1)[0].rpartition("-")
                 sdists[locks.canonical(name)] = locks.Wheel(locks.canonical(name), version,
-                                                            locks.sha256_file(path), path.name)
+                                                            sources.sha256_of(path), path.name)
                 run([sys.executable, "-m", "pip", "wheel", "--isolated", "--disable-pip-version-check", "--no-deps",
                      "--quiet", "--wheel-dir",
                      str(built), *commands.pip_source(defn), *(["--cert", str(ca_bundle)] if ca_bundle else []),

@@ -99,8 +99,10 @@ class Lock:
 
 
 def canonical(name: str) -> str:
-    """PEP 503 normalised project name."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    """PEP 503 normalised project name (packaging's, as definitions.check_pin uses)."""
+    from packaging.utils import canonicalize_name
+
+    return str(canonicalize_name(name))
 
 
 def wheel_path(images_dir: Path, defn: ImageDef, arch: Arch) -> Path:
@@ -266,14 +268,6 @@ def from_report(report: Mapping, sdists: Mapping[str, Wheel], where: str) -> lis
         if WHEEL_LINE.fullmatch(wheel.line) is None:
             raise InputError(f"{where}: {wheel.line[:200]!r} is not a lockable file; expected a wheel or sdist name")
     return out
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # --- checking a lock against its index (`invoke lock --check`) ----------------------------

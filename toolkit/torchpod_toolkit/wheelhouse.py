@@ -27,7 +27,8 @@ from torchpod.errors import InputError, RuntimeFailure
 
 from . import commands
 from .definitions import ImageDef
-from .locks import Lock, Wheel, sha256_file
+from .locks import Lock, Wheel
+from .sources import sha256_of
 
 STAGE = Path(".cache") / "wheels" / "payload"  # in the build context; docker/Dockerfile mounts it
 LOCKED = "locked.txt"  # the lock's wheel lines, in the staged folder
@@ -94,7 +95,7 @@ def fill(defn: ImageDef, arch: Arch, lock: Lock, *, home: Path, ca_bundle: Path 
                 what="pip download of locked source-only packages")
         for wheel in [*wheels, *sdists]:
             got = scratch / "got" / wheel.file
-            if not got.is_file() or sha256_file(got) != wheel.sha256:
+            if not got.is_file() or sha256_of(got) != wheel.sha256:
                 raise RuntimeFailure(f"pip download left no {wheel.file} with sha256 {wheel.sha256[:12]} for "
                                      f"{wheel.name}=={wheel.version} ({lock.path})")
             target = stored(home, wheel)
