@@ -211,3 +211,24 @@ def test_the_driver_floor_follows_the_locked_cuda_runtime():
     assert locks.driver_floor(replace(lock, entries=(locks.Wheel("nvidia-cuda-runtime", "13.0.96", "a" * 64, "f"),))) \
         == "580"
     assert locks.driver_floor(replace(lock, entries=())) == ""
+
+
+@pytest.mark.parametrize("kind", ["fifo", "binary", "huge", "directory"])
+def test_a_lock_that_is_not_a_small_text_file_is_one_line(tmp_path, kind):
+    # the lock is read through definitions.read_text: regular file, 1 MiB, UTF-8, never a hang
+    import os
+
+    images = _copy(tmp_path)
+    path = images / "locks" / "pytorch-x86_64.txt"
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "binary":
+        path.write_bytes(b"# image: pytorch\n\xff\xfe\x00binary")
+    elif kind == "huge":
+        path.write_text("# x\n" * (locks.MAX_LOCK_BYTES // 4 + 1))
+    else:
+        path.mkdir()
+    with pytest.raises(InputError) as info:
+        locks.load(images, DEFN, X86, debian=False)
+    assert str(info.value).startswith(str(path)) and "\n" not in str(info.value)
