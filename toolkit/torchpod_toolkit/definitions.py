@@ -321,24 +321,24 @@ def _printable(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def read_text(path: Path, cap: int = MAX_FILE_BYTES) -> str:
+def read_text(path: Path, cap: int = MAX_FILE_BYTES, what: str = "a YAML image definition") -> str:
     """A regular file's text, at most ``cap`` bytes of UTF-8; anything else one line.
 
     Opened non-blocking so that a FIFO in images/ is refused rather than waited on."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror}); expected a readable YAML file") from None
+        raise InputError(f"{path}: cannot be read ({exc.strerror}); expected {what}") from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise InputError(f"{path}: is not a regular file; expected a YAML image definition")
+        raise InputError(f"{path}: is not a regular file; expected {what}")
     with os.fdopen(fd, "rb") as f:
         try:
             data = f.read(cap + 1)
         except OSError as exc:
-            raise InputError(f"{path}: cannot be read ({exc.strerror}); expected a readable YAML file") from None
+            raise InputError(f"{path}: cannot be read ({exc.strerror}); expected {what}") from None
     if len(data) > cap:
-        raise InputError(f"{path}: larger than {cap} bytes; expected an image definition of a few hundred bytes")
+        raise InputError(f"{path}: larger than {cap} bytes; expected {what} of at most {cap} bytes")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

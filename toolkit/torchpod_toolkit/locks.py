@@ -37,6 +37,7 @@ from .definitions import ImageDef, read_text
 
 LOCKS_DIR = "locks"  # under images/
 MAX_LOCK_BYTES = 1 << 20
+LOCK_FILE = "a lock file `invoke lock` wrote"
 # A variant's apt layer (docker/Dockerfile, netplugin-image): Debian's libfabric, a fallback
 # for a site's own, and its tools.
 NETPLUGIN_DEBS = ("libfabric1", "libfabric-bin")
@@ -95,7 +96,7 @@ class Lock:
 
     @property
     def text(self) -> str:
-        return read_text(self.path, MAX_LOCK_BYTES)
+        return read_text(self.path, MAX_LOCK_BYTES, LOCK_FILE)
 
 
 def canonical(name: str) -> str:
@@ -196,7 +197,7 @@ def load(images_dir: Path, defn: ImageDef, arch: Arch, *, debian: bool) -> Lock:
     if not path.exists():
         raise InputError(f"{path}: no lock for {defn.name} on {arch.name}; run {relock(defn, arch)} on a host "
                          f"that reaches {defn.base.mirror if debian else defn.torch.index_url}, and commit it")
-    lock = parse(path, read_text(path, MAX_LOCK_BYTES), debian=debian)
+    lock = parse(path, read_text(path, MAX_LOCK_BYTES, LOCK_FILE), debian=debian)
     if lock.image != defn.name or lock.arch != arch.name:
         raise InputError(f"{path}: says image {lock.image!r}, arch {lock.arch!r}; expected {defn.name}, "
                          f"{arch.name} (a copied lock?); run {relock(defn, arch)}")
