@@ -1,68 +1,189 @@
 #!/usr/bin/env bash
-# One-time setup of a Debian/Ubuntu build host (root or sudo): Docker engine, QEMU for
-# foreign-arch builds, mmdebstrap for registry-free base images, etcd, a registry,
-# slurm-client (scontrol) and a C compiler (the tests build a stand-in NCCL net plugin)
-# for the tests, then torchpod with its dev tools, and SkyPilot apart. Idempotent.
+# Setup of a Debian/Ubuntu build host (root or sudo). Idempotent: a part whose tools are all
+# present installs nothing (and needs no root). Each step prints its time, and a table of
+# them closes the run.
+#
+#   ./setup.sh              what the first command needs: the Docker engine (started),
+#                           mmdebstrap (registry-free Debian bases) and the toolkit
+#                           (`pip install -e '.[toolkit]'`: invoke, the docker SDK, ...)
+#   ./setup.sh --emulation  + QEMU user emulation registered in binfmt_misc (aarch64 builds
+#                           on an x86_64 host, and the reverse)
+#   ./setup.sh --tests      + everything the tests need: QEMU, etcd, a registry, Slurm's
+#                           client, a C compiler (a stand-in NCCL net plugin), shellcheck,
+#                           iperf3 and iproute2 (tc, nsenter) from Debian; the dev tools
+#                           (pytest, ruff, mypy, ...), the default image's torch on the host
+#                           (the contract tests), and SkyPilot in an environment of its own.
+#                           `invoke test` runs this first.
 set -euo pipefail
 cd "$(dirname "$0")"
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
+EMULATION=0; TESTS=0
+for arg in "$@"; do
+  case "$arg" in
+    --emulation) EMULATION=1 ;;
+    --tests) TESTS=1; EMULATION=1 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "setup.sh: unknown option '$arg'; expected --emulation, --tests or --help" >&2; exit 2 ;;
+  esac
+done
+
 log() { printf '==> %s\n' "$*"; }
 
-log "installing system packages"
-export DEBIAN_FRONTEND=noninteractive
-# QEMU: the aarch64 image's `import torch` is tested emulated with qemu 10 (bookworm's
-# 7.2 is untested there), so on bookworm take qemu-user-static from bookworm-backports.
-QEMU_FROM=()
-if grep -qs '^VERSION_CODENAME=bookworm' /etc/os-release; then
-  echo 'deb http://deb.debian.org/debian bookworm-backports main' | $SUDO tee /etc/apt/sources.list.d/torchpod-backports.list >/dev/null
-  QEMU_FROM=(-t bookworm-backports)
-fi
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends \
-  docker.io binfmt-support mmdebstrap arch-test etcd-server docker-registry slurm-client ca-certificates \
-  gcc libc6-dev make shellcheck iperf3 >/dev/null
-$SUDO apt-get install -y -qq --no-install-recommends "${QEMU_FROM[@]}" qemu-user-static >/dev/null
+# step NAME CMD...: run one step, print its time, remember it for the closing table
+STEPS=()
+SETUP_START=$(date +%s.%N)
+step() {
+  local name=$1 t0 took; shift
+  t0=$(date +%s.%N)
+  log "$name"
+  "$@"
+  took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  printf '    %s: %s s\n' "$name" "$took"
+  STEPS+=("$name|$took")
+}
+summary() {
+  local total row
+  total=$(awk -v a="$SETUP_START" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  printf '\nsetup step%38s\n' "s"
+  for row in "${STEPS[@]}"; do printf '  %-44s %6s\n' "${row%%|*}" "${row##*|}"; done
+  printf '  %-44s %6s\n' "total" "$total"
+}
 
-log "enabling QEMU user emulation (binfmt_misc) for foreign-arch builds"
-if [ -z "$(ls -A /proc/sys/fs/binfmt_misc 2>/dev/null)" ]; then
-  $SUDO mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
-fi
-$SUDO update-binfmts --enable >/dev/null 2>&1 || true
-# qemu >= 8 ships systemd-binfmt files (/usr/lib/binfmt.d) instead of binfmt-support ones;
-# with no systemd running (containers, CI), register the foreign arch's handler directly.
-case "$(uname -m)" in x86_64) FOREIGN=aarch64 ;; aarch64) FOREIGN=x86_64 ;; *) FOREIGN="" ;; esac
-if [ -n "$FOREIGN" ] && [ ! -e "/proc/sys/fs/binfmt_misc/qemu-$FOREIGN" ] && [ -f "/usr/lib/binfmt.d/qemu-$FOREIGN.conf" ]; then
-  $SUDO sh -c "cat /usr/lib/binfmt.d/qemu-$FOREIGN.conf > /proc/sys/fs/binfmt_misc/register"
-fi
-[ -z "$FOREIGN" ] || [ -e "/proc/sys/fs/binfmt_misc/qemu-$FOREIGN" ] || {
-  echo "QEMU for $FOREIGN is not registered in binfmt_misc; foreign-arch builds will fail" >&2; exit 1; }
+# The Debian packages of each part; a part whose packages are all installed skips apt.
+CORE_DEBS=(docker.io mmdebstrap ca-certificates)
+EMULATION_DEBS=(binfmt-support arch-test)
+TEST_DEBS=(etcd-server docker-registry slurm-client gcc libc6-dev make shellcheck iperf3 iproute2)
+
+absent() { # the packages of "$@" that dpkg does not report installed
+  local p
+  for p in "$@"; do
+    dpkg-query -W -f '${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' || printf '%s\n' "$p"
+  done
+}
+
+APT_UPDATED=0
+apt_install() { # apt_install [-t RELEASE] PACKAGE...
+  export DEBIAN_FRONTEND=noninteractive
+  if [ "$APT_UPDATED" = 0 ]; then $SUDO apt-get update -qq; APT_UPDATED=1; fi
+  $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+install_debs() {
+  local want=("${CORE_DEBS[@]}") missing
+  [ "$EMULATION" = 0 ] || want+=("${EMULATION_DEBS[@]}")
+  [ "$TESTS" = 0 ] || want+=("${TEST_DEBS[@]}")
+  mapfile -t missing < <(absent "${want[@]}")
+  if [ "${#missing[@]}" -gt 0 ]; then apt_install "${missing[@]}"; else echo "    all present"; fi
+}
+
+# QEMU: the aarch64 image's `import torch` is tested emulated with qemu 10 (bookworm's 7.2
+# is untested there), so on bookworm take qemu-user-static from bookworm-backports.
+install_qemu() {
+  local from=()
+  if [ -z "$(absent qemu-user-static)" ]; then echo "    qemu-user-static present"; else
+    if grep -qs '^VERSION_CODENAME=bookworm' /etc/os-release; then
+      echo 'deb http://deb.debian.org/debian bookworm-backports main' | $SUDO tee /etc/apt/sources.list.d/torchpod-backports.list >/dev/null
+      from=(-t bookworm-backports)
+      APT_UPDATED=0  # the backports list is new
+    fi
+    apt_install "${from[@]}" qemu-user-static
+  fi
+  if [ -z "$(ls -A /proc/sys/fs/binfmt_misc 2>/dev/null)" ]; then
+    $SUDO mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+  fi
+  $SUDO update-binfmts --enable >/dev/null 2>&1 || true
+  # qemu >= 8 ships systemd-binfmt files (/usr/lib/binfmt.d) instead of binfmt-support ones;
+  # with no systemd running (containers, CI), register the foreign arch's handler directly.
+  local foreign
+  case "$(uname -m)" in x86_64) foreign=aarch64 ;; aarch64) foreign=x86_64 ;; *) foreign="" ;; esac
+  if [ -n "$foreign" ] && [ ! -e "/proc/sys/fs/binfmt_misc/qemu-$foreign" ] && [ -f "/usr/lib/binfmt.d/qemu-$foreign.conf" ]; then
+    $SUDO sh -c "cat /usr/lib/binfmt.d/qemu-$foreign.conf > /proc/sys/fs/binfmt_misc/register"
+  fi
+  [ -z "$foreign" ] || [ -e "/proc/sys/fs/binfmt_misc/qemu-$foreign" ] || {
+    echo "QEMU for $foreign is not registered in binfmt_misc; foreign-arch builds will fail" >&2; exit 1; }
+}
 
 DOCKER=/usr/bin/docker
-if ! $SUDO $DOCKER info >/dev/null 2>&1; then
-  log "starting dockerd (log: /var/log/torchpod-dockerd.log)"
+start_docker() {
+  if $SUDO $DOCKER info >/dev/null 2>&1; then echo "    running"; return; fi
+  echo "    starting dockerd (log: /var/log/torchpod-dockerd.log)"
   $SUDO sh -c 'nohup setsid dockerd >/var/log/torchpod-dockerd.log 2>&1 &'
-  for _ in $(seq 1 60); do
-    $SUDO $DOCKER info >/dev/null 2>&1 && break
-    sleep 1
+  for _ in $(seq 1 120); do
+    $SUDO $DOCKER info >/dev/null 2>&1 && return
+    sleep 0.5
   done
-  $SUDO $DOCKER info >/dev/null 2>&1 || { echo "dockerd did not start; see /var/log/torchpod-dockerd.log" >&2; exit 1; }
-fi
+  echo "dockerd did not start; see /var/log/torchpod-dockerd.log" >&2; exit 1
+}
 
-log "installing torchpod and its dev tools"
-python3 -m pip install -q -e '.[dev]'
+# pip_install EXTRA: `pip install -e .[EXTRA]`, skipped when every requirement of the extra
+# is already satisfied (importlib.metadata; the check takes well under a second)
+pip_install() {
+  if python3 - "$1" <<'EOF' 2>/dev/null; then echo "    all present"; return; fi
+import json
+import sys
+from importlib.metadata import PackageNotFoundError, distribution, requires
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+extra = sys.argv[1]
+try:
+    dist = distribution("torchpod")
+except PackageNotFoundError:
+    sys.exit(1)
+# an editable install of this very checkout (CI clones it afresh, in another folder)
+url = json.loads(dist.read_text("direct_url.json") or "{}")
+if not url.get("dir_info", {}).get("editable") or url.get("url") != Path.cwd().resolve().as_uri():
+    sys.exit(1)
+todo, seen = [r for r in requires("torchpod") or [] if f'extra == "{extra}"' in r], set()
+while todo:
+    req = Requirement(todo.pop())
+    if req.name in seen:
+        continue
+    seen.add(req.name)
+    if req.name == "torchpod":
+        todo += [r for r in requires("torchpod") or [] for x in req.extras if f'extra == "{x}"' in r]
+        continue
+    if not req.specifier.contains(distribution(req.name).version, prereleases=True):
+        sys.exit(1)
+EOF
+  python3 -m pip install -q --disable-pip-version-check -e ".[$1]"
+  if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi  # put `invoke` on PATH under pyenv
+}
+
 # the default image's torch, read from images/ (the one place its version is written)
-python3 -m pip install -q "$(python3 -m torchpod_toolkit.definitions --host-torch)"
-if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi  # put `invoke` on PATH under pyenv
+install_host_torch() {
+  local pin
+  pin=$(python3 -m torchpod_toolkit.definitions --host-torch)
+  if python3 -c "import sys; from importlib.metadata import version; sys.exit(version('torch') != sys.argv[1].split('==')[1])" "$pin" 2>/dev/null; then
+    echo "    $pin present"; return
+  fi
+  python3 -m pip install -q --disable-pip-version-check "$pin"
+}
 
 # SkyPilot in an environment of its own: the tests judge the SkyPilot tasks `invoke manifests`
 # writes with SkyPilot's own schema and parser, and its cloud SDKs stay out of the project's
 # environment (tests/paths.py SKYPILOT_PYTHON names the same place).
 SKY_VENV=/opt/torchpod-skypilot
-if ! "$SKY_VENV/bin/python" -c 'import sky' >/dev/null 2>&1; then
-  log "installing SkyPilot 0.14.1 in $SKY_VENV"
-  python3 -m venv --help >/dev/null 2>&1 || $SUDO apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+install_skypilot() {
+  if "$SKY_VENV/bin/python" -c 'import sky' >/dev/null 2>&1; then echo "    present in $SKY_VENV"; return; fi
+  python3 -m venv --help >/dev/null 2>&1 || apt_install python3-venv
   $SUDO python3 -m venv "$SKY_VENV"
-  $SUDO "$SKY_VENV/bin/python" -m pip install -q 'skypilot==0.14.1'
+  $SUDO "$SKY_VENV/bin/python" -m pip install -q --disable-pip-version-check 'skypilot==0.14.1'
+}
+
+step "Debian packages" install_debs
+[ "$EMULATION" = 0 ] || step "QEMU user emulation (binfmt_misc) for foreign-arch builds" install_qemu
+step "Docker engine" start_docker
+if [ "$TESTS" = 0 ]; then
+  step "torchpod and its toolkit (pip install -e '.[toolkit]')" pip_install toolkit
+  summary
+  log "ready: invoke build --arch x86_64 | invoke demo | ./setup.sh --tests, then invoke test"
+  exit 0
 fi
+step "torchpod and its dev tools (pip install -e '.[dev]')" pip_install dev
+step "the default image's torch on the host" install_host_torch
+step "SkyPilot 0.14.1 in $SKY_VENV" install_skypilot
+summary
 log "ready: invoke build --arch x86_64 | invoke build --arch aarch64 | invoke test"

@@ -13,10 +13,13 @@ The tasks live in namespaces (``invoke --list``): ``image.build``, ``image.push`
 from __future__ import annotations
 
 import ast
+import contextlib
+import importlib.util
 import inspect
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 
 from invoke import Collection, Exit, Task, task
@@ -144,6 +147,9 @@ def build(c, arch="", image=DEFAULT_IMAGE, offline=False, ca_bundle="", netplugi
     except TorchpodError as exc:
         raise _abort(exc) from None
     print("\n" + engine.summary_table(results))
+    print("\nwhere the time went (s; wheels and base run side by side, export is BuildKit's)")
+    print(engine.phase_table(results), flush=True)
+    return results
 
 
 @_task(short={"image": "i", "insecure": "n", "registry": "r"}, help={
@@ -268,15 +274,25 @@ def _write_locks(work, wheels_only: bool) -> list[str]:
 # Test tiers, in the order `all` runs them (docs/testing.md, "Tiers"): unit has no processes, servers
 # or Docker; integration starts processes and local servers; image and cluster need Docker.
 TIERS = ("unit", "integration", "image", "cluster")
+# pytest's own flags per tier: the unit tier is pure (no process, server or shared state), so
+# it runs on every core (pytest-xdist); every tier names its 30 slowest tests.
+TIER_FLAGS = {"unit": ("-n", "auto")}
+DURATIONS = "--durations=30"
 
 
 @_task(short={"build_images": "b", "pytest_args": "p", "tier": "t"}, help={
     "tier": ", ".join(TIERS) + " or all",
     "build_images": "build the CI images first, incrementally (default true; --no-build-images skips)",
     "pytest_args": "extra arguments for pytest, split as a shell splits words (no expansion)",
+    "setup": "run `./setup.sh --tests` first: it installs the test tools that are absent (default true; "
+             "--no-setup skips)",
 })
-def test(c, tier="all", build_images=True, pytest_args=""):
-    """Run the test suite: unit, integration, inside the built images, containers as nodes."""
+def test(c, tier="all", build_images=True, pytest_args="", setup=True):
+    """Run the test suite: unit, integration, inside the built images, containers as nodes.
+
+    Each tier is its own pytest run, in that order, and its time is printed: the unit tier
+    (a minute) fails before any image is built. A later tier's failure does not stop the
+    tiers after it; the task fails at the end, naming each failed tier."""
     if tier not in (*TIERS, "all"):
         raise Exit(f"torchpod: --tier={tier!r}; expected one of {', '.join(TIERS)} or all", code=2)
     try:  # before any image is built: a bad line costs nothing
@@ -285,10 +301,61 @@ def test(c, tier="all", build_images=True, pytest_args=""):
         raise Exit(f"torchpod: --pytest-args={pytest_args!r}: {exc}; expected pytest's arguments, "
                    "quoted as in a shell", code=2) from None
     chosen = TIERS if tier == "all" else (tier,)
-    if build_images and {"image", "cluster"} & set(chosen):
-        _build_ci_images(c, prune=os.environ.get("TORCHPOD_PRUNE_BUILD_CACHE") == "1")
-    paths = [f"tests/{t}" for t in chosen]
-    c.run(shlex.join([sys.executable, "-m", "pytest", *paths, *extra]), pty=False)
+    clock = _Clock()
+    if setup:
+        with clock("setup.sh --tests"):
+            c.run(shlex.join([str(ROOT / "setup.sh"), "--tests"]), pty=False)
+    failed = []
+    for name in chosen:
+        if name in ("image", "cluster") and build_images and not clock.has("build CI images"):
+            with clock("build CI images"):
+                _build_ci_images(c, prune=os.environ.get("TORCHPOD_PRUNE_BUILD_CACHE") == "1")
+        with clock(f"tier {name}"):
+            result = c.run(shlex.join(tier_command(name, extra)), pty=False, warn=True)
+        if result is not None and result.exited != 0:
+            failed.append(f"{name} (pytest exit {result.exited})")
+            if name == "unit" and len(chosen) > 1:
+                break  # a logic error: no image is built for it
+    print("\n" + clock.table("invoke test"), flush=True)
+    if failed:
+        raise Exit(f"torchpod: tests failed in tier {', '.join(failed)}; see each tier's output above", code=1)
+
+
+def tier_command(name: str, extra: list[str]) -> list[str]:
+    """The pytest command of one tier (the unit tier on every core when xdist is there)."""
+    flags = TIER_FLAGS.get(name, ()) if importlib.util.find_spec("xdist") else ()
+    return [sys.executable, "-m", "pytest", f"tests/{name}", *flags, DURATIONS, *extra]
+
+
+class _Clock:
+    """Named wall-clock spans, printed as they end and as a closing table."""
+
+    def __init__(self):
+        self._now = time.monotonic
+        self.spans: list[tuple[str, float]] = []
+
+    def has(self, name: str) -> bool:
+        return any(n == name for n, _ in self.spans)
+
+    def __call__(self, name: str):
+        @contextlib.contextmanager
+        def span():
+            print(f"==> {name}", flush=True)
+            start = self._now()
+            try:
+                yield
+            finally:
+                self.spans.append((name, self._now() - start))
+                print(f"==> {name}: {self.spans[-1][1]:.0f} s", flush=True)
+
+        return span()
+
+    def table(self, title: str) -> str:
+        width = max([len(title), *(len(n) for n, _ in self.spans)])
+        rows = [f"{title:<{width}}  {'s':>7}"]
+        rows += [f"{n:<{width}}  {t:7.1f}" for n, t in self.spans]
+        rows.append(f"{'total':<{width}}  {sum(t for _, t in self.spans):7.1f}")
+        return "\n".join(rows)
 
 
 def _payload_groups(defs) -> list[list]:
@@ -323,11 +390,12 @@ def _build_ci_images(c, prune: bool) -> None:
 
     order = [(group, arch) for group in _payload_groups(_defs())
              for arch in dict.fromkeys(a.name for defn in group for a in defn.arches)]
+    results = []
     for i, (group, arch) in enumerate(order):
         for defn in (d for d in group if any(a.name == arch for a in d.arches)):
             # a variant's upstream plugin source is unreachable here: CI builds it from
             # the tests' stand-in plugin, through the same definition key (docs/images.md, "CI")
-            build(c, arch=arch, image=defn.name, netplugin_tarball="test" if defn.aws_ofi_nccl else "")
+            results += build(c, arch=arch, image=defn.name, netplugin_tarball="test" if defn.aws_ofi_nccl else "") or []
         if prune:
             c.run(f"{engine.find_builder().docker} builder prune -af", pty=False)
             later = {w.sha256 for g, a in order[i + 1:] for d in g if any(x.name == a for x in d.arches)
@@ -336,6 +404,12 @@ def _build_ci_images(c, prune: bool) -> None:
             if dropped:
                 print(f"==> disk under {MIN_FREE_BYTES >> 30} GiB free: {dropped} wheels no later build needs "
                       f"dropped from {wheelhouse.root()}", flush=True)
+    if results:
+        print("\nthe CI images: where the time went (s)\n" + engine.phase_table(results), flush=True)
+    if prune and results:  # a payload no image of this tree stands on is 5 GB of nothing
+        gone = engine.drop_payloads(engine.docker_client(), {r.payload for r in results})
+        if gone:
+            print(f"==> payload images no CI image stands on, removed: {', '.join(gone)}", flush=True)
 
 
 def _cluster_image(arch: str = "x86_64") -> str:

@@ -53,8 +53,26 @@ def test_dev_is_the_toolkit_plus_the_test_tools():
     assert {"pytest", "hypothesis", "pytest-testinfra"} <= dev
 
 
-def test_setup_installs_dev_and_the_benches_host_tools():
+def _setup_array(text: str, name: str) -> list[str]:
+    found = re.search(rf"^{name}=\(([^)]*)\)$", text, flags=re.MULTILINE)
+    assert found, f"setup.sh has no {name}=(...) line"
+    return found.group(1).split()
+
+
+def test_setup_installs_only_what_the_first_command_needs_unless_asked_for_the_tests():
     setup = (ROOT / "setup.sh").read_text()
-    assert "pip install -q -e '.[dev]'" in setup
-    apt = " ".join(re.findall(r"apt-get install (?:[^\n]*\\\n)*[^\n]*", setup))
-    assert re.search(r"\biperf3\b", apt), "bench/allreduce.py bind-mounts the host's iperf3"
+    core, tests = _setup_array(setup, "CORE_DEBS"), _setup_array(setup, "TEST_DEBS")
+    assert {"docker.io", "mmdebstrap"} <= set(core)
+    # the tests' tools: etcd, a registry, Slurm's client, a compiler, shellcheck, iperf3
+    # (bench/allreduce.py bind-mounts it), tc and nsenter (the preflight throttle test)
+    assert {"etcd-server", "docker-registry", "slurm-client", "gcc", "shellcheck", "iperf3", "iproute2"} <= set(tests)
+    assert not set(tests) & set(core)
+    # the steps run (`step NAME FUNCTION ...` lines): those before `exit 0` are the first command's
+    # (a step behind `[ "$FLAG" = 0 ] ||` runs only when that flag is given)
+    steps = re.findall(r'^(\[ "\$\w+" = 0 \] \|\| )?\s*step "[^"]*" (.+)$|^\s*(exit 0)$', setup, flags=re.MULTILINE)
+    order = [stop or ("if-asked " if gated else "") + run for gated, run, stop in steps]
+    first = order[:order.index("exit 0")]
+    assert "pip_install toolkit" in first and "start_docker" in first and "install_debs" in first
+    for step in ("pip_install dev", "install_host_torch", "install_skypilot", "if-asked install_qemu"):
+        assert step in order and (step.startswith("if-asked") or step not in first), step
+    assert 'python3 -m pip install -q --disable-pip-version-check -e ".[$1]"' in setup

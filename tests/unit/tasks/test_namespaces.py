@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import re
 import shlex
 import sys
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
@@ -138,12 +140,15 @@ def test_a_short_flag_that_names_no_option_or_repeats_fails_at_load(short):
 class _Recorder:
     """The part of invoke's Context a task uses here: run() and the remainder."""
 
-    def __init__(self, remainder=""):
+    def __init__(self, remainder="", exits=None):
         self.remainder = remainder
         self.commands: list[str] = []
+        self.exits = exits or {}  # a command's first words that fail -> pytest's exit code
 
     def run(self, command, **kwargs):
         self.commands.append(command)
+        code = next((code for start, code in self.exits.items() if start in command), 0)
+        return SimpleNamespace(exited=code, ok=code == 0)
 
 
 WORDS = st.lists(st.text(max_size=12), max_size=5)  # all of Unicode, control characters too
@@ -190,8 +195,10 @@ def test_an_unclosed_quote_in_the_remainder_is_one_line(monkeypatch):
 @given(words=WORDS)
 def test_pytest_args_reach_pytest_word_for_word(words):
     c = _Recorder()
-    NS["test"].body(c, tier="unit", build_images=False, pytest_args=shlex.join(words))
-    assert [shlex.split(cmd) for cmd in c.commands] == [[sys.executable, "-m", "pytest", "tests/unit", *words]]
+    NS["test"].body(c, tier="unit", build_images=False, pytest_args=shlex.join(words), setup=False)
+    [command] = [shlex.split(cmd) for cmd in c.commands]
+    assert command[:4] == [sys.executable, "-m", "pytest", "tests/unit"]
+    assert command[4:] == [*TASKS.tier_command("unit", [])[4:], *words]  # the user's words come last, whole
 
 
 @pytest.mark.parametrize("args", ["-k 'x", '"', "a\\"])
@@ -202,3 +209,39 @@ def test_unsplittable_pytest_args_are_one_line_before_anything_runs(args):
     assert caught.value.code == 2 and not c.commands
     assert str(caught.value.message).startswith(f"torchpod: --pytest-args={args!r}: ")
     assert "\n" not in str(caught.value.message)
+
+
+def _tiers_run(c) -> list[str]:
+    return [shlex.split(cmd)[3] for cmd in c.commands if " -m pytest " in cmd]
+
+
+def test_each_tier_is_its_own_run_in_order_after_the_test_tools_and_each_names_its_slowest(monkeypatch, capsys):
+    built = []
+    monkeypatch.setattr(TASKS, "_build_ci_images", lambda c, prune: built.append(len(c.commands)))
+    c = _Recorder()
+    NS["test"].body(c, tier="all", build_images=True, pytest_args="")
+    assert shlex.split(c.commands[0]) == [str(ROOT / "setup.sh"), "--tests"]
+    assert _tiers_run(c) == ["tests/unit", "tests/integration", "tests/image", "tests/cluster"]
+    assert built == [3]  # once, after the unit and integration tiers, before the image tier
+    assert all("--durations=30" in shlex.split(cmd) for cmd in c.commands[1:])
+    out = capsys.readouterr().out
+    for name in ("setup.sh --tests", "tier unit", "build CI images", "tier cluster", "total"):
+        assert re.search(rf"^{re.escape(name)} +\d+\.\d$", out, flags=re.MULTILINE), name
+
+
+def test_a_failed_unit_tier_stops_before_any_image_is_built(monkeypatch):
+    monkeypatch.setattr(TASKS, "_build_ci_images", lambda c, prune: pytest.fail("built images after a unit failure"))
+    c = _Recorder(exits={"tests/unit": 1})
+    with pytest.raises(Exit) as caught:
+        NS["test"].body(c, tier="all", build_images=True, pytest_args="", setup=False)
+    assert _tiers_run(c) == ["tests/unit"]
+    assert caught.value.code == 1 and "unit (pytest exit 1)" in str(caught.value.message)
+
+
+def test_a_later_tiers_failure_lets_the_others_run_and_fails_the_task_naming_it(monkeypatch):
+    monkeypatch.setattr(TASKS, "_build_ci_images", lambda c, prune: None)
+    c = _Recorder(exits={"tests/integration": 1, "tests/cluster": 5})
+    with pytest.raises(Exit) as caught:
+        NS["test"].body(c, tier="all", build_images=True, pytest_args="", setup=False)
+    assert _tiers_run(c) == ["tests/unit", "tests/integration", "tests/image", "tests/cluster"]
+    assert "integration (pytest exit 1), cluster (pytest exit 5)" in str(caught.value.message)
