@@ -13,13 +13,47 @@ import pytest
 
 import torchpod
 
+from needs import missing
+
 pytestmark = [pytest.mark.docker, pytest.mark.image]
 
 COMPILERS = ("gcc", "cc", "g++", "c++", "clang", "cpp", "make", "ld", "as", "nvcc")
 
 
+# Everything these tests ask of the image's torch, read by ONE Python process per image and
+# arch: under QEMU each `import torch` costs about a minute, so the probe, torch's own
+# versions and the image's torchrun parser judging the launcher's plan share one import.
+# The plan is the one the image's own launcher makes under a Slurm-like environment: the
+# host's torch (newer) would accept flags an image's older torch rejects (torch 2.9 has no
+# --signals-to-handle).
+FACTS = """
+import json, os, subprocess
+import torch
+from torch.distributed.run import get_args_parser
+from torchpod.probe import probe
+env = dict(os.environ, SLURM_JOB_ID="77", SLURM_JOB_NODELIST="n[1-2]", SLURM_NODEID="0",
+           SLURM_NNODES="2", TORCHPOD_HOSTNAME="n1", CUDA_VISIBLE_DEVICES="")
+plan = json.loads(subprocess.check_output(["torchpod", "plan", "--", "train.py", "--lr", "1"], env=env))
+ns = get_args_parser().parse_args(plan["torchrun_args"] + ["train.py", "--lr", "1"])
+known = {s for a in get_args_parser()._actions for s in a.option_strings}
+print(json.dumps({"probe": probe(True), "plan": plan, "nnodes": ns.nnodes, "rdzv_endpoint": ns.rdzv_endpoint,
+                  "has_signals_flag": "--signals-to-handle" in known,
+                  "torch": [torch.__version__, torch.version.cuda, list(torch.cuda.nccl.version())]}))
+"""
+
+_FACTS: dict[tuple[str, str], dict] = {}
+
+
+def facts(built) -> dict:
+    """What the image's torch says (FACTS), read once per image and arch for the whole session."""
+    key = (built.defn.name, built.arch.name)
+    if key not in _FACTS:
+        _FACTS[key] = json.loads(_exec(built, ["python", "-c", FACTS]).splitlines()[-1])
+    return _FACTS[key]
+
+
 def probe(built) -> dict:
-    return json.loads(built.run("python -m torchpod.probe --import-torch").splitlines()[-1])
+    return facts(built)["probe"]
 
 
 def e_machine(built, path: str) -> int:
@@ -55,9 +89,7 @@ def test_native_libraries_match_the_architecture(built):
 
 
 def test_torch_imports_and_agrees_with_the_labels(built):
-    out = built.run("python -c 'import json, torch; print(json.dumps([torch.__version__, "
-                    "torch.version.cuda, list(torch.cuda.nccl.version())]))'")
-    version, cuda, nccl = json.loads(out)
+    version, cuda, nccl = facts(built)["torch"]
     assert version == built.labels["io.torchpod.torch"]
     assert cuda == built.labels["io.torchpod.cuda"]
     assert ".".join(map(str, nccl)) == built.labels["io.torchpod.nccl"]
@@ -145,8 +177,8 @@ def test_no_build_secret_in_any_layer(built, docker_client, host_only_certs):
     history = json.dumps(built.image.history())
     assert "ca-certificates.crt" not in history and "BEGIN CERTIFICATE" not in history
     needles = [n.encode() for n in host_only_certs]
-    if not needles:
-        pytest.skip("this host added no CA of its own under /usr/local/share/ca-certificates")
+    if not needles:  # without one, there is nothing of the host's to look for
+        missing("a CA certificate this host added under /usr/local/share/ca-certificates")
     overlap = max(len(n) for n in needles)
     tail = b""
     for chunk in built.image.save(chunk_size=8 << 20):
@@ -154,22 +186,6 @@ def test_no_build_secret_in_any_layer(built, docker_client, host_only_certs):
         for needle in needles:
             assert needle not in window, "a host-only CA certificate is inside an image layer"
         tail = window[-overlap:]
-
-
-# The plan the image's own launcher makes under a Slurm-like environment, judged by the
-# image's own torchrun parser: the host's torch (newer) would accept flags an image's
-# older torch rejects (torch 2.9 has no --signals-to-handle).
-PLAN_JUDGED_BY_THE_IMAGE = """
-import json, os, subprocess
-from torch.distributed.run import get_args_parser
-env = dict(os.environ, SLURM_JOB_ID="77", SLURM_JOB_NODELIST="n[1-2]", SLURM_NODEID="0",
-           SLURM_NNODES="2", TORCHPOD_HOSTNAME="n1", CUDA_VISIBLE_DEVICES="")
-plan = json.loads(subprocess.check_output(["torchpod", "plan", "--", "train.py", "--lr", "1"], env=env))
-ns = get_args_parser().parse_args(plan["torchrun_args"] + ["train.py", "--lr", "1"])
-known = {s for a in get_args_parser()._actions for s in a.option_strings}
-print(json.dumps({"plan": plan, "nnodes": ns.nnodes, "rdzv_endpoint": ns.rdzv_endpoint,
-                  "has_signals_flag": "--signals-to-handle" in known}))
-"""
 
 
 def _exec(built, argv: list[str], **kwargs) -> str:
@@ -180,7 +196,7 @@ def _exec(built, argv: list[str], **kwargs) -> str:
 
 
 def test_plan_is_accepted_by_the_images_own_torchrun(built):
-    found = json.loads(_exec(built, ["python", "-c", PLAN_JUDGED_BY_THE_IMAGE]).splitlines()[-1])
+    found = facts(built)
     plan = found["plan"]
     assert (plan["scheduler"], found["nnodes"], found["rdzv_endpoint"]) == ("slurm", "2", "n1:29400")
     assert plan["version"] == torchpod.__version__

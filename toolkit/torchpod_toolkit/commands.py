@@ -169,14 +169,17 @@ def build_command(
     netplugin_debs: Sequence[str] = (),
     source_date_epoch: int | None = None,
     no_cache: bool = False,
+    payload_image: str | None = None,
 ) -> list[str]:
     """The BuildKit build of docker/Dockerfile for one definition and architecture.
 
-    The wheels come from the staged lock (:mod:`.wheelhouse`), never from an index: the
-    payload stage has no network to use. A definition with a net plugin builds the
-    ``netplugin-image`` stage from ``netplugin_tarball`` (a path in the build context) and
-    installs ``netplugin_debs`` (``name=version`` from its Debian lock); every other one
-    stops at ``runtime``.
+    Two builds make an image. With ``payload_image`` None, the ``runtime-payload`` stage: the
+    base and the payload's /opt, which the engine tags as an image of its own. Then, with
+    ``payload_image`` naming it, the image itself on top of it. The wheels come from the
+    staged lock (:mod:`.wheelhouse`), never from an index: the payload stage has no network
+    to use. A definition with a net plugin builds the ``netplugin-image`` stage from
+    ``netplugin_tarball`` (a path in the build context) and installs ``netplugin_debs``
+    (``name=version`` from its Debian lock); every other one stops at ``runtime``.
 
     ``rebuild`` (any new token) rebuilds every layer through the TORCHPOD_REBUILD build arg;
     ``no_cache`` is BuildKit's ``--no-cache`` (the two-builds-agree test).
@@ -188,24 +191,16 @@ def build_command(
         "PIP_TARGET": _words("PIP_TARGET", pip_target(defn, arch), allow_dash=True),
         "BASE_PACKAGES": _words("BASE_PACKAGES", base_packages(defn), DEBIAN_PACKAGE),
         "EXAMPLES_DIR": EXAMPLES_DIR,
+        # the payload build reaches no stage FROM it; the frontend still wants a name there
+        "PAYLOAD_IMAGE": _words("PAYLOAD_IMAGE", [payload_image or base_image]),
     }
     if source_date_epoch is not None:  # BuildKit >= 0.11 stamps the image config with it
         args["SOURCE_DATE_EPOCH"] = str(int(source_date_epoch))
     if rebuild:
         args["TORCHPOD_REBUILD"] = _words("TORCHPOD_REBUILD", [rebuild])
-    target = "runtime"
-    if defn.aws_ofi_nccl is not None:
-        if not netplugin_tarball:
-            raise InputError(f"{defn.path.name} carries a net plugin; its build needs the verified source tarball")
-        if not netplugin_debs:
-            raise InputError(f"{defn.path.name} carries a net plugin; its build needs the apt layer's packages "
-                             "from its Debian lock (name=version)")
-        args["NETPLUGIN_TARBALL"] = _words("NETPLUGIN_TARBALL", [netplugin_tarball])
-        args["NETPLUGIN_CUDA"] = cuda_headers(defn)
-        # EFA images ask for aws-ofi-nccl's AWS platform code (it enables itself only when
-        # configure runs on EC2); Slingshot's cxi builds leave it out.
-        args["NETPLUGIN_CONFIGURE"] = NETPLUGIN_CONFIGURE[defn.aws_ofi_nccl.libfabric]
-        args["NETPLUGIN_DEBS"] = _words("NETPLUGIN_DEBS", netplugin_debs, DEB_PIN)
+    target = "runtime-payload" if payload_image is None else "runtime"
+    if defn.aws_ofi_nccl is not None and payload_image is not None:
+        args.update(_netplugin_args(defn, netplugin_tarball, netplugin_debs))
         target = "netplugin-image"
     argv = [*builder.build_argv(), "--platform", arch.docker, "--progress=plain",
             "-f", str(context / "docker" / "Dockerfile"), "--target", target, "-t", tag]
@@ -214,6 +209,23 @@ def build_command(
     for key, value in args.items():
         argv += ["--build-arg", f"{key}={value}"]
     return [*argv, str(context)]
+
+
+def _netplugin_args(defn: ImageDef, tarball: str | None, debs: Sequence[str]) -> dict[str, str]:
+    """The build args of a variant's plugin stage and its layer."""
+    if not tarball:
+        raise InputError(f"{defn.path.name} carries a net plugin; its build needs the verified source tarball")
+    if not debs:
+        raise InputError(f"{defn.path.name} carries a net plugin; its build needs the apt layer's packages "
+                         "from its Debian lock (name=version)")
+    return {
+        "NETPLUGIN_TARBALL": _words("NETPLUGIN_TARBALL", [tarball]),
+        "NETPLUGIN_CUDA": cuda_headers(defn),
+        # EFA images ask for aws-ofi-nccl's AWS platform code (it enables itself only when
+        # configure runs on EC2); Slingshot's cxi builds leave it out.
+        "NETPLUGIN_CONFIGURE": NETPLUGIN_CONFIGURE[defn.aws_ofi_nccl.libfabric],  # type: ignore[union-attr]
+        "NETPLUGIN_DEBS": _words("NETPLUGIN_DEBS", debs, DEB_PIN),
+    }
 
 
 # Where the image's own torch payload keeps the CUDA runtime headers and libcudart_static.a

@@ -8,6 +8,7 @@ versions were read back and matched its definition.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -19,7 +20,8 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -43,6 +45,24 @@ class BuildResult:
     size: int
     versions: Mapping[str, str]
     seconds: float
+    # where the time went, in the order the phases ran (PHASES); wheels and base overlap
+    phases: Mapping[str, float] = field(default_factory=dict)
+    payload: str = ""  # the payload image it stands on (PAYLOAD_REPOSITORY:<arch>-<key>)
+
+
+# The phases of a build, as `invoke build` reports them: the wheelhouse and the SBOM (before
+# Docker), the Debian bases (bootstrapped at once with the wheels' download), the payload image
+# (0 when an unchanged one is reused), the image's own layers, BuildKit's export of them, the
+# probe (0 when remembered) and the labels.
+PHASES = ("wheels", "sbom", "base", "payload", "layers", "export", "probe", "labels")
+
+
+def user_cache() -> Path:
+    """torchpod's cache outside any checkout: ``$XDG_CACHE_HOME/torchpod``, else
+    ``~/.cache/torchpod``. What it holds is keyed by content (the wheelhouse's files, the
+    probes' results), so every checkout and CI's fresh clones share it safely."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "torchpod"
 
 
 def host_arch() -> Arch:
@@ -63,6 +83,57 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None, quiet: boo
         raise RuntimeFailure(f"{what or argv[0]} failed (exit {proc.returncode}){tail}; "
                              f"command: {' '.join(argv[:6])} ...")
     return proc.stdout or ""
+
+
+def run_build(argv: Sequence[str], *, env: Mapping[str, str] | None = None, quiet: bool = False,
+              what: str) -> float:
+    """Run a BuildKit build (``--progress=plain``), printing its output unless ``quiet``; the
+    seconds BuildKit spent exporting the image (:func:`export_seconds`)."""
+    proc = subprocess.Popen(list(argv), env={**os.environ, **(env or {})}, text=True, errors="replace",
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    steps = _ExportSteps()
+    last = ""
+    assert proc.stdout is not None  # stdout=PIPE
+    for line in proc.stdout:
+        if not quiet:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+        steps.feed(line)
+        last = line.strip() or last
+    if proc.wait() != 0:
+        tail = f": {last[:300]}" if quiet and last else ""
+        raise RuntimeFailure(f"{what} failed (exit {proc.returncode}){tail}; command: {' '.join(argv[:6])} ...")
+    return steps.seconds
+
+
+class _ExportSteps:
+    """The time of BuildKit's "exporting to image" steps, read from its plain progress output:
+    ``#14 exporting to image`` names step 14, ``#14 DONE 21.7s`` ends it (moby/buildkit,
+    util/progress/progressui/printer.go)."""
+
+    _NAME = re.compile(r"#(\d+) exporting to image\s*$")
+    _DONE = re.compile(r"#(\d+) DONE (\d+(?:\.\d+)?)s\s*$")
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+        self.seconds = 0.0
+
+    def feed(self, line: str) -> None:
+        named = self._NAME.match(line)
+        if named:
+            self.ids.add(named.group(1))
+            return
+        done = self._DONE.match(line)
+        if done and done.group(1) in self.ids:
+            self.seconds += float(done.group(2))
+
+
+def export_seconds(lines: Sequence[str]) -> float:
+    """The seconds spent in "exporting to image" steps of a plain BuildKit log."""
+    steps = _ExportSteps()
+    for line in lines:
+        steps.feed(line)
+    return steps.seconds
 
 
 def docker_client():
@@ -121,7 +192,7 @@ def check_emulation(arch: Arch, host: Arch, binfmt_dir: Path = BINFMT_DIR) -> No
     if not entry.exists() or "enabled" not in entry.read_text():
         raise InputError(
             f"--arch={arch.name} on a {host.name} host needs QEMU user emulation, but "
-            f"{entry} is not registered; run ./setup.sh, or by hand: apt-get install qemu-user-static, "
+            f"{entry} is not registered; run ./setup.sh --emulation, or by hand: apt-get install qemu-user-static, "
             f"then `cat /usr/lib/binfmt.d/{arch.qemu}.conf > {binfmt_dir}/register` (qemu >= 8) "
             "or `update-binfmts --enable` (older qemu)"
         )
@@ -147,7 +218,7 @@ def image_exists(client, ref: str) -> bool:
 
 
 def ensure_base(client, builder: Builder, defn: ImageDef, arch: Arch, cache: Path,
-                debs: locks.Lock | None = None) -> str:
+                debs: locks.Lock | None = None, quiet: bool = False) -> str:
     """The base image for ``arch``: a registry image, or a rootfs bootstrapped once and cached.
 
     With the Debian lock ``debs`` every base package is asked for at its locked version, and
@@ -187,7 +258,8 @@ def ensure_base(client, builder: Builder, defn: ImageDef, arch: Arch, cache: Pat
                 raise RuntimeFailure(f"mmdebstrap could not install the Debian packages of {debs.path} from "
                                      f"{defn.base.mirror}: {what}; a locked version is gone from the mirror: {fix}")
         (context / "Dockerfile").write_text(commands.BASE_DOCKERFILE)
-        run(commands.base_import_command(builder, arch, context, tag), env=builder.env, what="base import")
+        run(commands.base_import_command(builder, arch, context, tag), env=builder.env, what="base import",
+            quiet=quiet)
     if debs is not None:
         wrong = locks.base_differences(debs, installed_debs(client, tag, arch, "base"))
         if wrong:
@@ -264,18 +336,24 @@ PROBE_SOURCES = tuple(Path(__file__).resolve().parents[2] / "entrypoints" / "tor
                       for name in ("probe.py", "contract.py"))
 
 
-def probe_key(inputs: Inputs, base_id: str) -> str:
+def probe_key(inputs: Inputs, base_id: str, arch: Arch) -> str:
     """What decides everything the probe reads: the locked wheels (torch, torchvision, CUDA,
-    NCCL), the base (Python, rdma-core), the arch (in the lock's header) and the probe itself.
-    A launcher-only edit changes none of them, so its rebuild does not import torch again
-    (under QEMU, most of an aarch64 rebuild)."""
-    parts = [inputs.wheels.sha256, inputs.debs.sha256 if inputs.debs else "", base_id,
-             *(hashlib.sha256(path.read_bytes()).hexdigest() for path in PROBE_SOURCES)]
+    NCCL), the base's Debian packages (Python, rdma-core), the base itself, the arch and the
+    probe. A launcher-only edit changes none of them, so its rebuild does not import torch
+    again (under QEMU, most of an aarch64 rebuild); and a net plugin variant, whose wheel lines
+    and base are its default image's, takes that image's result instead of importing torch
+    once more (its own layer adds a plugin and libfabric, which the probe does not read; the
+    variant build reads the plugin itself, :func:`netplugin_facts`)."""
+    wheels = "".join(w.line + "\n" for w in inputs.wheels.entries)
+    debs = "".join(f"{d.name}={d.version}\n" for d in inputs.debs.entries if d.layer == "base") if inputs.debs else ""
+    parts = [arch.name, hashlib.sha256(wheels.encode()).hexdigest(), hashlib.sha256(debs.encode()).hexdigest(),
+             base_id, *(hashlib.sha256(path.read_bytes()).hexdigest() for path in PROBE_SOURCES)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 def cached_probe(client, ref: str, arch: Arch, cache: Path, key: str) -> dict[str, str]:
-    """The probe's result for ``key`` (.cache/probes/<key>.json), probing ``ref`` when unknown."""
+    """The probe's result for ``key`` (``<cache>/probes/<key>.json``: the user's cache, so a fresh
+    clone finds what an earlier one probed), probing ``ref`` when unknown."""
     path = cache / "probes" / f"{key}.json"
     try:
         found = json.loads(path.read_text())
@@ -501,73 +579,214 @@ class Inputs:
         return out
 
 
-def prepare(defn: ImageDef, arch: Arch, *, root: Path, offline: bool, ca_bundle: Path | None) -> Inputs:
+def prepare(defn: ImageDef, arch: Arch, *, root: Path, offline: bool, ca_bundle: Path | None,
+            clock: Clock | None = None) -> Inputs:
     """Before Docker: the locks read and checked against the definition, the wheelhouse filled
     (hash-checked; nothing downloaded when it holds the files), the lock's files and the
     SBOM staged in the build context."""
+    clock = clock or Clock()
     images = root / "images"
     wheels = locks.load(images, defn, arch, debian=False)
     debs = locks.load(images, defn, arch, debian=True) if defn.base.debian else None
-    home = wheelhouse.root()
-    fetched = wheelhouse.fill(defn, arch, wheels, home=home, ca_bundle=ca_bundle, offline=offline)
-    print(f"==> wheelhouse {home}: {len(wheels.entries)} locked files, {fetched} fetched", flush=True)
-    wheelhouse.stage(wheels, home=home, context=root)
-    text = sbom.generate(defn, arch, wheels, debs)
-    folder = root / sbom.STAGE
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    (folder / Path(sbom.PATH_IN_IMAGE).name).write_text(text)
+    with clock("wheels"):
+        home = wheelhouse.root()
+        fetched = wheelhouse.fill(defn, arch, wheels, home=home, ca_bundle=ca_bundle, offline=offline)
+        print(f"==> wheelhouse {home}: {len(wheels.entries)} locked files, {fetched} fetched", flush=True)
+        wheelhouse.stage(wheels, home=home, context=root)
+    with clock("sbom"):
+        text = sbom.generate(defn, arch, wheels, debs)
+        folder = root / sbom.STAGE
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        (folder / Path(sbom.PATH_IN_IMAGE).name).write_text(text)
     return Inputs(wheels, debs, text)
+
+
+class Clock:
+    """Seconds per build phase (:data:`PHASES`). Phases may run in two threads at once (the
+    bases beside the wheels); a phase run twice adds up."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+    def phases(self, exported: Mapping[str, float]) -> dict[str, float]:
+        """Every phase of :data:`PHASES`, rounded; ``exported`` is BuildKit's export time within
+        each build phase, shown as "export" and taken out of that phase."""
+        seconds = {**self.seconds, "export": sum(exported.values())}
+        for name, part in exported.items():
+            seconds[name] = max(0.0, seconds.get(name, 0.0) - part)
+        return {name: round(seconds.get(name, 0.0), 1) for name in PHASES}
+
+    def __call__(self, name: str):
+        @contextlib.contextmanager
+        def phase():
+            start = time.monotonic()
+            try:
+                yield
+            finally:
+                self.add(name, time.monotonic() - start)
+
+        return phase()
+
+
+PAYLOAD_REPOSITORY = "torchpod-payload"
+# the part of docker/Dockerfile that makes the payload image (up to the stage FROM it)
+_PAYLOAD_END = "FROM ${PAYLOAD_IMAGE} AS runtime-base"
+
+
+def payload_key(argv: Sequence[str], dockerfile: str, staged: Path, base_ids: Sequence[str]) -> str:
+    """What decides the payload image's every byte: its build command (the build args: bases,
+    Python, the pip target, a rebuild token; not its tag), the Dockerfile up to the stage that
+    stands on it, the staged lock lines (each with its sha256) and the wheels built from
+    sdists, and the base images' IDs. A net plugin variant whose wheel lines and bases are its
+    default image's gets the same key, and so the same payload image."""
+    if _PAYLOAD_END not in dockerfile:
+        raise RuntimeFailure(f"docker/Dockerfile has no line {_PAYLOAD_END!r}; the payload image cannot be keyed")
+    words = list(argv)
+    if "-t" in words:  # the tag names the result; it is not an input
+        del words[words.index("-t"):words.index("-t") + 2]
+    digest = hashlib.sha256()
+    for part in ("\0".join(words[:-1]), dockerfile.split(_PAYLOAD_END)[0], *base_ids):
+        digest.update(part.encode() + b"\n")
+    for path in sorted(p for p in staged.rglob("*") if p.is_file() and p.suffix != ".whl"):
+        digest.update(f"{path.relative_to(staged)}\0".encode() + path.read_bytes() + b"\n")
+    for path in sorted((staged / wheelhouse.BUILT).glob("*.whl")):  # the lock's wheels are named by hash
+        digest.update(f"{path.name}\0{sources.sha256_of(path)}\n".encode())
+    return digest.hexdigest()
 
 
 def build(defn: ImageDef, arch: Arch, *, root: Path, offline: bool = False,
           ca_bundle: Path | None = None, rebuild: str | None = None, quiet: bool = False,
           tag: str | None = None, no_cache: bool = False) -> BuildResult:
     """Build, probe, check and label one image; the final tag appears only if all pass.
-    ``tag`` replaces the definition's tag (the two-builds-agree test builds beside it)."""
+    ``tag`` replaces the definition's tag (the two-builds-agree test builds beside it).
+
+    Two BuildKit builds: the payload image (the base and the locked wheels, tagged under
+    :data:`PAYLOAD_REPOSITORY` by :func:`payload_key`, and reused while that key holds, even
+    after BuildKit's cache is pruned), then the image's own layers on it. ``no_cache`` builds
+    both from nothing, the payload under a tag of its own that is removed afterwards."""
     started = time.monotonic()
-    cache = root / ".cache"
+    clock = Clock()
     netplugin_tarball = None
     if defn.aws_ofi_nccl is not None:
         netplugin_tarball = stage_netplugin_source(defn, root, ca_bundle)
-    inputs = prepare(defn, arch, root=root, offline=offline, ca_bundle=ca_bundle)
+    # both locks read and checked before Docker (prepare reads them again: a few ms)
+    locks.load(root / "images", defn, arch, debian=False)
+    debs = locks.load(root / "images", defn, arch, debian=True) if defn.base.debian else None
     client = docker_client()
     builder = find_builder()
     check_emulation(arch, host_arch())
-    base = ensure_base(client, builder, defn, arch, cache, inputs.debs)
-    build_base = ensure_base(client, builder, defn, host_arch(), cache, _host_debs(root, defn))
+    inputs, base, build_base = _inputs_and_bases(client, builder, defn, arch, root=root, debs=debs, offline=offline,
+                                                 ca_bundle=ca_bundle, clock=clock)
     final = tag or defn.ref(arch)
     previous = client.images.get(final).id if image_exists(client, final) else None
     staging = f"torchpod-staging/{defn.name}:{arch.name}-{uuid.uuid4().hex[:8]}"
-    print(f"==> building {final} for {arch.docker} (base {base})", flush=True)
     epoch = source_date_epoch(root)
-    argv = commands.build_command(builder, defn, arch, context=root, tag=staging, base_image=base,
-                                  build_base_image=build_base, rebuild=rebuild, netplugin_tarball=netplugin_tarball,
-                                  netplugin_debs=[d.pin for d in inputs.debs.entries if d.layer == "apt"]
-                                  if inputs.debs else (), source_date_epoch=epoch, no_cache=no_cache)
+
+    def command(**kw) -> list[str]:
+        return commands.build_command(builder, defn, arch, context=root, base_image=base, build_base_image=build_base,
+                                      rebuild=rebuild, source_date_epoch=epoch, no_cache=no_cache, **kw)
+
+    base_ids = [client.images.get(base).id, client.images.get(build_base).id]
+    exported = {"payload": 0.0, "layers": 0.0}  # BuildKit's export, within each build
+    payload = ""
     try:
-        run(argv, env=builder.env, quiet=quiet, what=f"docker build of {final}")
-        versions = cached_probe(client, staging, arch, cache, probe_key(inputs, client.images.get(base).id))
-        if defn.aws_ofi_nccl is not None:
-            versions.update(netplugin_facts(client, staging, versions.get("nccl", "")))
-        wrong = commands.mismatches(defn, arch, versions)
-        if wrong:
-            raise RuntimeFailure(f"{final} differs from {defn.path.name}: " + "; ".join(wrong))
-        values = commands.labels(defn, arch, {**versions, **inputs.labels(defn)},
-                                 created=datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                                 revision=git_revision(root))
-        with tempfile.TemporaryDirectory(prefix="torchpod-label-") as tmp:
-            dockerfile = Path(tmp) / "Dockerfile"
-            dockerfile.write_text(commands.label_dockerfile(staging, values))
-            run(commands.label_command(builder, arch, dockerfile, final), env=builder.env,
-                quiet=True, what=f"labelling {final}")
+        with clock("payload"):
+            payload, exported["payload"] = _payload_image(client, builder, command(tag="payload"), root, base_ids,
+                                                          arch, no_cache=no_cache, quiet=quiet)
+        print(f"==> building {final} for {arch.docker} on {payload}", flush=True)
+        argv = command(tag=staging, payload_image=payload, netplugin_tarball=netplugin_tarball,
+                       netplugin_debs=[d.pin for d in inputs.debs.entries if d.layer == "apt"] if inputs.debs else ())
+        with clock("layers"):
+            exported["layers"] = run_build(argv, env=builder.env, quiet=quiet, what=f"docker build of {final}")
+        with clock("probe"):
+            versions = cached_probe(client, staging, arch, user_cache(), probe_key(inputs, base_ids[0], arch))
+            if defn.aws_ofi_nccl is not None:
+                versions.update(netplugin_facts(client, staging, versions.get("nccl", "")))
+        with clock("labels"):
+            _check_and_label(builder, defn, arch, staging, final, versions, inputs, epoch, root)
     finally:
-        if image_exists(client, staging):
-            client.images.remove(staging, noprune=False)
+        for name in (staging, payload if no_cache else None):
+            if name and image_exists(client, name):
+                client.images.remove(name, noprune=False)
     image = client.images.get(final)
     if previous and previous != image.id:
         _drop_if_untagged(client, previous)  # a rebuild must not leave 5 GB of <none> behind
-    return BuildResult(defn, arch, final, image.attrs["Size"], versions, time.monotonic() - started)
+    return BuildResult(defn, arch, final, image.attrs["Size"], versions, time.monotonic() - started,
+                       clock.phases(exported), "" if no_cache else payload)
+
+
+def _inputs_and_bases(client, builder: Builder, defn: ImageDef, arch: Arch, *, root: Path, debs: locks.Lock | None,
+                      offline: bool, ca_bundle: Path | None, clock: Clock) -> tuple[Inputs, str, str]:
+    """The wheelhouse filled and staged with the SBOM (:func:`prepare`) while the target's and
+    the build host's Debian bases are bootstrapped (or found): both wait on mirrors, so they
+    run side by side."""
+    cache = root / ".cache"
+    print(f"==> wheels and Debian bases of {defn.name} for {arch.name}, side by side", flush=True)
+
+    def bases() -> tuple[str, str]:
+        with clock("base"):
+            return (ensure_base(client, builder, defn, arch, cache, debs, quiet=True),
+                    ensure_base(client, builder, defn, host_arch(), cache, _host_debs(root, defn), quiet=True))
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(bases)
+        inputs = prepare(defn, arch, root=root, offline=offline, ca_bundle=ca_bundle, clock=clock)
+        base, build_base = pending.result()
+    return inputs, base, build_base
+
+
+def _payload_image(client, builder: Builder, argv: list[str], root: Path, base_ids: Sequence[str], arch: Arch, *,
+                   no_cache: bool, quiet: bool) -> tuple[str, float]:
+    """The payload image's tag, built unless an image with its key exists (or ``no_cache``),
+    and BuildKit's export seconds of that build (0 when reused)."""
+    key = payload_key(argv, (root / "docker" / "Dockerfile").read_text(), root / wheelhouse.STAGE, base_ids)
+    payload = (f"torchpod-staging/payload:{arch.name}-{uuid.uuid4().hex[:8]}" if no_cache
+               else f"{PAYLOAD_REPOSITORY}:{arch.name}-{key[:24]}")
+    if not no_cache and image_exists(client, payload):
+        print(f"==> payload image {payload}: unchanged, reused", flush=True)
+        return payload, 0.0
+    print(f"==> building the payload image {payload}", flush=True)
+    argv = list(argv)
+    argv[argv.index("-t") + 1] = payload
+    return payload, run_build(argv, env=builder.env, quiet=quiet, what=f"docker build of {payload}")
+
+
+def _check_and_label(builder: Builder, defn: ImageDef, arch: Arch, staging: str, final: str,
+                     versions: Mapping[str, str], inputs: Inputs, epoch: int, root: Path) -> None:
+    """``staging`` checked against its definition, then tagged ``final`` with its labels."""
+    wrong = commands.mismatches(defn, arch, versions)
+    if wrong:
+        raise RuntimeFailure(f"{final} differs from {defn.path.name}: " + "; ".join(wrong))
+    values = commands.labels(defn, arch, {**versions, **inputs.labels(defn)},
+                             created=datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                             revision=git_revision(root))
+    with tempfile.TemporaryDirectory(prefix="torchpod-label-") as tmp:
+        dockerfile = Path(tmp) / "Dockerfile"
+        dockerfile.write_text(commands.label_dockerfile(staging, values))
+        run(commands.label_command(builder, arch, dockerfile, final), env=builder.env,
+            quiet=True, what=f"labelling {final}")
+
+
+def drop_payloads(client, keep: set[str]) -> list[str]:
+    """Remove every payload image but those tagged ``keep`` (an image built on a removed one
+    keeps its layers); the tags removed. CI calls it once every image is built, so a lock
+    that changed leaves no 5 GB payload behind."""
+    import docker
+
+    gone = []
+    for image in client.images.list(name=PAYLOAD_REPOSITORY):
+        for tag in image.tags:
+            if tag.startswith(f"{PAYLOAD_REPOSITORY}:") and tag not in keep:
+                try:
+                    client.images.remove(tag)
+                    gone.append(tag)
+                except docker.errors.APIError:  # in use by a running build or container: kept
+                    pass
+    return gone
 
 
 def _host_debs(root: Path, defn: ImageDef) -> locks.Lock | None:
@@ -587,6 +806,18 @@ def _drop_if_untagged(client, image_id: str) -> None:
             client.images.remove(image_id)
     except docker.errors.APIError:  # still used by a container, or already gone: keep going
         pass
+
+
+def phase_table(results: Sequence[BuildResult]) -> str:
+    """Where each build's time went, one row per image and arch (seconds per phase)."""
+    rows: list[tuple[str, ...]] = [("image", "arch", *PHASES, "total")]
+    for r in results:
+        rows.append((r.defn.name, r.arch.name, *(f"{r.phases.get(p, 0.0):.1f}" for p in PHASES), f"{r.seconds:.1f}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+             for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
 
 
 def summary_table(results: Sequence[BuildResult]) -> str:

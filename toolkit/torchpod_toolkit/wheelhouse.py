@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -91,7 +92,12 @@ def fill(defn: ImageDef, arch: Arch, lock: Lock, *, home: Path, ca_bundle: Path 
                 what=f"pip download of {len(wheels)} locked wheels for {arch.name}")
         if sdists:
             (scratch / "s").mkdir()
-            run([*base, "--no-binary=:all:", "-r", str(_requirements(scratch / "s", sdists))], env=clean,
+            # pip reads a downloaded sdist's metadata by running its build backend; the host's
+            # setuptools, when it has one, spares installing one in an isolated environment (the
+            # file kept is the sdist, hash-checked, whatever read it). The wheel built from it
+            # below keeps pip's isolation.
+            isolation = ["--no-build-isolation"] if _imports(python, "setuptools") else []
+            run([*base, "--no-binary=:all:", *isolation, "-r", str(_requirements(scratch / "s", sdists))], env=clean,
                 what="pip download of locked source-only packages")
         for wheel in [*wheels, *sdists]:
             got = scratch / "got" / wheel.file
@@ -114,6 +120,10 @@ def fill(defn: ImageDef, arch: Arch, lock: Lock, *, home: Path, ca_bundle: Path 
     return len(absent)
 
 
+def _imports(python: str, module: str) -> bool:
+    return subprocess.run([python, "-c", f"import {module}"], capture_output=True).returncode == 0
+
+
 def _link(source: Path, dest: Path) -> None:
     try:
         os.link(source, dest)
@@ -124,6 +134,9 @@ def _link(source: Path, dest: Path) -> None:
 def stage(lock: Lock, *, home: Path, context: Path) -> Path:
     """``.cache/wheels/payload`` holding exactly the lock's files and the requirement lists the
     payload stage installs from (replaced whole: nothing of another image's lock stays)."""
+    if not any(w.name == "pip" and not w.sdist for w in lock.entries):
+        raise InputError(f"{lock.path}: no pip wheel is locked; expected one (the payload stage installs the lock "
+                         "with the lock's own pip): relock with `invoke lock`")
     dest = context / STAGE
     if dest.exists():
         shutil.rmtree(dest)

@@ -108,10 +108,14 @@ def test_a_variant_builds_the_plugin_stage_from_the_staged_tarball():
     from torchpod.errors import InputError
     from torchpod_toolkit import definitions
 
-    kw = dict(context=ROOT, tag="t:1", base_image="b", build_base_image="b")
+    kw = dict(context=ROOT, tag="t:1", base_image="b", build_base_image="b", payload_image="p")
     base = commands.build_command(Builder("docker", buildx=False), DEFN, ARM, **kw)
     assert base[base.index("--target") + 1] == "runtime" and not any("NETPLUGIN" in a for a in base)
     efa = load_definitions(ROOT / "images")["pytorch-efa"]
+    # a variant's payload is the default image's: no plugin, no tarball needed for it
+    payload = commands.build_command(Builder("docker", buildx=False), efa, ARM,
+                                     **{k: v for k, v in kw.items() if k != "payload_image"})
+    assert payload[payload.index("--target") + 1] == "runtime-payload" and not any("NETPLUGIN" in a for a in payload)
     with pytest.raises(InputError, match="needs the verified source tarball"):
         commands.build_command(Builder("docker", buildx=False), efa, ARM, **kw)
     with pytest.raises(InputError, match="needs the apt layer's packages"):
@@ -209,3 +213,24 @@ def test_a_label_value_is_one_escaped_line_or_refused():
             commands.label_dockerfile("src:1", {"k": value})
     with pytest.raises(InputError, match="build arg label source"):
         commands.label_dockerfile("src:1\nRUN touch P", {})
+
+
+def test_the_payload_image_is_built_alone_and_the_image_stands_on_it():
+    kw = dict(context=ROOT, tag="t:1", base_image="b-arm", build_base_image="b-amd")
+    payload = commands.build_command(Builder("docker", buildx=False), DEFN, ARM, **kw)
+    image = commands.build_command(Builder("docker", buildx=False), DEFN, ARM, payload_image="torchpod-payload:a1",
+                                   **kw)
+    args = {name: dict(a[i + 1].split("=", 1) for i, w in enumerate(a) if w == "--build-arg")
+            for name, a in (("payload", payload), ("image", image))}
+    assert payload[payload.index("--target") + 1] == "runtime-payload"
+    assert image[image.index("--target") + 1] == "runtime"
+    assert args["image"]["PAYLOAD_IMAGE"] == "torchpod-payload:a1"
+    assert args["payload"]["PAYLOAD_IMAGE"] == "b-arm"  # a placeholder: no stage of that target reads it
+    with pytest.raises(InputError, match="build arg PAYLOAD_IMAGE: word 'p q'"):
+        commands.build_command(Builder("docker", buildx=False), DEFN, ARM, payload_image="p q", **kw)
+    # the Dockerfile: the payload stage feeds the payload image only; every later stage stands on
+    # the image (a stage name or FROM), so a build of the image never runs pip
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    head, tail = dockerfile.split("FROM ${PAYLOAD_IMAGE} AS runtime-base")
+    assert "FROM ${BASE_IMAGE} AS runtime-payload" in head and "COPY --from=payload /out/ /" in head
+    assert "--from=payload " not in tail and "--from=payload/" not in tail and "pip install" not in tail

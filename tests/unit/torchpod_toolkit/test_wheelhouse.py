@@ -43,18 +43,19 @@ def test_root_follows_the_environment(monkeypatch, tmp_path):
 def test_stage_holds_exactly_the_locks_files_linked_not_copied(tmp_path):
     home, context = tmp_path / "home", tmp_path / "ctx"
     a = _store(home, "a", b"wheel a", "a-1.0-py3-none-any.whl")
+    pip = _store(home, "pip", b"wheel pip", "pip-26.3-py3-none-any.whl")
     sdist = _store(home, "s", b"sdist s", "s-1.0.tar.gz")
     built = home / wheelhouse.BUILT / sdist.sha256 / "s-1.0-py3-none-any.whl"
     built.parent.mkdir(parents=True)
     built.write_bytes(b"built s")
-    lock = _lock(a, sdist)
+    lock = _lock(a, pip, sdist)
     assert wheelhouse.missing(home, lock) == []
     (context / wheelhouse.STAGE).mkdir(parents=True)
     (context / wheelhouse.STAGE / "other-image.whl").write_bytes(b"stale")
     dest = wheelhouse.stage(lock, home=home, context=context)
-    assert sorted(p.name for p in dest.iterdir()) == sorted([wheelhouse.BUILT, a.file, wheelhouse.LOCKED])
+    assert sorted(p.name for p in dest.iterdir()) == sorted([wheelhouse.BUILT, a.file, pip.file, wheelhouse.LOCKED])
     assert os.stat(dest / a.file).st_ino == os.stat(wheelhouse.stored(home, a)).st_ino
-    assert (dest / wheelhouse.LOCKED).read_text() == a.line + "\n"
+    assert (dest / wheelhouse.LOCKED).read_text() == a.line + "\n" + pip.line + "\n"
     assert (dest / wheelhouse.BUILT / "built.txt").read_text() == "s==1.0\n"
     assert (dest / wheelhouse.BUILT / built.name).read_bytes() == b"built s"
 
@@ -92,3 +93,12 @@ def test_trim_drops_only_what_no_later_build_needs_and_only_when_the_disk_is_low
     assert wheelhouse.stored(home, a).is_file() and not wheelhouse.stored(home, b).exists()
     assert not (home / wheelhouse.BUILT / sdist.sha256).exists()
     assert wheelhouse.trim(tmp_path / "empty", set(), min_free=1 << 62) == 0
+
+
+def test_a_lock_without_pip_is_refused_before_anything_is_staged(tmp_path):
+    # the payload stage installs the lock with the lock's own pip, run from its wheel
+    home, context = tmp_path / "home", tmp_path / "ctx"
+    lock = _lock(_store(home, "a", b"wheel a", "a-1.0-py3-none-any.whl"))
+    with pytest.raises(InputError, match=r"no pip wheel is locked; expected one .*`invoke lock`"):
+        wheelhouse.stage(lock, home=home, context=context)
+    assert not (context / wheelhouse.STAGE).exists()
