@@ -18,16 +18,10 @@ import uuid
 
 import pytest
 
+from needs import missing
 from paths import ROOT
 
 TEST_LABEL = "torchpod.test"
-
-
-def missing(what: str) -> None:
-    """Skip (locally) or fail (CI, TORCHPOD_REQUIRE_TOOLS=1) because ``what`` is absent."""
-    if os.environ.get("TORCHPOD_REQUIRE_TOOLS") == "1":
-        pytest.fail(f"needs {what} (TORCHPOD_REQUIRE_TOOLS=1: CI must not skip)")
-    pytest.skip(f"needs {what}")
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,8 @@ import time
 
 import pytest
 
+from needs import missing
+
 PREFLIGHT = ["-m", "torchpod.preflight", "--pair-bytes", "4M", "--max-bytes", "1M", "--iters", "3",
              "--warmup", "1"]
 THROTTLED = 2
@@ -25,8 +27,11 @@ TBF = ["tbf", "rate", "100mbit", "burst", "64kb", "latency", "400ms"]
 
 def _throttle(container) -> None:
     """Throttle the egress of a running container's eth0 from the host."""
-    if os.geteuid() != 0 or not (shutil.which("nsenter") and shutil.which("tc")):
-        pytest.skip("throttling a container's link needs root with nsenter and tc (iproute2) on the host")
+    if os.geteuid() != 0:
+        missing("root: throttling a container's link enters its network namespace from the host")
+    if not (shutil.which("nsenter") and shutil.which("tc")):
+        missing("nsenter and tc on the host to throttle a container's link (apt-get install iproute2 util-linux, "
+                "or ./setup.sh --tests)")
     container.reload()
     pid = int(container.attrs["State"]["Pid"])
     if pid <= 0:

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from needs import module
 from paths import ROOT
 
-torch = pytest.importorskip("torch", reason="the example needs torch; the host's tests install the image's")
+torch = module("torch", "torch on the host: the example needs it (./setup.sh --tests installs the image's)")
 
 SCRIPT = ROOT / "examples" / "snapshot_trainer.py"
 REQUEUE_EXIT = 75  # the example's REQUEUE_EXIT (sysexits.h EX_TEMPFAIL)

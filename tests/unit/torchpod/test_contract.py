@@ -16,6 +16,7 @@ import torchpod.cli as cli
 from torchpod import contract
 from torchpod.contract import SETTINGS
 
+from needs import module
 from paths import ROOT
 
 LAUNCHER = ROOT / "entrypoints" / "torchpod"
@@ -184,7 +185,7 @@ def test_ports_are_the_upstream_defaults():
 
 
 def test_torch_agrees_where_it_is_installed():
-    torch_run = pytest.importorskip("torch.distributed.run", reason="torch is not installed on this host")
+    torch_run = module("torch.distributed.run", "torch on the host (./setup.sh --tests installs the image's)")
     from torch.distributed.elastic.rendezvous import c10d_rendezvous_backend as c10d
 
     assert c10d.DEFAULT_PORT == contract.RDZV_PORT_DEFAULT
