@@ -305,6 +305,44 @@ def _rebuild(r: Result) -> list[Row]:
     ]
 
 
+GOAL_FIRST_S = 150.0  # a fresh machine to the first demo
+GOAL_CI_S = 1200.0  # `bash .ci/run` from a fresh clone
+_LOOP = {"first": ("the README's first command on a fresh machine (`./setup.sh && invoke build --arch x86_64 && "
+                   "invoke demo --scheduler volcano --nodes 2`), from a fresh clone: each phase, before / after",
+                   GOAL_FIRST_S, "`python bench/loop.py first --label after`"),
+         "ci": ("`bash .ci/run` from a fresh clone (CI=true): each stage and test tier, before / after; tests passed",
+                GOAL_CI_S, "`python bench/loop.py ci --label after`")}
+
+
+def _loop(r: Result) -> list[Row]:
+    rows = []
+    for what, (title, goal, cmd) in _LOOP.items():
+        sides = r.mapping(r.get(what), what)
+        entries = {label: r.mapping(r.get(label, sides, what), f"{what}.{label}") for label in ("before", "after")}
+        phases: dict[str, dict[str, float]] = {}
+        for label, entry in entries.items():
+            where = f"{what}.{label}"
+            for name, _ in r.items("phases", base=entry, where=where):
+                if not _CELL_TEXT.fullmatch(name):
+                    raise r.bad(f"{where}.phases", name, "phase names of letters, digits, spaces and ._/+:,()-")
+                phases.setdefault(name, {})[label] = r.number(f"phases.{name}", entry, where)
+        cells = [f"{name} {_or_dash(sides_.get('before'))} / {_or_dash(sides_.get('after'))}"
+                 for name, sides_ in phases.items()]
+        totals = {label: r.number("total_s", entry, f"{what}.{label}") for label, entry in entries.items()}
+        figure = "; ".join(cells) + (f"; **total {totals['before']:.1f} / {totals['after']:.1f} s** "
+                                     f"(goal ≤ {goal:.0f} s: {'met' if totals['after'] <= goal else 'missed'})")
+        if what == "ci":
+            figure += "; passed " + " / ".join(
+                str(r.count("tests.passed", entry, f"{what}.{label}")) for label, entry in entries.items())
+        commits = " / ".join(r.text("commit", entry, f"{what}.{label}") for label, entry in entries.items())
+        rows.append((f"{title} (commits {commits})", figure, cmd))
+    return rows
+
+
+def _or_dash(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds:.1f}"
+
+
 def _read_cost(r: Result, row: Any, where: str, side: str) -> str:
     """One reader's cost in a hostile_reads row, or the bench's note when it never ended."""
     cost = r.mapping(r.get(side, row, where), f"{where}.{side}")
@@ -326,6 +364,7 @@ ROWS: dict[str, Callable[[Result], list[Row]]] = {
     "hostile_reads.json": _hostile_reads,
     "preflight.json": _preflight,
     "rebuild.json": _rebuild,
+    # "loop.json": _loop,  (registered once both runs are measured)
 }
 
 
