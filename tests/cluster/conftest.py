@@ -68,7 +68,7 @@ def test_label() -> dict[str, str]:
     return {LABEL: uuid.uuid4().hex[:12]}
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def dev_volumes(definitions) -> dict:
     from torchpod_toolkit.definitions import DEFAULT_IMAGE
 

@@ -8,6 +8,7 @@ requeues itself and finishes with every epoch and every step run exactly once.""
 from __future__ import annotations
 
 import re
+import uuid
 
 import pytest
 
@@ -23,12 +24,16 @@ NODES = 2
 IMAGE = "registry.example.com/torchpod/pytorch:2.13.0"  # named in the script's header only (--runtime none)
 
 
-@pytest.fixture
-def slurm_cluster(docker_client, cluster_image, test_label, dev_volumes):
+@pytest.fixture(scope="module")
+def slurm_cluster(docker_client, cluster_image, dev_volumes):
+    """One cluster for this module's jobs, as a site runs many jobs on one cluster: each job
+    writes under its own job id, and starting slurmctld, two slurmd and munge once instead
+    of once per test spares their start each time."""
+    label = {LABEL: f"slurm-{uuid.uuid4().hex[:12]}"}
     image = slurm.node_image(docker_client, cluster_image)
-    with slurm.SlurmCluster(docker_client, image, NODES, test_label, env=dict(NODE_ENV), volumes=dev_volumes) as cl:
+    with slurm.SlurmCluster(docker_client, image, NODES, label, env=dict(NODE_ENV), volumes=dev_volumes) as cl:
         yield cl.start()
-    assert not docker_client.containers.list(all=True, filters={"label": f"{LABEL}={test_label[LABEL]}"})
+    assert not docker_client.containers.list(all=True, filters={"label": f"{LABEL}={label[LABEL]}"})
 
 
 def test_generated_sbatch_script_runs_one_launcher_per_node(slurm_cluster):

@@ -198,7 +198,9 @@ def build_command(
         args["SOURCE_DATE_EPOCH"] = str(int(source_date_epoch))
     if rebuild:
         args["TORCHPOD_REBUILD"] = _words("TORCHPOD_REBUILD", [rebuild])
-    target = "runtime-payload" if payload_image is None else "runtime"
+    # the build machine's own arch has one base for both stages: its payload installs in place
+    target = "runtime" if payload_image is not None else (
+        "runtime-payload-native" if base_image == build_base_image else "runtime-payload")
     if defn.aws_ofi_nccl is not None and payload_image is not None:
         args.update(_netplugin_args(defn, netplugin_tarball, netplugin_debs))
         target = "netplugin-image"

@@ -637,12 +637,18 @@ PAYLOAD_REPOSITORY = "torchpod-payload"
 _PAYLOAD_END = "FROM ${PAYLOAD_IMAGE} AS runtime-base"
 
 
-def payload_key(argv: Sequence[str], dockerfile: str, staged: Path, base_ids: Sequence[str]) -> str:
+# what the payload stages run, besides the Dockerfile
+PAYLOAD_SCRIPT = Path("docker") / "payload" / "payload.sh"
+
+
+def payload_key(argv: Sequence[str], dockerfile: str, staged: Path, base_ids: Sequence[str],
+                script: bytes = b"") -> str:
     """What decides the payload image's every byte: its build command (the build args: bases,
     Python, the pip target, a rebuild token; not its tag), the Dockerfile up to the stage that
-    stands on it, the staged lock lines (each with its sha256) and the wheels built from
-    sdists, and the base images' IDs. A net plugin variant whose wheel lines and bases are its
-    default image's gets the same key, and so the same payload image."""
+    stands on it and the ``script`` its payload stages run, the staged lock lines (each with
+    its sha256) and the wheels built from sdists, and the base images' IDs. A net plugin
+    variant whose wheel lines and bases are its default image's gets the same key, and so the
+    same payload image."""
     if _PAYLOAD_END not in dockerfile:
         raise RuntimeFailure(f"docker/Dockerfile has no line {_PAYLOAD_END!r}; the payload image cannot be keyed")
     words = list(argv)
@@ -651,6 +657,7 @@ def payload_key(argv: Sequence[str], dockerfile: str, staged: Path, base_ids: Se
     digest = hashlib.sha256()
     for part in ("\0".join(words[:-1]), dockerfile.split(_PAYLOAD_END)[0], *base_ids):
         digest.update(part.encode() + b"\n")
+    digest.update(hashlib.sha256(script).hexdigest().encode() + b"\n")
     for path in sorted(p for p in staged.rglob("*") if p.is_file() and p.suffix != ".whl"):
         digest.update(f"{path.relative_to(staged)}\0".encode() + path.read_bytes() + b"\n")
     for path in sorted((staged / wheelhouse.BUILT).glob("*.whl")):  # the lock's wheels are named by hash
@@ -743,7 +750,8 @@ def _payload_image(client, builder: Builder, argv: list[str], root: Path, base_i
                    no_cache: bool, quiet: bool) -> tuple[str, float]:
     """The payload image's tag, built unless an image with its key exists (or ``no_cache``),
     and BuildKit's export seconds of that build (0 when reused)."""
-    key = payload_key(argv, (root / "docker" / "Dockerfile").read_text(), root / wheelhouse.STAGE, base_ids)
+    key = payload_key(argv, (root / "docker" / "Dockerfile").read_text(), root / wheelhouse.STAGE, base_ids,
+                      (root / PAYLOAD_SCRIPT).read_bytes())
     payload = (f"torchpod-staging/payload:{arch.name}-{uuid.uuid4().hex[:8]}" if no_cache
                else f"{PAYLOAD_REPOSITORY}:{arch.name}-{key[:24]}")
     if not no_cache and image_exists(client, payload):

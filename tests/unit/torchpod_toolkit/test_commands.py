@@ -38,9 +38,15 @@ def test_build_command_targets_the_arch_and_takes_wheels_only_from_the_staged_lo
     assert args["SOURCE_DATE_EPOCH"] == "1700000000"
     # no index, no requirement list, no CA: the payload stage installs the staged lock offline
     assert not {"REQUIREMENTS", "PIP_SOURCE", "SDISTS"} & set(args) and "--secret" not in argv
-    payload = (ROOT / "docker" / "Dockerfile").read_text().split("\nFROM ")[1]
-    assert "--no-index" in payload and "--require-hashes" in payload and "-r /wheels/locked.txt" in payload
-    assert "source=.cache/wheels/payload" in payload and "--mount=type=cache" not in payload
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    script = (ROOT / "docker" / "payload" / "payload.sh").read_text()
+    assert "--no-index" in script and "--require-hashes" in script and '-r "$wheels/locked.txt"' in script
+    # both payload stages (cross: the build machine's arch; native: in the target's base) run it
+    # on the staged lock, and nothing caches pip's downloads
+    for stage in ("payload", "runtime-payload-native"):
+        body = dockerfile.split(f" AS {stage}\n")[1].split("\nFROM ")[0]
+        assert "source=.cache/wheels/payload" in body and "sh /srv/payload.sh" in body, stage
+    assert "--mount=type=cache" not in dockerfile
     assert "--no-cache" in commands.build_command(Builder("docker", buildx=False), DEFN, ARM, context=ROOT, tag="t",
                                                   base_image="b", build_base_image="b", no_cache=True)
 
@@ -114,7 +120,7 @@ def test_a_variant_builds_the_plugin_stage_from_the_staged_tarball():
     efa = load_definitions(ROOT / "images")["pytorch-efa"]
     # a variant's payload is the default image's: no plugin, no tarball needed for it
     payload = commands.build_command(Builder("docker", buildx=False), efa, ARM,
-                                     **{k: v for k, v in kw.items() if k != "payload_image"})
+                                     **{**{k: v for k, v in kw.items() if k != "payload_image"}, "base_image": "a"})
     assert payload[payload.index("--target") + 1] == "runtime-payload" and not any("NETPLUGIN" in a for a in payload)
     with pytest.raises(InputError, match="needs the verified source tarball"):
         commands.build_command(Builder("docker", buildx=False), efa, ARM, **kw)
@@ -171,8 +177,8 @@ def test_build_args_split_back_into_exactly_the_checked_words():
     args = _args(commands.build_command(Builder("docker", buildx=False), DEFN, ARM, **kw))
     assert args["PIP_TARGET"].split(" ") == commands.pip_target(DEFN, ARM)
     assert args["BASE_PACKAGES"].split(" ") == commands.base_packages(DEFN)
-    payload = (ROOT / "docker" / "Dockerfile").read_text().split("\nFROM ")[1]
-    assert "set -euf;" in payload and "${PIP_TARGET}" in payload
+    script = (ROOT / "docker" / "payload" / "payload.sh").read_text()
+    assert "set -euf\n" in script and "${PIP_TARGET}" in script
 
 
 @pytest.mark.parametrize("field, value, needle", [
@@ -224,6 +230,10 @@ def test_the_payload_image_is_built_alone_and_the_image_stands_on_it():
             for name, a in (("payload", payload), ("image", image))}
     assert payload[payload.index("--target") + 1] == "runtime-payload"
     assert image[image.index("--target") + 1] == "runtime"
+    # on the build machine's own arch (one base for both stages) the payload installs in place
+    native = commands.build_command(Builder("docker", buildx=False), DEFN, X86, context=ROOT, tag="t",
+                                    base_image="b-amd", build_base_image="b-amd")
+    assert native[native.index("--target") + 1] == "runtime-payload-native"
     assert args["image"]["PAYLOAD_IMAGE"] == "torchpod-payload:a1"
     assert args["payload"]["PAYLOAD_IMAGE"] == "b-arm"  # a placeholder: no stage of that target reads it
     with pytest.raises(InputError, match="build arg PAYLOAD_IMAGE: word 'p q'"):

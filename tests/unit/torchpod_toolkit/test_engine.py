@@ -104,9 +104,11 @@ def test_the_payload_key_follows_every_input_of_the_payload_and_nothing_after_it
     assert after != dockerfile
     assert engine.payload_key(argv, after, staged, ["sha256:1", "sha256:2"]) == key  # a later stage: no new payload
     changed = {
-        "a payload step": engine.payload_key(argv, dockerfile.replace("--no-compile", "--no-compile "), staged,
-                                             ["sha256:1", "sha256:2"]),
+        "a payload step": engine.payload_key(
+            argv, dockerfile.replace("sh /srv/payload.sh /mnt", "sh /srv/payload.sh /mnt "), staged,
+            ["sha256:1", "sha256:2"]),
         "a base": engine.payload_key(argv, dockerfile, staged, ["sha256:1", "sha256:3"]),
+        "the payload script": engine.payload_key(argv, dockerfile, staged, ["sha256:1", "sha256:2"], b"echo"),
         "a build arg": engine.payload_key(
             engine.commands.build_command(Builder("docker", buildx=False), DEFN, X86, context=ROOT, tag="payload",
                                           base_image="b", build_base_image="b", rebuild="token"),
