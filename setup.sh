@@ -14,17 +14,19 @@
 #                           (pytest, ruff, mypy, ...), the default image's torch on the host
 #                           (the contract tests), and SkyPilot in an environment of its own.
 #                           `invoke test` runs this first.
+#   --dry-run               print the steps it would run, and run none
 set -euo pipefail
 cd "$(dirname "$0")"
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
-EMULATION=0; TESTS=0
+EMULATION=0; TESTS=0; DRY=0
 for arg in "$@"; do
   case "$arg" in
     --emulation) EMULATION=1 ;;
     --tests) TESTS=1; EMULATION=1 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "setup.sh: unknown option '$arg'; expected --emulation, --tests or --help" >&2; exit 2 ;;
+    --dry-run) DRY=1 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "setup.sh: unknown option '$arg'; expected --emulation, --tests, --dry-run or --help" >&2; exit 2 ;;
   esac
 done
 
@@ -35,6 +37,7 @@ STEPS=()
 SETUP_START=$(date +%s.%N)
 step() {
   local name=$1 t0 took; shift
+  if [ "$DRY" = 1 ]; then echo "would run: $*"; return; fi
   t0=$(date +%s.%N)
   log "$name"
   "$@"
@@ -42,8 +45,33 @@ step() {
   printf '    %s: %s s\n' "$name" "$took"
   STEPS+=("$name|$took")
 }
+# bg_step NAME CMD...: a step run beside the next ones (its output shown when it ends);
+# finish_bg waits for it. pip and apt both wait on the network most of the time.
+BG_PID=""
+trap '[ -z "$BG_PID" ] || kill "$BG_PID" 2>/dev/null || true' EXIT
+bg_step() {
+  if [ "$DRY" = 1 ]; then shift; echo "would run: $*"; return; fi
+  BG_NAME=$1; shift
+  BG_T0=$(date +%s.%N)
+  BG_LOG=$(mktemp)
+  log "$BG_NAME (beside the next steps)"
+  ( "$@" ) >"$BG_LOG" 2>&1 &
+  BG_PID=$!
+}
+finish_bg() {
+  local rc=0 took
+  [ -n "$BG_PID" ] || return 0
+  wait "$BG_PID" || rc=$?
+  BG_PID=""
+  cat "$BG_LOG"; rm -f "$BG_LOG"
+  [ "$rc" -eq 0 ] || { echo "setup.sh: $BG_NAME failed (exit $rc); its output is above" >&2; exit "$rc"; }
+  took=$(awk -v a="$BG_T0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  printf '    %s: %s s\n' "$BG_NAME" "$took"
+  STEPS+=("$BG_NAME|$took")
+}
 summary() {
   local total row
+  [ "$DRY" = 0 ] || return 0
   total=$(awk -v a="$SETUP_START" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   printf '\nsetup step%38s\n' "s"
   for row in "${STEPS[@]}"; do printf '  %-44s %6s\n' "${row%%|*}" "${row##*|}"; done
@@ -173,16 +201,20 @@ install_skypilot() {
   $SUDO "$SKY_VENV/bin/python" -m pip install -q --disable-pip-version-check 'skypilot==0.14.1'
 }
 
+if [ "$TESTS" = 0 ]; then
+  bg_step "torchpod and its toolkit (pip install -e '.[toolkit]')" pip_install toolkit
+else
+  bg_step "torchpod and its dev tools (pip install -e '.[dev]')" pip_install dev
+fi
 step "Debian packages" install_debs
 [ "$EMULATION" = 0 ] || step "QEMU user emulation (binfmt_misc) for foreign-arch builds" install_qemu
 step "Docker engine" start_docker
+finish_bg
 if [ "$TESTS" = 0 ]; then
-  step "torchpod and its toolkit (pip install -e '.[toolkit]')" pip_install toolkit
   summary
   log "ready: invoke build --arch x86_64 | invoke demo | ./setup.sh --tests, then invoke test"
   exit 0
 fi
-step "torchpod and its dev tools (pip install -e '.[dev]')" pip_install dev
 step "the default image's torch on the host" install_host_torch
 step "SkyPilot 0.14.1 in $SKY_VENV" install_skypilot
 summary
