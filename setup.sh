@@ -26,7 +26,8 @@ for arg in "$@"; do
     --tests) TESTS=1; EMULATION=1 ;;
     --dry-run) DRY=1 ;;
     -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "setup.sh: unknown option '$arg'; expected --emulation, --tests, --dry-run or --help" >&2; exit 2 ;;
+    *) shown=$(printf '%q' "$arg"); [ "$shown" != "$arg" ] || shown="'$arg'"  # one line, whatever it holds
+       echo "setup.sh: unknown option $shown; expected --emulation, --tests, --dry-run or --help" >&2; exit 2 ;;
   esac
 done
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import re
-import subprocess
 import sys
 
 import pytest
@@ -68,15 +67,4 @@ def test_setup_installs_only_what_the_first_command_needs_unless_asked_for_the_t
     # (bench/allreduce.py bind-mounts it), tc and nsenter (the preflight throttle test)
     assert {"etcd-server", "docker-registry", "slurm-client", "gcc", "shellcheck", "iperf3", "iproute2"} <= set(tests)
     assert not set(tests) & set(core)
-    # what each part runs, as setup.sh itself reports it (--dry-run runs nothing)
-    def plan(*flags):
-        out = subprocess.run(["bash", str(ROOT / "setup.sh"), "--dry-run", *flags], capture_output=True, text=True,
-                             check=True, timeout=30).stdout
-        return [line.removeprefix("would run: ") for line in out.splitlines() if line.startswith("would run: ")]
-
-    first, emulation, tests = plan(), plan("--emulation"), plan("--tests")
-    assert {"pip_install toolkit", "install_debs", "start_docker"} <= set(first)
-    for step in ("pip_install dev", "install_host_torch", "install_skypilot", "install_qemu"):
-        assert step in tests and step not in first, step
-    assert set(emulation) - set(first) == {"install_qemu"}
     assert 'python3 -m pip install -q --disable-pip-version-check -e ".[$1]"' in setup
