@@ -274,9 +274,20 @@ def _write_locks(work, wheels_only: bool) -> list[str]:
 # Test tiers, in the order `all` runs them (docs/testing.md, "Tiers"): unit has no processes, servers
 # or Docker; integration starts processes and local servers; image and cluster need Docker.
 TIERS = ("unit", "integration", "image", "cluster")
-# pytest's own flags per tier: the unit tier is pure (no process, server or shared state), so
-# it runs on every core (pytest-xdist); every tier names its 30 slowest tests.
-TIER_FLAGS = {"unit": ("-n", "auto")}
+# pytest's runs per tier. The unit tier is pure (no process, server or shared state): every
+# core (pytest-xdist). The image tier's tests of one image and arch stay on one worker
+# (tests/image/conftest.py groups them) and the workers split the images, most of whose time
+# is one emulated process each. The cluster tier runs twice: its modules side by side (most
+# of their time is waiting on rendezvous, Slurm's timers and containers starting), then the
+# tests marked `solo`, which assert a time or a bandwidth, one at a time with nothing beside
+# them. Every run names its 30 slowest tests.
+# Each run: (its name, pytest-xdist's flags, its selection).
+XDIST_GROUPS = ("-n", "auto", "--dist", "loadgroup")
+TIER_RUNS = {
+    "unit": (("", ("-n", "auto"), ()),),
+    "image": (("", XDIST_GROUPS, ()),),
+    "cluster": (("side by side", XDIST_GROUPS, ("-m", "not solo")), ("solo", (), ("-m", "solo"))),
+}
 DURATIONS = "--durations=30"
 
 
@@ -310,10 +321,15 @@ def test(c, tier="all", build_images=True, pytest_args="", setup=True):
         if name in ("image", "cluster") and build_images and not clock.has("build CI images"):
             with clock("build CI images"):
                 _build_ci_images(c, prune=os.environ.get("TORCHPOD_PRUNE_BUILD_CACHE") == "1")
-        with clock(f"tier {name}"):
-            result = c.run(shlex.join(tier_command(name, extra)), pty=False, warn=True)
-        if result is not None and result.exited != 0:
-            failed.append(f"{name} (pytest exit {result.exited})")
+        codes = []
+        for run_name, parallel, select in TIER_RUNS.get(name, (("", (), ()),)):
+            with clock(f"tier {name}" + (f" ({run_name})" if run_name else "")):
+                result = c.run(shlex.join(tier_command(name, [*select, *extra], parallel)), pty=False, warn=True)
+            codes.append(0 if result is None else result.exited)
+        # a run of a split tier may select nothing (pytest's exit 5: --pytest-args -k ...); all may not
+        bad = [code for code in codes if code not in (0, 5)] or ([5] if set(codes) == {5} else [])
+        if bad:
+            failed.append(f"{name} (pytest exit {bad[0]})")
             if name == "unit" and len(chosen) > 1:
                 break  # a logic error: no image is built for it
     print("\n" + clock.table("invoke test"), flush=True)
@@ -321,9 +337,10 @@ def test(c, tier="all", build_images=True, pytest_args="", setup=True):
         raise Exit(f"torchpod: tests failed in tier {', '.join(failed)}; see each tier's output above", code=1)
 
 
-def tier_command(name: str, extra: list[str]) -> list[str]:
-    """The pytest command of one tier (the unit tier on every core when xdist is there)."""
-    flags = TIER_FLAGS.get(name, ()) if importlib.util.find_spec("xdist") else ()
+def tier_command(name: str, extra: list[str], parallel: tuple[str, ...] = ()) -> list[str]:
+    """The pytest command of one run of a tier; ``parallel`` (pytest-xdist's flags) only where
+    pytest-xdist is installed."""
+    flags = parallel if importlib.util.find_spec("xdist") else ()
     return [sys.executable, "-m", "pytest", f"tests/{name}", *flags, DURATIONS, *extra]
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 
@@ -11,8 +12,25 @@ from torchpod_toolkit.cluster import runner
 
 EXAMPLES = runner.EXAMPLES
 # Every container, network and volume a cluster test creates carries this label (the same
-# one tests/conftest.py's image fixtures sweep), valued with the test's id.
+# one tests/conftest.py's image fixtures sweep), valued with the test's id, then a dot and the
+# pytest session's id (label_value): a session sweeps only what it made, so two sessions, or
+# two pytest-xdist workers, never remove each other's nodes.
 LABEL = "torchpod.test"
+
+
+def label_value(session: str) -> str:
+    return f"{uuid.uuid4().hex[:12]}.{session}"
+
+
+def sweep_session(client, session: str) -> int:
+    """Remove every container, network and volume of this session (``*.<session>``)."""
+    removed = 0
+    for kind in (client.containers, client.networks, client.volumes):
+        for found in kind.list(**({"all": True} if kind is client.containers else {}), filters={"label": LABEL}):
+            labels = (found.attrs.get("Labels") if kind is not client.containers else found.labels) or {}
+            if labels.get(LABEL, "").endswith(f".{session}"):
+                removed += runner.sweep(client, LABEL, labels[LABEL])
+    return removed
 # Every node: one thread per process on a 2-core CI machine; a bounded rendezvous wait.
 NODE_ENV = {"OMP_NUM_THREADS": "1", "TORCHPOD_RDZV_TIMEOUT": "60", "PYTHONUNBUFFERED": "1"}
 

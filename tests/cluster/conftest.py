@@ -12,16 +12,21 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import uuid
 
 import pytest
 
 from torchpod_toolkit.cluster import runner, topology
 
-from cluster_helpers import LABEL, NODE_ENV
+from cluster_helpers import LABEL, NODE_ENV, label_value, sweep_session
 from paths import ROOT
 
 pytestmark = [pytest.mark.cluster, pytest.mark.docker]
+
+
+# Modules whose tests assert a time or a bandwidth (the rendezvous timeout, a stop's grace
+# period, preflight's measured pairs): marked ``solo``, so that `invoke test` runs them after
+# the rest of the tier, with nothing else loading the 2 cores beside them.
+SOLO = {"test_preflight.py", "test_faults.py", "test_bench.py"}
 
 
 def pytest_collection_modifyitems(items):
@@ -29,10 +34,15 @@ def pytest_collection_modifyitems(items):
         if "tests/cluster" in str(item.fspath):
             item.add_marker(pytest.mark.cluster)
             item.add_marker(pytest.mark.docker)
+            # under pytest-xdist (--dist loadgroup) a module's tests share a worker: its
+            # module-scoped cluster (Slurm's) starts once, and the modules run side by side
+            item.add_marker(pytest.mark.xdist_group(name=item.path.name))
+            if item.path.name in SOLO:
+                item.add_marker(pytest.mark.solo)
 
 
 @pytest.fixture(scope="session")
-def cluster_image(docker_client, definitions) -> str:
+def cluster_image(docker_client, definitions, session_id) -> str:
     """The x86_64 ref of the default image; fails (not skips) when it is not built.
 
     The other CI images (older torch) prove themselves in the image tier, down to a real
@@ -60,12 +70,12 @@ def cluster_image(docker_client, definitions) -> str:
 
         subprocess.run([find_builder().docker, "builder", "prune", "-af"], capture_output=True)
     yield ref
-    runner.sweep(docker_client, LABEL)
+    sweep_session(docker_client, session_id)  # what a crash left; never another session's
 
 
 @pytest.fixture
-def test_label() -> dict[str, str]:
-    return {LABEL: uuid.uuid4().hex[:12]}
+def test_label(session_id) -> dict[str, str]:
+    return {LABEL: label_value(session_id)}
 
 
 @pytest.fixture(scope="session")

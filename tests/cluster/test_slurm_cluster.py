@@ -8,7 +8,6 @@ requeues itself and finishes with every epoch and every step run exactly once.""
 from __future__ import annotations
 
 import re
-import uuid
 
 import pytest
 
@@ -16,7 +15,7 @@ from torchpod_toolkit.cluster import runner, slurm
 from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import JobSpec
 
-from cluster_helpers import EXAMPLES, LABEL, NODE_ENV
+from cluster_helpers import EXAMPLES, LABEL, NODE_ENV, label_value
 
 NODES = 2
 
@@ -25,11 +24,11 @@ IMAGE = "registry.example.com/torchpod/pytorch:2.13.0"  # named in the script's 
 
 
 @pytest.fixture(scope="module")
-def slurm_cluster(docker_client, cluster_image, dev_volumes):
+def slurm_cluster(docker_client, cluster_image, dev_volumes, session_id):
     """One cluster for this module's jobs, as a site runs many jobs on one cluster: each job
     writes under its own job id, and starting slurmctld, two slurmd and munge once instead
     of once per test spares their start each time."""
-    label = {LABEL: f"slurm-{uuid.uuid4().hex[:12]}"}
+    label = {LABEL: label_value(session_id)}
     image = slurm.node_image(docker_client, cluster_image)
     with slurm.SlurmCluster(docker_client, image, NODES, label, env=dict(NODE_ENV), volumes=dev_volumes) as cl:
         yield cl.start()

@@ -27,6 +27,22 @@ VARIANTS = [(d, a) for d in DEFS.values() if d.ci and d.aws_ofi_nccl is not None
 NATIVE = [(d, a) for d, a in CASES if a == host_arch()]
 
 
+def pytest_collection_modifyitems(items):
+    """Under pytest-xdist (``invoke test`` runs this tier with ``--dist loadgroup``), every test
+    of one image and arch runs on one worker: its containers and its one ``import torch``
+    (under QEMU, a minute) are not repeated on another, and the workers split the images."""
+    for item in items:
+        if item.path.name == "test_registry.py":  # one registry (module-scoped) for its tests
+            item.add_marker(pytest.mark.xdist_group(name="registry"))
+            continue
+        spec = getattr(item, "callspec", None)
+        for name in ("built", "variant", "built_native"):
+            if spec is not None and name in spec.params:
+                defn, arch = spec.params[name]
+                item.add_marker(pytest.mark.xdist_group(name=f"{defn.name}-{arch.name}"))
+                break
+
+
 def pytest_generate_tests(metafunc):
     for name, cases in (("built", CASES), ("variant", VARIANTS), ("built_native", NATIVE)):
         if name in metafunc.fixturenames:

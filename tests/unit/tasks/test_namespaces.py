@@ -198,7 +198,7 @@ def test_pytest_args_reach_pytest_word_for_word(words):
     NS["test"].body(c, tier="unit", build_images=False, pytest_args=shlex.join(words), setup=False)
     [command] = [shlex.split(cmd) for cmd in c.commands]
     assert command[:4] == [sys.executable, "-m", "pytest", "tests/unit"]
-    assert command[4:] == [*TASKS.tier_command("unit", [])[4:], *words]  # the user's words come last, whole
+    assert command[4:] == [*TASKS.tier_command("unit", [], TASKS.TIER_RUNS["unit"][0][1])[4:], *words]  # theirs last
 
 
 @pytest.mark.parametrize("args", ["-k 'x", '"', "a\\"])
@@ -221,11 +221,15 @@ def test_each_tier_is_its_own_run_in_order_after_the_test_tools_and_each_names_i
     c = _Recorder()
     NS["test"].body(c, tier="all", build_images=True, pytest_args="")
     assert shlex.split(c.commands[0]) == [str(ROOT / "setup.sh"), "--tests"]
-    assert _tiers_run(c) == ["tests/unit", "tests/integration", "tests/image", "tests/cluster"]
+    assert _tiers_run(c) == ["tests/unit", "tests/integration", "tests/image", "tests/cluster", "tests/cluster"]
     assert built == [3]  # once, after the unit and integration tiers, before the image tier
     assert all("--durations=30" in shlex.split(cmd) for cmd in c.commands[1:])
     out = capsys.readouterr().out
-    for name in ("setup.sh --tests", "tier unit", "build CI images", "tier cluster", "total"):
+    cluster = [shlex.split(cmd) for cmd in c.commands if "tests/cluster" in cmd]
+    assert cluster[0][-2:] == ["-m", "not solo"] and cluster[1][-2:] == ["-m", "solo"]  # the timed ones alone
+    assert "-n" in cluster[0] and "-n" not in cluster[1]
+    for name in ("setup.sh --tests", "tier unit", "build CI images", "tier cluster (side by side)",
+                 "tier cluster (solo)", "total"):
         assert re.search(rf"^{re.escape(name)} +\d+\.\d$", out, flags=re.MULTILINE), name
 
 
@@ -243,5 +247,17 @@ def test_a_later_tiers_failure_lets_the_others_run_and_fails_the_task_naming_it(
     c = _Recorder(exits={"tests/integration": 1, "tests/cluster": 5})
     with pytest.raises(Exit) as caught:
         NS["test"].body(c, tier="all", build_images=True, pytest_args="", setup=False)
-    assert _tiers_run(c) == ["tests/unit", "tests/integration", "tests/image", "tests/cluster"]
+    assert _tiers_run(c) == ["tests/unit", "tests/integration", "tests/image", "tests/cluster", "tests/cluster"]
+    # both runs of the cluster tier selected nothing: a failure, not a pass
     assert "integration (pytest exit 1), cluster (pytest exit 5)" in str(caught.value.message)
+
+
+def test_one_run_of_a_split_tier_selecting_nothing_is_no_failure(monkeypatch):
+    class OnlySolo(_Recorder):
+        def run(self, command, **kwargs):
+            result = super().run(command, **kwargs)
+            return SimpleNamespace(exited=5, ok=False) if "not solo" in command else result
+
+    c = OnlySolo()
+    NS["test"].body(c, tier="cluster", build_images=False, pytest_args="-k preflight", setup=False)
+    assert len(c.commands) == 2
