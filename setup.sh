@@ -181,14 +181,20 @@ EOF
   if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi  # put `invoke` on PATH under pyenv
 }
 
-# the default image's torch, read from images/ (the one place its version is written)
+# the default image's torch, read from images/ (the one place its version is written), and
+# its numpy as the image's lock pins it: torch.distributed moves Python objects through numpy
+# (all_gather_object: "Numpy is not available" without it), and pip does not install it with torch
 install_host_torch() {
-  local pin
+  local pin numpy
   pin=$(python3 -m torchpod_toolkit.definitions --host-torch)
-  if python3 -c "import sys; from importlib.metadata import version; sys.exit(version('torch') != sys.argv[1].split('==')[1])" "$pin" 2>/dev/null; then
-    echo "    $pin present"; return
+  numpy=$(grep -m1 -o '^numpy==[^ ]*' "images/locks/pytorch-$(uname -m).txt")
+  if python3 -c '
+import sys
+from importlib.metadata import version
+sys.exit(any(version(p.split("==")[0]) != p.split("==")[1] for p in sys.argv[1:]))' "$pin" "$numpy" 2>/dev/null; then
+    echo "    $pin $numpy present"; return
   fi
-  python3 -m pip install -q --disable-pip-version-check "$pin"
+  python3 -m pip install -q --disable-pip-version-check "$pin" "$numpy"
 }
 
 # SkyPilot in an environment of its own: the tests judge the SkyPilot tasks `invoke manifests`
