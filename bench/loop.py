@@ -193,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     data.setdefault(args.what, {})[args.label] = entry
     RESULT.write_text(json.dumps(data, indent=2) + "\n")
     print(table(entry))
+    if entry["exit"] != "0":
+        print(f"bench/loop.py: the run exited {entry['exit']}; see the stamped log {log_path}", file=sys.stderr)
+        return 1
     return 0
 
 

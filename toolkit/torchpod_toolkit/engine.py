@@ -240,6 +240,7 @@ def ensure_base(client, builder: Builder, defn: ImageDef, arch: Arch, cache: Pat
         )
     fix = (f"refresh the lock with `invoke lock --image {defn.name} --arch {arch.name}`, or point base.mirror of "
            f"{defn.path.name} at a dated snapshot (https://snapshot.debian.org/archive/debian/<YYYYMMDDThhmmssZ>/)")
+    cache.mkdir(parents=True, exist_ok=True)  # a fresh clone has none yet
     with tempfile.TemporaryDirectory(prefix="torchpod-rootfs-", dir=cache) as tmp:
         context = Path(tmp)
         print(f"==> bootstrapping Debian {defn.base.debian} for {arch.name} ({tag})", flush=True)
