@@ -131,11 +131,11 @@ TIERS = ("unit", "integration", "image", "cluster")
 REPOSITORY_TESTS = {"unit/test_layout.py", "unit/test_docs.py", "unit/test_packaging.py",
                     "unit/test_function_length.py", "integration/test_launcher_e2e.py",
                     "unit/test_needs.py",  # the suite's own helper (tests/needs.py)
-                    "integration/test_setup.py"}
+                    "integration/test_setup.py", "unit/test_layer_scan.py"}
 # A second file for one module, split by what it feeds the module (hostile input,
 # hypothesis properties, scripts run for real, shellcheck): test_<module>_<suffix>.py.
 SUFFIXES = ("_hostile", "_properties", "_exec", "_shellcheck", "_shell")
-SOURCES = {"torchpod": LAUNCHER, "torchpod_toolkit": TOOLKIT, "examples": ROOT / "examples"}
+SOURCES = {"torchpod": LAUNCHER, "torchpod_toolkit": TOOLKIT, "examples": ROOT / "examples", "bench": ROOT / "bench"}
 
 
 def test_test_modules_are_imported_by_path(pytestconfig):
