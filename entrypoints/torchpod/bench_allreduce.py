@@ -108,7 +108,9 @@ def _row(torch, dist, size: int, args: argparse.Namespace, device, world: int) -
     if cuda:
         torch.cuda.synchronize()
     seconds = (time.perf_counter() - started) / args.iters
-    took = torch.tensor([seconds], dtype=torch.float64)
+    # on the group's device: an NCCL-only group has no backend for a CPU tensor ("No backend
+    # type associated with device type cpu", torch/distributed/distributed_c10d.py)
+    took = torch.tensor([seconds], dtype=torch.float64, device=device)
     dist.all_reduce(took, op=dist.ReduceOp.MAX)  # the slowest rank sets the pace, as in nccl-tests
     seconds = took.item()
     algbw = size / seconds / 1e9

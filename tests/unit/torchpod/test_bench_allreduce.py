@@ -27,3 +27,55 @@ def test_sizes_parse(text, value):
 def test_bad_sizes_are_refused(text):
     with pytest.raises(argparse.ArgumentTypeError, match="is not a size"):
         parse_bytes(text)
+
+
+class _Tensor:
+    def __init__(self, device, value=1.0):
+        self.device, self.value = device, value
+
+    def item(self):
+        return self.value
+
+
+class _Torch:
+    """The part of torch `_row` uses; every tensor remembers the device it was made on."""
+
+    float32 = float64 = "dtype"
+
+    def __init__(self, device_type):
+        self.cuda = argparse.Namespace(synchronize=lambda: None)
+        self.device_type = device_type
+
+    def ones(self, n, dtype, device):
+        return _Tensor(device)
+
+    def tensor(self, values, dtype, device=None):
+        return _Tensor(device if device is not None else argparse.Namespace(type="cpu"), values[0])
+
+
+class _NcclOnly:
+    """An NCCL group: every collective's tensor must be on the GPU, as torch insists
+    ("No backend type associated with device type cpu")."""
+
+    ReduceOp = argparse.Namespace(MAX="max")
+
+    def __init__(self):
+        self.devices = []
+
+    def all_reduce(self, tensor, op=None):
+        self.devices.append(tensor.device.type)
+        if tensor.device.type != "cuda":
+            raise RuntimeError("No backend type associated with device type cpu")
+
+    def barrier(self):
+        pass
+
+
+def test_every_collective_of_a_row_runs_on_the_groups_device():
+    from torchpod.bench_allreduce import _row
+
+    dist = _NcclOnly()
+    args = argparse.Namespace(warmup=1, iters=2)
+    row = _row(_Torch("cuda"), dist, 1 << 20, args, argparse.Namespace(type="cuda"), 2)
+    assert dist.devices == ["cuda"] * 4  # warmup, two timed, and the slowest rank's time
+    assert row["bytes"] == 1 << 20 and row["busbw_gbps"] == row["algbw_gbps"] * bus_factor(2)
