@@ -148,7 +148,8 @@ start_docker() {
 # pip_install EXTRA: `pip install -e .[EXTRA]`, skipped when every requirement of the extra
 # is already satisfied (importlib.metadata; the check takes well under a second)
 pip_install() {
-  if python3 - "$1" <<'EOF' 2>/dev/null; then echo "    all present"; return; fi
+  # -I: not this folder on sys.path, whose torchpod.egg-info (no direct_url.json) would shadow the install
+  if python3 -I - "$1" <<'EOF' 2>/dev/null; then echo "    all present"; return; fi
 import json
 import sys
 from importlib.metadata import PackageNotFoundError, distribution, requires
