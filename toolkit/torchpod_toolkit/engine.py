@@ -338,15 +338,13 @@ PROBE_SOURCES = tuple(Path(__file__).resolve().parents[2] / "entrypoints" / "tor
 
 
 def probe_key(inputs: Inputs, base_id: str, arch: Arch) -> str:
-    """What decides everything the probe reads: the locked wheels (torch, torchvision, CUDA,
-    NCCL), the base's Debian packages (Python, rdma-core), the base itself, the arch and the
-    probe. A launcher-only edit changes none of them, so its rebuild does not import torch
-    again (under QEMU, most of an aarch64 rebuild); and a net plugin variant, whose wheel lines
-    and base are its default image's, takes that image's result instead of importing torch
-    once more (its own layer adds a plugin and libfabric, which the probe does not read; the
-    variant build reads the plugin itself, :func:`netplugin_facts`)."""
+    """What decides everything the probe reads: the locked wheel lines (torch, torchvision,
+    CUDA, NCCL), every locked Debian package (Python, rdma-core, and a variant's libfabric,
+    which the probe reads too), the base image, the arch and the probe. A launcher-only edit
+    changes none of them, so its rebuild does not import torch again (under QEMU, most of an
+    aarch64 rebuild); and the key holds no path of the checkout, so a fresh clone finds it."""
     wheels = "".join(w.line + "\n" for w in inputs.wheels.entries)
-    debs = "".join(f"{d.name}={d.version}\n" for d in inputs.debs.entries if d.layer == "base") if inputs.debs else ""
+    debs = "".join(f"{d.layer}:{d.name}={d.version}\n" for d in inputs.debs.entries) if inputs.debs else ""
     parts = [arch.name, hashlib.sha256(wheels.encode()).hexdigest(), hashlib.sha256(debs.encode()).hexdigest(),
              base_id, *(hashlib.sha256(path.read_bytes()).hexdigest() for path in PROBE_SOURCES)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()

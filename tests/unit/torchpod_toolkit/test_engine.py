@@ -51,7 +51,7 @@ def test_the_probe_is_remembered_per_lock_base_and_probe_source(tmp_path):
         engine.cached_probe(None, "ref", arch, tmp_path, key)
 
 
-def test_a_variant_takes_its_default_images_probe_and_a_changed_wheel_or_base_package_does_not():
+def test_a_changed_wheel_base_package_or_apt_layer_package_changes_the_probes_key():
     from dataclasses import replace
 
     from torchpod_toolkit import locks
@@ -65,9 +65,8 @@ def test_a_variant_takes_its_default_images_probe_and_a_changed_wheel_or_base_pa
                              locks.load(ROOT / "images", defn, arch, debian=True), "{}")
 
     plain, efa = inputs("pytorch"), inputs("pytorch-efa")
-    assert efa.debs.sha256 != plain.debs.sha256  # its apt layer (libfabric) is in its Debian lock...
-    # ...but the probe reads nothing of it: the variant's build reuses the default image's result
-    assert engine.probe_key(efa, "sha256:b", arch) == engine.probe_key(plain, "sha256:b", arch)
+    # a variant's libfabric (its apt layer) is read by the probe: its result is its own
+    assert engine.probe_key(efa, "sha256:b", arch) != engine.probe_key(plain, "sha256:b", arch)
     first = plain.wheels.entries[0]
     bumped = replace(plain, wheels=replace(plain.wheels, entries=(replace(first, sha256="0" * 64),
                                                                   *plain.wheels.entries[1:])))
@@ -76,6 +75,9 @@ def test_a_variant_takes_its_default_images_probe_and_a_changed_wheel_or_base_pa
     moved = replace(plain, debs=replace(plain.debs, entries=tuple(replace(d, version=d.version + "+1") if d is base
                                                                   else d for d in plain.debs.entries)))
     assert engine.probe_key(moved, "sha256:b", arch) != engine.probe_key(plain, "sha256:b", arch)
+    # the lock file's header (its image name, its path) is no input: the same lines, the same key
+    renamed = replace(plain, wheels=replace(plain.wheels, image="other", path=ROOT / "elsewhere.txt"))
+    assert engine.probe_key(renamed, "sha256:b", arch) == engine.probe_key(plain, "sha256:b", arch)
 
 
 def _staged(tmp_path, lines: str, built: bytes = b"wheel"):
