@@ -53,6 +53,9 @@ from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCHER = ROOT / "entrypoints"
+sys.path.insert(0, str(LAUNCHER))  # torchpod.contract: standard library only, as this script
+
+from torchpod.contract import RESULT_PREFIX  # noqa: E402  (the workloads' result lines)
 DDP_SCRIPT = ROOT / "examples" / "ddp_resnet.py"
 
 OK, FAILED, SKIPPED = "ok", "failed", "skipped"
@@ -71,7 +74,6 @@ TAIL_CHARS = 3000  # per stream, in summary.json
 READ_CAP = 1 << 20  # the most of a step's stdout read to judge it (the plan and doctor JSON are a few KiB)
 REASON_CAP = 240
 FACTS_PREFIX = "GPU_CHECK_FACTS "
-RESULT_PREFIX = "TORCHPOD_RESULT "  # torchpod.contract.RESULT_PREFIX: the workloads' result lines
 
 # Runs in a child with the launcher's Python: importing torch (and CUDA) here could hang or
 # crash this script, which must always write its summary.
