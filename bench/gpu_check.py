@@ -56,6 +56,7 @@ LAUNCHER = ROOT / "entrypoints"
 sys.path.insert(0, str(LAUNCHER))  # torchpod.contract: standard library only, as this script
 
 from torchpod.contract import RESULT_PREFIX  # noqa: E402  (the workloads' result lines)
+
 DDP_SCRIPT = ROOT / "examples" / "ddp_resnet.py"
 
 OK, FAILED, SKIPPED = "ok", "failed", "skipped"
