@@ -295,6 +295,8 @@ def with_preflight(env: Mapping[str, str], plan: LaunchPlan) -> LaunchPlan:
     value = setting(env, ENV_PREFLIGHT)
     if value not in ("", "0", "1"):
         raise InputError(f"{ENV_PREFLIGHT.name}={value!r} is not a switch; expected 1 (preflight first) or 0")
+    if value == "1":  # the workers would each refuse a bad TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED after the rendezvous
+        preflight.allow_undecided(False, env)
     return preflight_first(plan) if value == "1" else plan
 
 

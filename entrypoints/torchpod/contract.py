@@ -21,7 +21,8 @@ from .arch import ARCHES, Arch, normalise_arch  # arch.py owns the names (one no
 __all__ = [
     "ARCHES", "Arch", "normalise_arch", "Setting", "SETTINGS", "OUTPUTS", "setting",
     "ENV_SCHEDULER", "ENV_RDZV_PORT", "ENV_RDZV_TIMEOUT", "ENV_HOSTNAME", "ENV_SYSFS_ROOT",
-    "ENV_PRESET", "ENV_DOCTOR", "ENV_PREFLIGHT", "ENV_SITE_LIB", "ENV_COMMAND", "RESULT_PREFIX",
+    "ENV_PRESET", "ENV_DOCTOR", "ENV_PREFLIGHT", "ENV_PREFLIGHT_UNDECIDED", "ENV_SITE_LIB", "ENV_COMMAND",
+    "RESULT_PREFIX",
     "RDZV_PORT_DEFAULT", "TORCHRUN_MASTER_PORT", "PYTORCHJOB_PORT", "TRAINER_PORT", "ETCD_PORT",
     "EPHEMERAL_PORTS", "SYSFS_ROOT_DEFAULT", "IMAGE_PLUGIN_DIR", "IMAGE_PLUGIN", "IMAGE_PLUGIN_LIBFABRIC",
     "SITE_LIB", "SITE_DEPS", "EXAMPLES_DIR", "PREFLIGHT_MODULE", "LABEL_PREFIX", "LABEL_KEYS",
@@ -116,6 +117,10 @@ ENV_PRESET = Setting("TORCHPOD_PRESET", "a machine shape whose NCCL fabric setti
 ENV_DOCTOR = Setting("TORCHPOD_DOCTOR", "1: `run` refuses to start when the doctor's preflight fails", "0")
 ENV_PREFLIGHT = Setting("TORCHPOD_PREFLIGHT", "1: `run` runs torchpod.preflight on every node first, in the "
                         "job's own workers, and starts the script only when no node failed", "0")
+ENV_PREFLIGHT_UNDECIDED = Setting("TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED", "1: preflight passes when its pairs cannot "
+                                  "tell slow nodes from fast (two nodes without --floor-gbps, no pair above the "
+                                  "floor, a node between a quarter and half the best pair), as --allow-undecided "
+                                  "does; 0: it fails, naming the pairs", "0")
 ENV_SITE_LIB = Setting("TORCHPOD_SITE_LIB", "':'-separated directories holding the site's NCCL net plugin "
                        f"and libfabric (else {SITE_LIB} and {SITE_DEPS}, then the vendors' host paths)")
 ENV_NET_PIN = Setting("TORCHPOD_NCCL_NET_PIN", "1: on InfiniBand/RoCE pin NCCL_NET=IB so a job that cannot use "
@@ -123,7 +128,8 @@ ENV_NET_PIN = Setting("TORCHPOD_NCCL_NET_PIN", "1: on InfiniBand/RoCE pin NCCL_N
 
 # Every variable torchpod reads, in the order --help lists them.
 SETTINGS: tuple[Setting, ...] = (ENV_SCHEDULER, ENV_RDZV_PORT, ENV_RDZV_TIMEOUT, ENV_HOSTNAME, ENV_SYSFS_ROOT,
-                                 ENV_PRESET, ENV_DOCTOR, ENV_PREFLIGHT, ENV_SITE_LIB, ENV_NET_PIN)
+                                 ENV_PRESET, ENV_DOCTOR, ENV_PREFLIGHT, ENV_PREFLIGHT_UNDECIDED, ENV_SITE_LIB,
+                                 ENV_NET_PIN)
 
 # Names torchpod writes, never reads: `torchpod plan --format shell`'s command variable, and
 # the prefix of the result line workloads print for the containers-as-nodes harness.

@@ -1,21 +1,25 @@
-"""`torchpod preflight`: before a job trains, check every node and name the slow one.
+"""`torchpod preflight`: before a job trains, check every node and name every slow one.
 
     torchpod run -m torchpod.preflight [--pair-bytes 4M] [--min-bytes 1K] [--max-bytes 4M]
-                                       [--iters 5] [--warmup 2] [--floor-gbps X] [--json FILE] [--svg FILE]
+                                       [--iters 5] [--warmup 2] [--floor-gbps X] [--allow-undecided]
+                                       [--json FILE] [--svg FILE]
                                        [--then script|module|program TARGET [ARGS...]]
 
 A workload like ``torchpod.bench_allreduce``: torchrun starts it on every node. It
 
 1. runs the doctor's checks (torchpod.doctor.preflight) on every node and gathers them to
    rank 0 over the job's own process group (``all_gather_object``);
-2. times pairs of nodes, one leader rank per node: disjoint pairs in two rounds (ring
-   neighbours, then shifted by one), every pair of a round at once, each over its own
-   ``new_group`` (torch.distributed.new_group must be entered by every rank, in the same
-   order: torch/distributed/distributed_c10d.py, v2.4.0). An odd count gets a third round
-   with the pair that closes the ring, so every node sits in two pairs when N >= 3;
-3. names a node only when it is slow in both of its pairs. A pair is slow under a floor
-   (``--floor-gbps``) or, without one, below half the median pair: one bad link then
-   marks two pairs, and only the node they share is named;
+2. times pairs of nodes, one leader rank per node, in rounds of disjoint pairs, every pair
+   of a round at once, each over its own ``new_group`` (torch.distributed.new_group must be
+   entered by every rank, in the same order: torch/distributed/distributed_c10d.py, v2.4.0).
+   torchpod.localise decides the rounds and the verdict: ring neighbours and pairs two
+   apart first, then retests of the undecided nodes against nodes proven fast. Every rank
+   runs the same pure rule on the same gathered figures, so all enter the same rounds;
+3. names every node that is slow with two nodes proven fast (a pair under ``--floor-gbps``,
+   or without one under a quarter of the best pair), and says when the pairs cannot tell
+   (two nodes without a floor, no node proven fast, a node between a quarter and half the
+   best): that fails the run unless accepted with ``--allow-undecided`` or
+   TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED=1;
 4. sweeps an all-reduce over every rank in nccl-tests' columns (size, count, type, redop,
    time, algbw, busbw; busbw = algbw * 2(n-1)/n, nccl-tests doc/PERFORMANCE.md, v2.13.9),
    NCCL on GPUs, gloo on CPUs.
@@ -26,14 +30,12 @@ reference, each cited there), the sweep also runs at the floor's size on NCCL an
 is judged against it: below a floor measured with Ring (as preflight measures) fails, below
 one measured with NCCL's own choice warns; on gloo it is not judged (an info line).
 
-Rank 0 prints the per-node verdict (ok / warn / fail, reason and fix), the slow pairs and
-the sweep table, writes ``--json`` and ``--svg`` (busbw against size, standard library
-only) and prints a TORCHPOD_RESULT line. Every rank exits 0 only when no node failed, 1
-otherwise, 2 for bad input. The pure parts (``schedule``, ``slow_pairs``, ``slow_nodes``,
-``verdicts``, ``svg``) take plain data; only ``main`` touches torch, the env and the clock.
-
-Limit of the relative rule: it needs most pairs to be healthy (the median is a healthy
-pair). At N = 3 one slow node makes two of the three pairs slow, so only a floor finds it.
+Rank 0 prints the per-node verdict (ok / warn / fail, reason and fix), every round's pairs
+and the sweep table, writes ``--json`` and ``--svg`` (busbw against size, standard library
+only) and prints a TORCHPOD_RESULT line. Every rank exits 0 only when no node failed and
+the verdict is decided or accepted, 1 otherwise, 2 for bad input. The pure parts
+(torchpod.localise, ``verdicts``, ``assemble``, ``report``, ``svg``) take plain data; only
+``main`` touches torch, the env and the clock.
 """
 
 from __future__ import annotations
@@ -51,90 +53,83 @@ from typing import Any, Mapping, Sequence
 from xml.sax.saxutils import escape
 
 from .bench_allreduce import Parser, parse_bytes, sizes, whole
-from .contract import RESULT_PREFIX
+from .contract import ENV_PREFLIGHT_UNDECIDED, RESULT_PREFIX, setting
 from .errors import InputError, one_line
 from .fabric import presets
 from .fabric.findings import Severity
 from .fabric.presets import RING, Floor
+from .localise import Pair, Verdict, figure, localise
+from .localise import ring as localise_ring
 from .plan import THEN, THEN_MODES
 
-Pair = tuple[int, int]
-RELATIVE = 0.5  # a pair below half the median pair is slow
 PREFIX = "torchpod.preflight"  # the store keys of preflight's own process group
 WARN, FAIL = Severity.WARN.value, Severity.FAIL.value  # the doctor's statuses (Check.as_dict)
+UNDECIDED = "preflight.undecided"
+ACCEPT = f"--allow-undecided or {ENV_PREFLIGHT_UNDECIDED.name}=1"
 
 
-def schedule(n: int) -> list[list[Pair]]:
-    """Rounds of disjoint node pairs: ring neighbours (0,1),(2,3)..., then shifted
-    (1,2),(3,4)...; an odd count adds a third round with the pair closing the ring."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-        raise InputError(f"preflight nodes={n!r}; expected 2 or more nodes (a whole number)")
-    if n == 2:
-        return [[(0, 1)]]
-    first = [(i, i + 1) for i in range(0, n - 1, 2)]
-    second = [(i, (i + 1) % n) for i in range(1, n, 2)]
-    if n % 2 == 0:
-        return [first, second]
-    return [first, second, [(n - 1, 0)]]
+def _pairs_text(pairs: Sequence[tuple[Pair, float]]) -> str:
+    return "; ".join(f"{p} {v:.3f} GB/s" for p, v in pairs)
 
 
-def _number(pair: Pair, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise InputError(f"pair {pair} busbw={value!r}; expected a finite number of GB/s, 0 or more")
-    return float(value)
+def _pair_reasons(index: int, verdict: Verdict) -> list[dict]:
+    """This node's reasons from the pairs: named slow, undecided, or on a slow link."""
+    if index in verdict.slow:
+        fast = set(verdict.fast)
+        against = [(p, v) for p, v in verdict.pairs_of(index) if v < verdict.slow_under and set(p) - {index} <= fast]
+        return [{"code": "preflight.slow-node", "status": FAIL,
+                 "detail": f"under {verdict.slow_under:.3f} GB/s with {len({q for p, _ in against for q in p}) - 1} "
+                           "nodes proven fast: "
+                           f"{_pairs_text(against)} ({verdict.rule})",
+                 "fix": "check this node's NIC, link speed and cabling (ethtool, ibstat); drain it and rerun "
+                        "preflight"}]
+    if index in verdict.undecided:
+        return [{"code": UNDECIDED, "status": WARN,
+                 "detail": f"neither proven fast nor named slow: {_pairs_text(verdict.pairs_of(index))}",
+                 "fix": "give --floor-gbps (what a healthy pair reaches), or run preflight with nodes known "
+                        "to be good"}]
+    links = [(p, v) for p, v in verdict.slow_links() if index in p]
+    if links:
+        return [{"code": "preflight.slow-pair", "status": WARN,
+                 "detail": f"under {verdict.threshold:.3f} GB/s though both nodes are fast with others: "
+                           f"{_pairs_text(links)}",
+                 "fix": "the link between the two is the likelier cause (cable, switch port); rerun to "
+                        "confirm"}]
+    return []
 
 
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
-def slow_pairs(busbw: Mapping[Pair, Any], floor: float | None = None) -> dict[Pair, str]:
-    """The slow pairs, each with why: under ``floor`` GB/s, or (no floor) under half the
-    median pair. Values that are not finite numbers >= 0 are bad input."""
-    clean = {pair: _number(pair, v) for pair, v in busbw.items()}
-    if not clean:
-        return {}
-    if floor is not None:
-        limit = _number((-1, -1), floor)
-        return {p: f"{v:.3f} GB/s < floor {limit:.3f} GB/s" for p, v in clean.items() if v < limit}
-    median = _median(list(clean.values()))
-    return {p: f"{v:.3f} GB/s < half the median pair ({median:.3f} GB/s)"
-            for p, v in clean.items() if v < RELATIVE * median}
-
-
-def slow_nodes(pairs: Sequence[Pair], slow: Mapping[Pair, str]) -> list[int]:
-    """Nodes every one of whose pairs (two at least) is slow."""
-    mine: dict[int, list[Pair]] = {}
-    for pair in dict.fromkeys(pairs):
-        for node in pair:
-            mine.setdefault(node, []).append(pair)
-    return sorted(node for node, ps in mine.items() if len(ps) >= 2 and all(p in slow for p in ps))
-
-
-def verdicts(nodes: Sequence[Mapping[str, Any]], pairs: Sequence[Pair], slow: Mapping[Pair, str]) -> list[dict]:
+def verdicts(nodes: Sequence[Mapping[str, Any]], verdict: Verdict) -> list[dict]:
     """Per node: ok / warn / fail with reasons (code, detail, fix). ``nodes[i]`` carries the
     node's hostname and its doctor checks (doctor.Check.as_dict())."""
-    named = set(slow_nodes(pairs, slow))
     out = []
     for index, node in enumerate(nodes):
         reasons = [{k: c.get(k, "") for k in ("code", "status", "detail", "fix")}
                    for c in node.get("checks", []) if c.get("status") in (WARN, FAIL)]
-        mine = [p for p in slow if index in p]
-        if index in named:
-            reasons.append({"code": "preflight.slow-node", "status": FAIL,
-                            "detail": "slow in every pair: " + "; ".join(f"{p}: {slow[p]}" for p in mine),
-                            "fix": "check this node's NIC, link speed and cabling (ethtool, ibstat); "
-                                   "drain it and rerun preflight"})
-        elif mine:
-            reasons.append({"code": "preflight.slow-pair", "status": WARN,
-                            "detail": "; ".join(f"{p}: {slow[p]}" for p in mine),
-                            "fix": "the partner node is the likelier cause; rerun to confirm"})
+        reasons += _pair_reasons(index, verdict)
         statuses = {r["status"] for r in reasons}
         status = FAIL if FAIL in statuses else WARN if WARN in statuses else Severity.OK.value
         out.append({"node": index, "hostname": node.get("hostname", ""), "status": status, "reasons": reasons})
     return out
+
+
+def undecided_reasons(verdict: Verdict, accepted: bool) -> list[dict]:
+    """The job's line when the pairs cannot tell slow nodes from fast: a failure, or a
+    warning when the user accepted it. None when every node is decided."""
+    if verdict.decided:
+        return []
+    return [{"code": UNDECIDED, "status": WARN if accepted else FAIL,
+             "detail": f"cannot tell which nodes are slow: {verdict.why}" + ("; accepted" if accepted else ""),
+             "fix": "" if accepted else f"give --floor-gbps (what a healthy pair reaches), or accept it with {ACCEPT}"}]
+
+
+def allow_undecided(flag: bool, env: Mapping[str, str]) -> bool:
+    """``--allow-undecided``, or TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED=1 (TORCHPOD_PREFLIGHT=1's
+    workers get no preflight options); a value other than 0 or 1 is bad input."""
+    value = setting(env, ENV_PREFLIGHT_UNDECIDED)
+    if value not in ("", "0", "1"):
+        raise InputError(f"{ENV_PREFLIGHT_UNDECIDED.name}={value[:40]!r} is not a switch; expected 1 (accept a "
+                         "preflight that cannot tell slow nodes from fast) or 0")
+    return flag or value == "1"
 
 
 def floor_reasons(sweep: Sequence[Mapping[str, Any]], floor: Floor | None, preset: str, backend: str) -> list[dict]:
@@ -151,7 +146,7 @@ def floor_reasons(sweep: Sequence[Mapping[str, Any]], floor: Floor | None, prese
     row = next((r for r in sweep if r.get("bytes") == floor.bytes), None)
     if row is None:
         raise InputError(f"preflight sweep has no row at {floor.bytes} bytes; expected one for the {cited}")
-    busbw = _number((-1, -1), row.get("busbw_gbps"))
+    busbw = figure(f"preflight sweep at {floor.bytes} bytes", row.get("busbw_gbps"))
     if busbw >= floor.busbw_gbps:
         return [{"code": "preflight.floor.met", "status": Severity.OK.value,
                  "detail": f"{busbw:.1f} GB/s >= {cited}", "fix": ""}]
@@ -204,38 +199,59 @@ def table(rows: Sequence[Mapping[str, Any]]) -> str:
                                f"{r['algbw_gbps']:>12.3f} {r['busbw_gbps']:>12.3f}" for r in rows])
 
 
+def _round_line(rnd: Mapping[str, Any]) -> str:
+    pairs = ", ".join(f"{p['pair']} {p['busbw_gbps']:.3f} GB/s{' SLOW' if p['slow'] else ''}" for p in rnd["pairs"])
+    return f"round {rnd['round']} ({rnd['kind']}): {pairs}"
+
+
 def report(result: Mapping[str, Any]) -> str:
-    """The text rank 0 prints: one line per node, the slow pairs, the sweep."""
+    """The text rank 0 prints: one line per node, every round's pairs, the sweep, the job's
+    lines and the verdict: the failing nodes, "none", or "undecided" when the pairs cannot tell."""
     lines = [f"# torchpod preflight: {len(result['nodes'])} nodes, {result['backend']}, rule: {result['rule']}"]
     for v in result["nodes"]:
         lines.append(f"node {v['node']} ({v['hostname']}): {v['status']}")
         lines += [f"  {r['status']:4} {r['code']}: {r['detail']}" + (f" | fix: {r['fix']}" if r["fix"] else "")
                   for r in v["reasons"]]
-    lines.append("pairs: " + ", ".join(f"{p['pair']} {p['busbw_gbps']:.3f} GB/s{' SLOW' if p['slow'] else ''}"
-                                       for p in result["pairs"]))
+    lines += [_round_line(rnd) for rnd in result["rounds"]]
     lines += ["# all_reduce sweep, every rank", table(result["sweep"])]
     lines += [f"job: {r['status']:4} {r['code']}: {r['detail']}" + (f" | fix: {r['fix']}" if r["fix"] else "")
               for r in result.get("job", [])]
-    lines.append("failing nodes: " + (", ".join(str(n) for n in result["failing"]) or "none"))
+    named = ", ".join(str(n) for n in result["failing"])
+    undecided = "undecided" + (" (accepted)" if result["accepted_undecided"] else "")
+    lines.append("failing nodes: " + (named or ("none" if result["decided"] else undecided)))
     return "\n".join(lines)
 
 
-def assemble(nodes: Sequence[Mapping[str, Any]], busbw: Mapping[Pair, Any], sweep: Sequence[Mapping[str, Any]],
-             backend: str, floor: float | None) -> dict:
-    """The JSON report from what the run measured (pure)."""
-    pairs = [p for rnd in schedule(len(nodes)) for p in rnd]
-    missing = [p for p in pairs if p not in busbw]
-    if missing:
-        raise InputError(f"preflight busbw has no figure for pairs {missing}; expected one for every scheduled pair")
-    slow = slow_pairs(busbw, floor)
-    judged = verdicts(nodes, pairs, slow)
-    rule = f"floor {floor} GB/s" if floor is not None else f"below {RELATIVE} x median pair"
-    return {"backend": backend, "rule": rule, "nodes": judged,
+def _pair_rows(rnd: Sequence[tuple[Pair, float]], threshold: float) -> list[dict]:
+    return [{"pair": list(p), "busbw_gbps": v, "slow": v < threshold} for p, v in rnd]
+
+
+def assemble(nodes: Sequence[Mapping[str, Any]], verdict: Verdict, sweep: Sequence[Mapping[str, Any]],
+             backend: str, accepted: bool = False) -> dict:
+    """The JSON report from what the run measured (pure). ``pairs`` holds the ring's pairs as
+    it always has; ``rounds`` every round, the ring's included."""
+    if len(nodes) != verdict.nodes:
+        raise InputError(f"preflight has {len(nodes)} nodes but the pairs were measured for {verdict.nodes}; "
+                         "expected the same count")
+    judged = verdicts(nodes, verdict)
+    ring = verdict.rounds[:len(localise_ring(verdict.nodes))]
+    return {"backend": backend, "rule": verdict.rule, "threshold_gbps": verdict.threshold,
+            "slow_under_gbps": verdict.slow_under, "nodes": judged,
             "failing": [v["node"] for v in judged if v["status"] == FAIL],
-            "slow_nodes": slow_nodes(pairs, slow),
-            "pairs": [{"pair": list(p), "busbw_gbps": float(busbw[p]), "slow": p in slow}
-                      for p in dict.fromkeys(pairs)],
+            "slow_nodes": list(verdict.slow), "fast_nodes": list(verdict.fast),
+            "undecided_nodes": list(verdict.undecided), "decided": verdict.decided,
+            "undecided_why": verdict.why, "accepted_undecided": accepted and not verdict.decided,
+            "slow_links": [list(p) for p, _ in verdict.slow_links()],
+            "pairs": [row for rnd in ring for row in _pair_rows(rnd, verdict.threshold)],
+            "rounds": [{"round": i + 1, "kind": "first" if i < verdict.first else "retest",
+                        "pairs": _pair_rows(rnd, verdict.threshold)} for i, rnd in enumerate(verdict.rounds)],
+            "job": undecided_reasons(verdict, accepted),
             "sweep": [dict(r, type="float", redop="sum") for r in sweep]}
+
+
+def exit_code(result: Mapping[str, Any]) -> int:
+    """1 when a node failed or a job line did (an undecided verdict does unless accepted), else 0."""
+    return 1 if result["failing"] or any(r["status"] == FAIL for r in result["job"]) else 0
 
 
 # -- the impure edge: torch, the env, the clock ---------------------------------------------
@@ -248,6 +264,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--iters", type=whole, default=5)
     parser.add_argument("--warmup", type=whole, default=2)
     parser.add_argument("--floor-gbps", type=_gbps, default=None, help="a pair under this busbw is slow")
+    parser.add_argument("--allow-undecided", action="store_true",
+                        help="exit 0 when the pairs cannot tell slow nodes from fast (e.g. two nodes, no floor)")
     parser.add_argument("--json", help="where rank 0 writes the report")
     parser.add_argument("--svg", help="where rank 0 writes busbw against size")
     return parser
@@ -302,18 +320,18 @@ def _time_pair(torch, dist, group, size: int, args: argparse.Namespace, device) 
     return size / max(took.item(), 1e-9) / 1e9
 
 
-def _pairs(torch, dist, leaders: list[int], args: argparse.Namespace, device) -> dict[Pair, float]:
-    """Every round's pairs at once; each leader returns what it measured, gathered to all."""
+def _round(torch, dist, leaders: list[int], pairs: Sequence[Pair], args: argparse.Namespace,
+           device) -> dict[Pair, float]:
+    """One round of disjoint pairs, all at once, each over its own group (entered by every
+    rank, in the same order); what each leader measured, gathered to every rank, so every
+    rank's torchpod.localise decides the same next round."""
     rank = dist.get_rank()
-    rounds = schedule(len(leaders))
-    unique = list(dict.fromkeys(p for rnd in rounds for p in rnd))
-    groups = {p: dist.new_group([leaders[p[0]], leaders[p[1]]]) for p in unique}  # every rank, same order
+    groups = {p: dist.new_group([leaders[p[0]], leaders[p[1]]]) for p in pairs}
     mine: dict[Pair, float] = {}
-    for rnd in rounds:
-        for pair in rnd:
-            if rank in (leaders[pair[0]], leaders[pair[1]]):
-                mine[pair] = _time_pair(torch, dist, groups[pair], args.pair_bytes, args, device)
-        dist.barrier()
+    for pair in pairs:
+        if rank in (leaders[pair[0]], leaders[pair[1]]):
+            mine[pair] = _time_pair(torch, dist, groups[pair], args.pair_bytes, args, device)
+    dist.barrier()
     everyone: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, mine)
     return {p: v for got in everyone for p, v in got.items()}
@@ -337,8 +355,8 @@ def sweep_sizes(args: argparse.Namespace, floor: Floor | None, backend: str) -> 
 
 
 def _measure(torch, dist, args: argparse.Namespace, env: Mapping[str, str], device,
-             sweep_at: Sequence[int]) -> tuple[list[dict], dict, list]:
-    """Doctor rows per node, pair busbw, the sweep: the parts that need the process group."""
+             sweep_at: Sequence[int]) -> tuple[list[dict], Verdict, list]:
+    """Doctor rows per node, the pairs' verdict, the sweep: the parts that need the process group."""
     from .bench_allreduce import _row
 
     me = {"rank": dist.get_rank(), "node": int(env.get("GROUP_RANK", "0")), "local": int(env.get("LOCAL_RANK", "0")),
@@ -349,10 +367,11 @@ def _measure(torch, dist, args: argparse.Namespace, env: Mapping[str, str], devi
     heads = sorted((r for r in ranks if r["local"] == 0), key=lambda r: r["node"])
     if len(heads) < 2:
         raise InputError(f"preflight found {len(heads)} node; expected 2 or more (pairs of nodes are compared)")
-    busbw = _pairs(torch, dist, [r["rank"] for r in heads], args, device)
+    leaders = [r["rank"] for r in heads]
+    verdict = localise(len(heads), lambda pairs: _round(torch, dist, leaders, pairs, args, device), args.floor_gbps)
     world = dist.get_world_size()
     sweep = [_row(torch, dist, size, args, device, world) for size in sweep_at]
-    return heads, busbw, sweep
+    return heads, verdict, sweep
 
 
 def _split_then(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
@@ -406,6 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         own, then = _split_then(sys.argv[1:] if argv is None else argv)
         args = _checked(own)
+        accepted = allow_undecided(args.allow_undecided, os.environ)
         preset, floor = _preset_floor()
     except InputError as exc:
         print(f"torchpod: error: {one_line(exc)}", file=sys.stderr)
@@ -426,9 +446,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _init_group(dist, backend)
     device = torch.device("cuda") if cuda else torch.device("cpu")
     try:
-        heads, busbw, sweep = _measure(torch, dist, args, os.environ, device, sweep_sizes(args, floor, backend))
-        result = assemble(heads, busbw, sweep, backend, args.floor_gbps)
-        result["job"] = floor_reasons(sweep, floor, preset, backend)
+        heads, verdict, sweep = _measure(torch, dist, args, os.environ, device, sweep_sizes(args, floor, backend))
+        result = assemble(heads, verdict, sweep, backend, accepted)
+        result["job"] = [*floor_reasons(sweep, floor, preset, backend), *result["job"]]
     except InputError as exc:
         print(f"torchpod: error: {one_line(exc)}", file=sys.stderr)
         return 2
@@ -440,8 +460,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(RESULT_PREFIX + json.dumps({"workload": "preflight", "rank": 0,
                                           "world_size": dist.get_world_size(), **result}), flush=True)
     dist.destroy_process_group()
-    if result["failing"] or any(r["status"] == FAIL for r in result["job"]):
-        return 1
+    if exit_code(result):
+        return exit_code(result)
     return exec_then(then, env_before) if then is not None else 0
 
 

@@ -75,6 +75,8 @@ def test_plan_shell_with_script_quotes_arguments(capsys):
         (["doctor", "--sysfs-root", "/dev/null"], {}, "--sysfs-root='/dev/null' is not a directory"),
         (["plan"], {"TORCHPOD_SYSFS_ROOT": "/dev/null"}, "TORCHPOD_SYSFS_ROOT='/dev/null' is not a directory"),
         (["plan", "--", "t.py"], {"TORCHPOD_PREFLIGHT": "1\n$(id)"}, "TORCHPOD_PREFLIGHT="),
+        (["plan", "--", "t.py"], {"TORCHPOD_PREFLIGHT": "1", "TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED": "yes"},
+         "TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED='yes' is not a switch"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(argv, env, needle, capsys):

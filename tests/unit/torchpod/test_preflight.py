@@ -1,99 +1,20 @@
-"""torchpod.preflight's pure parts: the pair schedule, the slow-node rule, the per-node
-verdict, the JSON report and the SVG plot; hostile input next to each."""
+"""torchpod.preflight's pure parts: the per-node verdict from torchpod.localise's rule, the
+undecided verdict and how it is accepted, the JSON report, the exit code and the SVG plot;
+hostile input next to each. The rule itself is tested in test_localise.py."""
 
 from __future__ import annotations
 
 import json
-import math
 import xml.etree.ElementTree as ET
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from torchpod import preflight
-from torchpod.errors import InputError
+from torchpod import localise, preflight
+from torchpod.errors import InputError, one_line
 
 SVG = "{http://www.w3.org/2000/svg}"
-
-
-@pytest.mark.parametrize("n", range(2, 17))
-def test_schedule_pairs_are_disjoint_and_cover_every_node_twice(n):
-    rounds = preflight.schedule(n)
-    assert len(rounds) == (1 if n == 2 else 2 if n % 2 == 0 else 3)
-    for rnd in rounds:
-        nodes = [node for pair in rnd for node in pair]
-        assert len(nodes) == len(set(nodes)), rnd  # disjoint within a round
-        assert all(0 <= node < n and a != b for a, b in rnd for node in (a, b))
-    pairs = [frozenset(p) for rnd in rounds for p in rnd]
-    assert len(pairs) == len(set(pairs))  # no pair measured twice
-    count = {node: sum(node in p for p in pairs) for node in range(n)}
-    assert all(c == (1 if n == 2 else 2) for c in count.values()), count
-    if n >= 3:  # ring neighbours: every pair is (i, i+1 mod n)
-        assert all((b - a) % n in (1, n - 1) for a, b in (tuple(p) for p in pairs))
-
-
-@pytest.mark.parametrize("n", [0, 1, -3, 2.5, "4", None, True])
-def test_schedule_refuses_fewer_than_two_nodes_or_non_integers(n):
-    with pytest.raises(InputError, match="expected 2 or more nodes"):
-        preflight.schedule(n)
-
-
-def _pairs(n):
-    return [p for rnd in preflight.schedule(n) for p in rnd]
-
-
-@pytest.mark.parametrize("n", range(4, 17))
-def test_one_slow_node_is_named_and_only_it(n):
-    for bad in range(n):
-        busbw = {p: (0.1 if bad in p else 2.0) for p in _pairs(n)}
-        slow = preflight.slow_pairs(busbw)
-        assert preflight.slow_nodes(_pairs(n), slow) == [bad]
-
-
-def test_all_pairs_equal_names_none_and_all_slow_names_none_without_a_floor():
-    for value in (1.0, 0.0):
-        busbw = {p: value for p in _pairs(6)}
-        assert preflight.slow_pairs(busbw) == {}
-        assert preflight.slow_nodes(_pairs(6), preflight.slow_pairs(busbw)) == []
-
-
-def test_a_floor_names_every_node_when_all_pairs_are_under_it():
-    busbw = {p: 0.5 for p in _pairs(5)}
-    slow = preflight.slow_pairs(busbw, floor=1.0)
-    assert set(slow) == set(_pairs(5)) and "floor 1.000" in next(iter(slow.values()))
-    assert preflight.slow_nodes(_pairs(5), slow) == [0, 1, 2, 3, 4]
-
-
-def test_two_nodes_are_never_named_one_pair_cannot_say_which():
-    slow = preflight.slow_pairs({(0, 1): 0.01}, floor=1.0)
-    assert preflight.slow_nodes([(0, 1)], slow) == []
-
-
-def test_a_node_slow_in_only_one_pair_is_not_named():
-    busbw = {p: 2.0 for p in _pairs(8)}
-    busbw[(2, 3)] = 0.1
-    slow = preflight.slow_pairs(busbw)
-    assert list(slow) == [(2, 3)] and preflight.slow_nodes(_pairs(8), slow) == []
-
-
-@pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, "fast", None, True, [1.0]])
-def test_non_numeric_or_non_finite_figures_are_bad_input(bad):
-    busbw = {p: 1.0 for p in _pairs(4)}
-    busbw[(1, 2)] = bad
-    with pytest.raises(InputError, match=r"pair \(1, 2\) busbw="):
-        preflight.slow_pairs(busbw)
-    if bad is not None:  # None is "no floor"
-        with pytest.raises(InputError, match="busbw="):
-            preflight.slow_pairs({(0, 1): 1.0}, floor=bad)
-
-
-@given(st.dictionaries(st.tuples(st.integers(0, 7), st.integers(0, 7)),
-                       st.floats(min_value=0, max_value=1e6, allow_nan=False), max_size=12))
-def test_the_rule_never_crashes_and_names_only_nodes_of_slow_pairs(busbw):
-    slow = preflight.slow_pairs(busbw)
-    named = preflight.slow_nodes(list(busbw), slow)
-    assert all(any(n in p for p in slow) for n in named)
 
 
 ROWS = [{"bytes": 1024 * 4 ** i, "count": 256 * 4 ** i, "time_us": 10.0 * (i + 1), "algbw_gbps": 0.1 * (i + 1),
@@ -107,32 +28,134 @@ def _nodes(n, fail_at=None):
     return [{"hostname": f"node{i}", "checks": [ok] + ([bad] if i == fail_at else [])} for i in range(n)]
 
 
+def _verdict(n, figure, floor=None):
+    return localise.localise(n, lambda pairs: {p: figure(p) for p in pairs}, floor)
+
+
 def test_report_json_names_the_slow_node_and_the_doctor_failure_with_its_fix():
-    busbw = {p: (0.05 if 3 in p else 1.5) for p in _pairs(4)}
-    result = preflight.assemble(_nodes(4, fail_at=1), busbw, ROWS, "gloo", None)
+    verdict = _verdict(4, lambda p: 0.05 if 3 in p else 1.5)
+    result = preflight.assemble(_nodes(4, fail_at=1), verdict, ROWS, "gloo")
     json.loads(json.dumps(result))  # plain JSON
-    assert result["failing"] == [1, 3] and result["slow_nodes"] == [3]
+    assert result["failing"] == [1, 3] and result["slow_nodes"] == [3] and result["fast_nodes"] == [0, 1, 2]
+    assert result["decided"] and result["undecided_nodes"] == [] and result["job"] == []
     by_node = {v["node"]: v for v in result["nodes"]}
-    assert by_node[0]["status"] == "warn" and by_node[2]["status"] == "warn"  # partners of the slow node
+    assert by_node[0]["status"] == "ok" and by_node[2]["status"] == "ok"  # proven fast: not blamed
     assert by_node[1]["reasons"][0]["fix"] == "unset NCCL_IB_DISABLE"
-    assert by_node[3]["reasons"][-1]["code"] == "preflight.slow-node"
+    slow = by_node[3]["reasons"][-1]
+    assert slow["code"] == "preflight.slow-node"
+    assert slow["detail"].startswith("under 0.375 GB/s with 3 nodes proven fast: (2, 3) 0.050 GB/s; (3, 0) 0.050")
+    # the ring's pairs under the key other tools read, every round under "rounds"
+    assert [p["pair"] for p in result["pairs"]] == [[0, 1], [2, 3], [1, 2], [3, 0]]
     assert [p["pair"] for p in result["pairs"] if p["slow"]] == [[2, 3], [3, 0]]
+    assert [(r["round"], r["kind"], len(r["pairs"])) for r in result["rounds"]] == [(1, "first", 2), (2, "first", 2),
+                                                                                  (3, "first", 2)]
+    assert result["threshold_gbps"] == 0.75 and result["slow_under_gbps"] == 0.375
+    assert result["rule"] == "fast at or above 0.5 x the best pair (1.500 GB/s), slow under 0.25 x"
     assert set(result["sweep"][0]) >= {"bytes", "count", "type", "redop", "time_us", "algbw_gbps", "busbw_gbps"}
     text = preflight.report(result)
     assert "node 3 (node3): fail" in text and "failing nodes: 1, 3" in text and "busbw(GB/s)" in text
+    assert "round 3 (first): [0, 2] 1.500 GB/s, [1, 3] 0.050 GB/s SLOW" in text
+    assert preflight.exit_code(result) == 1
+
+
+def test_two_slow_nodes_of_six_as_reported_are_both_named_and_fail_the_run():
+    figures = {(0, 1): 0.018, (2, 3): 0.338, (4, 5): 0.018, (1, 2): 0.018, (3, 4): 0.018, (5, 0): 0.346,
+               (0, 2): 0.341, (1, 3): 0.018}
+    result = preflight.assemble(_nodes(6), _verdict(6, figures.__getitem__), ROWS, "gloo")
+    assert result["slow_nodes"] == [1, 4] and result["failing"] == [1, 4]
+    assert "failing nodes: 1, 4" in preflight.report(result) and preflight.exit_code(result) == 1
+
+
+def test_retests_are_reported_as_their_own_rounds():
+    slow = {4, 5, 7}
+    result = preflight.assemble(_nodes(8), _verdict(8, lambda p: 0.02 if set(p) & slow else 0.9), ROWS, "gloo")
+    assert result["slow_nodes"] == [4, 5, 7] and len(result["pairs"]) == 8
+    assert [r["kind"] for r in result["rounds"]] == ["first"] * 3 + ["retest"]
+    assert [p["pair"] for p in result["rounds"][-1]["pairs"]] == [[4, 0], [5, 1], [6, 2], [7, 3]]
+    assert "round 4 (retest): [4, 0] 0.020 GB/s SLOW, [5, 1] 0.020 GB/s SLOW, [6, 2] 0.900 GB/s" in \
+        preflight.report(result)
+
+
+def test_a_slow_link_warns_both_of_its_nodes_and_fails_nobody():
+    result = preflight.assemble(_nodes(6), _verdict(6, lambda p: 0.05 if p == (2, 3) else 1.0), ROWS, "gloo")
+    assert result["failing"] == [] and result["slow_links"] == [[2, 3]] and result["decided"]
+    warned = {v["node"]: v["reasons"] for v in result["nodes"] if v["status"] == "warn"}
+    assert sorted(warned) == [2, 3] and all(r[0]["code"] == "preflight.slow-pair" for r in warned.values())
+    assert "failing nodes: none" in preflight.report(result) and preflight.exit_code(result) == 0
 
 
 def test_report_with_nothing_wrong_has_no_failing_nodes():
-    result = preflight.assemble(_nodes(3), {p: 1.0 for p in _pairs(3)}, ROWS, "gloo", None)
+    result = preflight.assemble(_nodes(3), _verdict(3, lambda p: 1.0), ROWS, "gloo")
     assert result["failing"] == [] and {v["status"] for v in result["nodes"]} == {"ok"}
-    assert "failing nodes: none" in preflight.report(result)
+    assert "failing nodes: none" in preflight.report(result) and preflight.exit_code(result) == 0
 
 
-def test_a_missing_pair_figure_is_bad_input():
-    with pytest.raises(InputError, match="no figure for pairs"):
-        preflight.assemble(_nodes(4), {(0, 1): 1.0}, ROWS, "gloo", None)
-    with pytest.raises(InputError, match="expected 2 or more nodes"):
-        preflight.assemble(_nodes(1), {}, ROWS, "gloo", None)
+# --- undecided: said, fails unless accepted ------------------------------------------------------
+def test_two_nodes_are_undecided_never_none_and_fail_unless_accepted():
+    verdict = _verdict(2, lambda p: 0.7)
+    result = preflight.assemble(_nodes(2), verdict, ROWS, "gloo")
+    text = preflight.report(result)
+    assert "failing nodes: undecided" in text and "failing nodes: none" not in text
+    (job,) = result["job"]
+    assert job["code"] == "preflight.undecided" and job["status"] == "fail" and "(0, 1) 0.700 GB/s" in job["detail"]
+    assert "--allow-undecided" in job["fix"] and "TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED=1" in job["fix"]
+    assert result["failing"] == [] and result["undecided_nodes"] == [0, 1] and preflight.exit_code(result) == 1
+    assert {v["reasons"][0]["code"] for v in result["nodes"]} == {"preflight.undecided"}
+    accepted = preflight.assemble(_nodes(2), verdict, ROWS, "gloo", accepted=True)
+    assert accepted["job"][0]["status"] == "warn" and preflight.exit_code(accepted) == 0
+    assert "failing nodes: undecided (accepted)" in preflight.report(accepted)
+
+
+def test_every_pair_under_the_floor_is_undecided_naming_the_pairs():
+    result = preflight.assemble(_nodes(4), _verdict(4, lambda p: 0.2, floor=1.0), ROWS, "gloo")
+    assert result["rule"] == "under the floor 1 GB/s" and not result["decided"]
+    assert "(0, 1) 0.200 GB/s" in result["job"][0]["detail"] and preflight.exit_code(result) == 1
+
+
+def test_a_doctor_failure_is_still_named_when_the_pairs_are_undecided():
+    result = preflight.assemble(_nodes(2, fail_at=1), _verdict(2, lambda p: 0.7), ROWS, "gloo", accepted=True)
+    assert "failing nodes: 1" in preflight.report(result).splitlines()[-1]
+    assert preflight.exit_code(result) == 1  # accepting undecided pairs does not pass a failed node
+
+
+@pytest.mark.parametrize("flag, env, accepted", [
+    (False, {}, False), (True, {}, True), (False, {"TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED": "1"}, True),
+    (False, {"TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED": " 0 "}, False),
+    (True, {"TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED": "0"}, True),
+])
+def test_accepting_undecided_by_option_or_setting(flag, env, accepted):
+    assert preflight.allow_undecided(flag, env) is accepted
+
+
+@pytest.mark.parametrize("value", ["yes", "true", "2", "\u0661", "1\n; rm -rf /", "x" * 500])
+def test_a_bad_accept_setting_is_one_line_naming_it(value, monkeypatch, capsys):
+    with pytest.raises(InputError, match="TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED=.* is not a switch; expected 1"):
+        preflight.allow_undecided(True, {"TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED": value})
+    monkeypatch.setenv("TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED", value)
+    assert preflight.main([]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED" in err[0]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text())
+def test_any_setting_value_is_accepted_refused_or_bad_input_in_one_line(value):
+    try:
+        accepted = preflight.allow_undecided(False, {"TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED": value})
+    except InputError as exc:
+        assert value.strip() not in ("", "0", "1") and "\n" not in one_line(exc)
+    else:
+        assert accepted is (value.strip() == "1")
+
+
+def test_the_option_is_checked_with_the_others():
+    assert preflight.check_options(["--allow-undecided"]).allow_undecided is True
+    assert preflight.check_options([]).allow_undecided is False
+
+
+def test_a_node_count_other_than_the_pairs_is_bad_input():
+    with pytest.raises(InputError, match="preflight has 3 nodes but the pairs were measured for 4"):
+        preflight.assemble(_nodes(3), _verdict(4, lambda p: 1.0), ROWS, "gloo")
 
 
 def test_svg_parses_and_has_one_polyline_per_run_with_a_point_per_row():
@@ -173,7 +196,8 @@ def test_the_doctors_own_rows_decide_the_node_status():
     from torchpod.fabric.findings import Finding, Severity
 
     rows = [Check(f"c{i}", Finding(f"x.y.{s.value}", s, "why", "how")).as_dict() for i, s in enumerate(Severity)]
-    judged = preflight.verdicts([{"hostname": "a", "checks": rows}, {"hostname": "b", "checks": rows[:1]}], [], {})
+    verdict = localise.localise(2, lambda pairs: {p: 1.0 for p in pairs}, floor=0.5)
+    judged = preflight.verdicts([{"hostname": "a", "checks": rows}, {"hostname": "b", "checks": rows[:1]}], verdict)
     assert [v["status"] for v in judged] == ["fail", "ok"]
     assert [r["code"] for r in judged[0]["reasons"]] == ["x.y.warn", "x.y.fail"]
 
@@ -255,6 +279,7 @@ def test_the_sweep_adds_the_floors_size_on_nccl_only():
 
 
 def test_the_report_prints_the_jobs_floor_line():
-    result = preflight.assemble([{"hostname": "a"}, {"hostname": "b"}], {(0, 1): 10.0}, ROWS, "nccl", None)
+    verdict = localise.localise(2, lambda pairs: {p: 10.0 for p in pairs}, floor=5.0)
+    result = preflight.assemble([{"hostname": "a"}, {"hostname": "b"}], verdict, ROWS, "nccl")
     result["job"] = preflight.floor_reasons([{"bytes": 1 << 30, "busbw_gbps": 99.0}], _floor(), "p", "nccl")
     assert "job: fail preflight.floor.below: 99.0 GB/s with NCCL_ALGO=Ring < preset p" in preflight.report(result)

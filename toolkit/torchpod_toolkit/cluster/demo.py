@@ -33,7 +33,9 @@ WORKLOADS = {
     "snapshot_trainer": [f"{runner.EXAMPLES}/snapshot_trainer.py", "5", "1", "--snapshot-path", "/tmp/snapshot.pt"],
     "message_passing": [f"{runner.EXAMPLES}/message_passing.py"],
     "allreduce-bench": ["bench", "allreduce", "--max-bytes", "64M"],
-    "preflight": ["-m", PREFLIGHT_MODULE],  # names the slow node; exit 1 when one fails (docs/launcher.md)
+    # names the slow nodes; exit 1 when one fails (docs/launcher.md). The demo's default two
+    # containers cannot be told apart without a floor: the verdict says so and the demo goes on.
+    "preflight": ["-m", PREFLIGHT_MODULE, "--allow-undecided"],
 }
 
 
