@@ -715,7 +715,7 @@ def summarise(ctx: Context, steps: Sequence[Step], started: str, wall_s: float, 
             "python": ctx.python, "launcher": str(LAUNCHER), "environment": dict(ctx.facts), "steps": data}
 
 
-USAGE = "python bench/gpu_check.py --out DIR [--timeout-s N] [--python PATH] [--rehearse]"
+USAGE = "gpu_check.py --out DIR [--timeout-s N] [--python PATH] [--rehearse]"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -726,7 +726,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
-    parser = _Parser(prog="python bench/gpu_check.py", usage=USAGE,
+    parser = _Parser(prog="gpu_check.py", usage=USAGE,
                      description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--out", required=True, help="a new or empty folder for summary.json, summary.txt and logs")
     parser.add_argument("--timeout-s", default=str(DEFAULT_TIMEOUT_S),
