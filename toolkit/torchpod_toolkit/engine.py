@@ -650,11 +650,8 @@ def payload_key(argv: Sequence[str], dockerfile: str, staged: Path, base_ids: Se
     same payload image."""
     if _PAYLOAD_END not in dockerfile:
         raise RuntimeFailure(f"docker/Dockerfile has no line {_PAYLOAD_END!r}; the payload image cannot be keyed")
-    words = list(argv)
-    if "-t" in words:  # the tag names the result; it is not an input
-        del words[words.index("-t"):words.index("-t") + 2]
     digest = hashlib.sha256()
-    for part in ("\0".join(words[:-1]), dockerfile.split(_PAYLOAD_END)[0], *base_ids):
+    for part in ("\0".join(_key_words(argv)), dockerfile.split(_PAYLOAD_END)[0], *base_ids):
         digest.update(part.encode() + b"\n")
     digest.update(hashlib.sha256(script).hexdigest().encode() + b"\n")
     for path in sorted(p for p in staged.rglob("*") if p.is_file() and p.suffix != ".whl"):
@@ -662,6 +659,22 @@ def payload_key(argv: Sequence[str], dockerfile: str, staged: Path, base_ids: Se
     for path in sorted((staged / wheelhouse.BUILT).glob("*.whl")):  # the lock's wheels are named by hash
         digest.update(f"{path.name}\0{sources.sha256_of(path)}\n".encode())
     return digest.hexdigest()
+
+
+# Build args that name no input of the payload's bytes: the commit's time (SOURCE_DATE_EPOCH,
+# which every commit moves; the payload stages declare no such ARG and give every file time 0)
+_NOT_PAYLOAD_INPUTS = ("SOURCE_DATE_EPOCH=",)
+
+
+def _key_words(argv: Sequence[str]) -> list[str]:
+    """The words of a payload build that decide its result: the target, the platform, the
+    build args (but :data:`_NOT_PAYLOAD_INPUTS`) and --no-cache; not the tag, the Dockerfile's
+    path or the context's (a fresh clone sits elsewhere), whose contents are hashed apart."""
+    words = []
+    for flag, value in zip(argv, [*argv[1:], ""]):
+        if flag in ("--target", "--platform") or (flag == "--build-arg" and not value.startswith(_NOT_PAYLOAD_INPUTS)):
+            words += [flag, value]
+    return words + (["--no-cache"] if "--no-cache" in argv else [])
 
 
 def build(defn: ImageDef, arch: Arch, *, root: Path, offline: bool = False,

@@ -99,6 +99,13 @@ def test_the_payload_key_follows_every_input_of_the_payload_and_nothing_after_it
     staged = _staged(tmp_path, "torch==2.13.0 --hash=sha256:aa\n")
     key = engine.payload_key(argv, dockerfile, staged, ["sha256:1", "sha256:2"])
     assert key == engine.payload_key([*argv[:-1], "/elsewhere"], dockerfile, staged, ["sha256:1", "sha256:2"])
+    # a fresh clone elsewhere (the Dockerfile's path, the context's) and a later commit (its
+    # time, SOURCE_DATE_EPOCH) build the same payload
+    elsewhere = engine.commands.build_command(Builder("docker", buildx=False), DEFN, X86, context=ROOT / "x" / "y",
+                                              tag="payload", base_image="b", build_base_image="b",
+                                              source_date_epoch=1234)
+    assert "SOURCE_DATE_EPOCH=1234" in elsewhere and str(ROOT / "x" / "y" / "docker" / "Dockerfile") in elsewhere
+    assert engine.payload_key(elsewhere, dockerfile, staged, ["sha256:1", "sha256:2"]) == key
     retagged = list(argv)
     retagged[retagged.index("-t") + 1] = "torchpod-payload:x"
     assert engine.payload_key(retagged, dockerfile, staged, ["sha256:1", "sha256:2"]) == key  # the tag is no input
