@@ -99,7 +99,7 @@ def ci_phases(log: list[tuple[float, str]], end: float) -> dict[str, float]:
     for t, text in log:
         if t < stage2:
             continue
-        named = re.match(r"^==> (tier \w+|build CI images)$", text)
+        named = re.match(r"^==> (tier [^:]+|build CI images)$", text)
         if named:
             tier = named.group(1)
             runs.append((tier, t))

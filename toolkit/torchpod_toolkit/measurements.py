@@ -334,6 +334,10 @@ def _loop(r: Result) -> list[Row]:
         if what == "ci":
             figure += "; passed " + " / ".join(
                 str(r.count("tests.passed", entry, f"{what}.{label}")) for label, entry in entries.items())
+            failed = [r.get("tests.failed", entry, f"{what}.{label}") for label, entry in entries.items()]
+            if any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in failed):
+                raise r.bad(f"{what}.*.tests.failed", failed, "counts of failed tests (0 or more)")
+            figure += ", failed " + " / ".join(map(str, failed))
         commits = " / ".join(r.text("commit", entry, f"{what}.{label}") for label, entry in entries.items())
         rows.append((f"{title} (commits {commits})", figure, cmd))
     return rows
@@ -364,7 +368,7 @@ ROWS: dict[str, Callable[[Result], list[Row]]] = {
     "hostile_reads.json": _hostile_reads,
     "preflight.json": _preflight,
     "rebuild.json": _rebuild,
-    # "loop.json": _loop,  (registered once both runs are measured)
+    "loop.json": _loop,
 }
 
 
