@@ -27,6 +27,11 @@ set -euf
 # nothing but compileall (which writes regardless) leaves a .pyc: a native build's layer is
 # exactly what this script installs
 export PYTHONDONTWRITEBYTECODE=1
+# pip's and compileall's scratch files go under /opt, not /tmp: a file made and removed in
+# /tmp gives /tmp the build's time, and a native build's layer (this step's whole diff) would
+# carry that directory, different in every build
+export TMPDIR=/opt/.payload-tmp
+mkdir -p "$TMPDIR"
 wheels=$1
 pip=$(find "$wheels" -maxdepth 1 -name 'pip-*-py3-none-any.whl')
 [ -f "$pip" ] || { echo "payload: expected one pip wheel in the staged lock; found: ${pip:-none}" >&2; exit 1; }
@@ -43,6 +48,7 @@ if [ -s "$wheels/built/built.txt" ]; then
 fi
 rm -rf "${site:?}/bin"
 python3 -m compileall -q -j0 --invalidation-mode unchecked-hash "$site" >/dev/null || true
+rm -rf "$TMPDIR"
 tree=/opt
 if [ -n "${2:-}" ]; then
   mkdir -p "$2"
