@@ -42,7 +42,7 @@ def test_every_result_file_has_a_row_and_every_row_a_file():
 def test_the_table_has_one_markdown_row_per_figure():
     lines = m.render(REAL).splitlines()
     assert lines[:2] == ["| what | figure | command |", "|---|---|---|"]
-    assert len(lines) == 2 + 3 + 3 + 2 + len(m.ROWS) - 3  # 3 image rows, 3 rebuild rows, 2 loop rows, one per other bench
+    assert len(lines) == 2 + 3 + 3 + 2 + len(m.ROWS) - 3  # images 3, rebuild 3, loop 2, others 1
     assert all(line.startswith("| ") and line.endswith(" |") and line.count(" | ") == 2 for line in lines[2:])
 
 
