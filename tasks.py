@@ -414,6 +414,9 @@ def _build_ci_images(c, prune: bool) -> None:
             # the tests' stand-in plugin, through the same definition key (docs/images.md, "CI")
             results += build(c, arch=arch, image=defn.name, netplugin_tarball="test" if defn.aws_ofi_nccl else "") or []
         if prune:
+            stale = engine.drop_stale_payloads(engine.docker_client())
+            if stale:
+                print(f"==> payload images no image stands on any more, removed: {', '.join(stale)}", flush=True)
             c.run(f"{engine.find_builder().docker} builder prune -af", pty=False)
             later = {w.sha256 for g, a in order[i + 1:] for d in g if any(x.name == a for x in d.arches)
                      for w in locks.load(ROOT / "images", d, d.arch(a), debian=False).entries}

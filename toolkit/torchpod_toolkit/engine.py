@@ -791,6 +791,27 @@ def _check_and_label(builder: Builder, defn: ImageDef, arch: Arch, staging: str,
             quiet=True, what=f"labelling {final}")
 
 
+def drop_stale_payloads(client) -> list[str]:
+    """Remove every payload image that no tagged torchpod image stands on (its top layer is in
+    none of theirs): once an image is rebuilt on a new payload, the old payload's 5 GB would
+    otherwise stay. A payload whose images are not rebuilt yet is still stood on, and kept."""
+    import docker
+
+    used = {layer for image in client.images.list() if any(t.startswith("torchpod/") for t in image.tags)
+            for layer in image.attrs["RootFS"]["Layers"]}
+    gone = []
+    for image in client.images.list(name=PAYLOAD_REPOSITORY):
+        if image.attrs["RootFS"]["Layers"][-1] in used:
+            continue
+        for tag in image.tags:
+            try:
+                client.images.remove(tag)
+                gone.append(tag)
+            except docker.errors.APIError:  # in use by a running build or container: kept
+                pass
+    return gone
+
+
 def drop_payloads(client, keep: set[str]) -> list[str]:
     """Remove every payload image but those tagged ``keep`` (an image built on a removed one
     keeps its layers); the tags removed. CI calls it once every image is built, so a lock

@@ -170,3 +170,33 @@ def test_a_builds_export_is_its_own_phase_and_leaves_the_build_phase_it_came_fro
     assert (phases["payload"], phases["layers"], phases["export"], phases["wheels"], phases["probe"]) == \
         (40.0, 4.0, 21.0, 4.5, 0.0)
     assert engine.Clock().phases({"payload": 3.0})["payload"] == 0.0  # never below nothing
+
+
+class _Image:
+    def __init__(self, tags, layers):
+        self.tags, self.attrs = tags, {"RootFS": {"Layers": layers}}
+
+
+class _Images:
+    def __init__(self, images):
+        self.images, self.removed = images, []
+
+    def list(self, name=None):
+        return [i for i in self.images if name is None or any(t.startswith(name + ":") for t in i.tags)]
+
+    def remove(self, tag):
+        self.removed.append(tag)
+
+
+def test_a_payload_no_image_stands_on_is_removed_and_one_an_image_still_uses_is_kept():
+    from types import SimpleNamespace
+
+    images = _Images([
+        _Image(["torchpod/pytorch:2-x86_64"], ["base", "payload-new", "launcher"]),
+        _Image(["torchpod/pytorch-newest:3-aarch64"], ["base-arm", "payload-arm-old", "launcher"]),
+        _Image(["torchpod-payload:x86_64-new"], ["base", "payload-new"]),
+        _Image(["torchpod-payload:x86_64-old"], ["base", "payload-old"]),  # its image was rebuilt
+        _Image(["torchpod-payload:aarch64-old"], ["base-arm", "payload-arm-old"]),  # not rebuilt yet
+    ])
+    assert engine.drop_stale_payloads(SimpleNamespace(images=images)) == ["torchpod-payload:x86_64-old"]
+    assert images.removed == ["torchpod-payload:x86_64-old"]
