@@ -795,33 +795,26 @@ def drop_stale_payloads(client) -> list[str]:
     """Remove every payload image that no tagged torchpod image stands on (its top layer is in
     none of theirs): once an image is rebuilt on a new payload, the old payload's 5 GB would
     otherwise stay. A payload whose images are not rebuilt yet is still stood on, and kept."""
-    import docker
-
     used = {layer for image in client.images.list() if any(t.startswith("torchpod/") for t in image.tags)
             for layer in image.attrs["RootFS"]["Layers"]}
-    gone = []
-    for image in client.images.list(name=PAYLOAD_REPOSITORY):
-        if image.attrs["RootFS"]["Layers"][-1] in used:
-            continue
-        for tag in image.tags:
-            try:
-                client.images.remove(tag)
-                gone.append(tag)
-            except docker.errors.APIError:  # in use by a running build or container: kept
-                pass
-    return gone
+    return _remove_payloads(client, lambda image, tag: image.attrs["RootFS"]["Layers"][-1] not in used)
 
 
 def drop_payloads(client, keep: set[str]) -> list[str]:
     """Remove every payload image but those tagged ``keep`` (an image built on a removed one
     keeps its layers); the tags removed. CI calls it once every image is built, so a lock
     that changed leaves no 5 GB payload behind."""
+    return _remove_payloads(client, lambda image, tag: tag not in keep)
+
+
+def _remove_payloads(client, stale) -> list[str]:
+    """Untag each payload image tag for which ``stale(image, tag)``; the tags removed."""
     import docker
 
     gone = []
     for image in client.images.list(name=PAYLOAD_REPOSITORY):
         for tag in image.tags:
-            if tag.startswith(f"{PAYLOAD_REPOSITORY}:") and tag not in keep:
+            if tag.startswith(f"{PAYLOAD_REPOSITORY}:") and stale(image, tag):
                 try:
                     client.images.remove(tag)
                     gone.append(tag)
