@@ -135,6 +135,14 @@ def test_one_slow_link_never_names_a_node_and_is_reported_as_a_link():
             assert [p for p, _ in verdict.slow_links()] == [link]
 
 
+def test_a_pair_between_a_quarter_and_half_of_the_best_is_noise_not_a_slow_link():
+    # healthy pairs 0.3 apart: 0.35 of the best is under the fast threshold, over the slow one
+    figures = {(0, 1): 1.0, (2, 3): 0.35, (1, 2): 0.9, (3, 0): 0.8, (0, 2): 0.2, (1, 3): 0.7}
+    verdict = localise.localise(4, lambda pairs: {p: figures[p] for p in pairs})
+    assert verdict.fast == (0, 1, 2, 3) and verdict.slow == () and verdict.decided
+    assert verdict.slow_links() == [((0, 2), 0.2)]
+
+
 def test_half_the_nodes_slow_on_every_other_place_are_named_though_every_ring_pair_is_slow():
     for n in (4, 6, 8, 10, 64):
         for start in (0, 1):
