@@ -1,43 +1,48 @@
-"""`torchpod run -m torchpod.preflight` on containers as nodes: one node's link throttled
-from the host (tc tbf on the container's eth0, entered with nsenter: iproute2 on the host,
-nothing added to the image) is named, and only it; without a throttle nobody is named in five
-runs in a row; a node whose NCCL setting contradicts its hardware is named with the doctor's fix.
+"""`torchpod run -m torchpod.preflight` on containers as nodes, links throttled from the host
+(tc on the container's eth0, entered with nsenter: iproute2 on the host, nothing added to the
+image): every throttled node is named and no other, whether it is one node of four (the
+rendezvous host or another), two of six or three of eight; a link throttled between two
+healthy nodes is reported as the link, naming no node; without a throttle nobody is named in
+five runs in a row; a node whose NCCL setting contradicts its hardware is named with the
+doctor's fix.
 
-tbf: iproute2's tc-tbf(8); nsenter -n enters the container's network namespace by the PID
-`docker inspect` reports (State.Pid, Docker Engine API ContainerInspect).
+Throttling is torchpod_toolkit.cluster.throttle's (a node: tbf on its eth0; a link: an htb
+class for the other end's address only, on both ends). Each node is throttled right after it
+starts, before its torch import ends, so the first round is already measured through it.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
 
 import pytest
+
+from torchpod_toolkit.cluster import throttle
 
 from needs import missing
 
 PREFLIGHT = ["-m", "torchpod.preflight", "--pair-bytes", "4M", "--max-bytes", "1M", "--iters", "3",
              "--warmup", "1"]
-THROTTLED = 2
-# 100 Mbit/s against a bridge's GB/s: the throttled node's pairs fall far under half the median
-TBF = ["tbf", "rate", "100mbit", "burst", "64kb", "latency", "400ms"]
 
 
-def _throttle(container) -> None:
-    """Throttle the egress of a running container's eth0 from the host."""
+def _can_throttle() -> None:
     if os.geteuid() != 0:
         missing("root: throttling a container's link enters its network namespace from the host")
     if not (shutil.which("nsenter") and shutil.which("tc")):
         missing("nsenter and tc on the host to throttle a container's link (apt-get install iproute2 util-linux, "
                 "or ./setup.sh --tests)")
-    container.reload()
-    pid = int(container.attrs["State"]["Pid"])
-    if pid <= 0:
-        pytest.fail(f"container {container.name} has no PID to enter: {container.attrs['State']}")
-    subprocess.run(["nsenter", "-t", str(pid), "-n", "tc", "qdisc", "add", "dev", "eth0", "root", *TBF],
-                   check=True, capture_output=True, timeout=30)
+
+
+def _throttle(container) -> None:
+    _can_throttle()
+    throttle.node(container)
+
+
+def _throttle_link(a, b) -> None:
+    _can_throttle()
+    throttle.link(a, b)
 
 
 def _report(cl) -> dict:
@@ -46,20 +51,49 @@ def _report(cl) -> dict:
     return found[0]
 
 
-def test_preflight_names_exactly_the_throttled_node_within_60_s(make_cluster):
-    cl = make_cluster("slurm", 4, PREFLIGHT).start()
+def _start_throttled(cl, throttled) -> float:
+    """Start the nodes in order, throttling each of ``throttled`` as soon as it runs; the start time."""
     t0 = time.time()
-    _throttle(cl.nodes[THROTTLED].container)
-    codes = cl.wait(120)
+    for run in cl.nodes:
+        cl.start(only=[run.node.index])
+        if run.node.index in throttled:
+            _throttle(run.container)
+    return t0
+
+
+@pytest.mark.parametrize(("nodes", "throttled"), [
+    (4, (2,)),          # one node
+    (4, (0,)),          # the rendezvous host
+    (6, (1, 4)),        # two of six: four of the six ring pairs touch a slow node
+    (8, (0, 1, 5)),     # three of eight, two of them side by side, one the rendezvous host
+], ids=["one-of-4", "rendezvous-host", "two-of-6", "three-of-8"])
+def test_preflight_names_exactly_the_throttled_nodes_within_60_s(make_cluster, nodes, throttled):
+    cl = make_cluster("slurm", nodes, PREFLIGHT)
+    t0 = _start_throttled(cl, throttled)
+    codes = cl.wait(180)
     took = time.time() - t0
     report = _report(cl)
-    slow_host = cl.nodes[THROTTLED].node.hostname
-    named = [v["hostname"] for v in report["nodes"] if v["node"] in report["slow_nodes"]]
-    assert named == [slow_host], (report["pairs"], cl.all_logs()[-6000:])
-    failing = [v["hostname"] for v in report["nodes"] if v["node"] in report["failing"]]
-    assert failing == [slow_host], report["nodes"]
-    assert codes == [1, 1, 1, 1], codes  # every rank exits 1 when a node failed
-    assert took < 60, f"preflight took {took:.0f} s"
+    slow_hosts = sorted(cl.nodes[i].node.hostname for i in throttled)
+    named = sorted(v["hostname"] for v in report["nodes"] if v["node"] in report["slow_nodes"])
+    assert named == slow_hosts, (report["rounds"], report["rule"], cl.all_logs()[-6000:])
+    failing = sorted(v["hostname"] for v in report["nodes"] if v["node"] in report["failing"])
+    assert failing == slow_hosts, report["nodes"]
+    assert report["decided"] and report["undecided_nodes"] == [], report["rounds"]
+    assert codes == [1] * nodes, codes  # every rank exits 1 when a node failed
+    assert took < 60, f"preflight on {nodes} nodes took {took:.0f} s"
+
+
+def test_preflight_reports_a_throttled_link_and_names_no_node(make_cluster):
+    cl = make_cluster("slurm", 4, PREFLIGHT).start()
+    _throttle_link(cl.nodes[1].container, cl.nodes[2].container)
+    codes = cl.wait(120)
+    report = _report(cl)
+    assert report["slow_nodes"] == [] and report["failing"] == [], (report["pairs"], report["nodes"])
+    assert report["slow_links"] == [[1, 2]], report["rounds"]
+    warned = {v["node"]: [r["code"] for r in v["reasons"] if r["code"].startswith("preflight.")]
+              for v in report["nodes"]}
+    assert warned == {0: [], 1: ["preflight.slow-pair"], 2: ["preflight.slow-pair"], 3: []}, report["nodes"]
+    assert codes == [0, 0, 0, 0], (codes, cl.all_logs()[-6000:])
 
 
 def test_preflight_without_a_throttle_names_nobody_five_runs_in_a_row(make_cluster):
