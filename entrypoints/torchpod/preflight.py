@@ -91,7 +91,7 @@ def _pair_reasons(index: int, verdict: Verdict) -> list[dict]:
     links = [(p, v) for p, v in verdict.slow_links() if index in p]
     if links:
         return [{"code": "preflight.slow-pair", "status": WARN,
-                 "detail": f"under {verdict.threshold:.3f} GB/s though both nodes are fast with others: "
+                 "detail": f"under {verdict.slow_under:.3f} GB/s though both nodes are fast with others: "
                            f"{_pairs_text(links)}",
                  "fix": "the link between the two is the likelier cause (cable, switch port); rerun to "
                         "confirm"}]
@@ -355,8 +355,9 @@ def sweep_sizes(args: argparse.Namespace, floor: Floor | None, backend: str) -> 
 
 
 def _measure(torch, dist, args: argparse.Namespace, env: Mapping[str, str], device,
-             sweep_at: Sequence[int]) -> tuple[list[dict], Verdict, list]:
-    """Doctor rows per node, the pairs' verdict, the sweep: the parts that need the process group."""
+             sweep_at: Sequence[int]) -> tuple[list[dict], Verdict, list, list[float]]:
+    """Doctor rows per node, the pairs' verdict, the sweep and each round's seconds (this
+    rank's clock, groups' creation and the gather included): the parts that need the group."""
     from .bench_allreduce import _row
 
     me = {"rank": dist.get_rank(), "node": int(env.get("GROUP_RANK", "0")), "local": int(env.get("LOCAL_RANK", "0")),
@@ -368,10 +369,18 @@ def _measure(torch, dist, args: argparse.Namespace, env: Mapping[str, str], devi
     if len(heads) < 2:
         raise InputError(f"preflight found {len(heads)} node; expected 2 or more (pairs of nodes are compared)")
     leaders = [r["rank"] for r in heads]
-    verdict = localise(len(heads), lambda pairs: _round(torch, dist, leaders, pairs, args, device), args.floor_gbps)
+    took: list[float] = []
+
+    def timed(pairs: Sequence[Pair]) -> dict[Pair, float]:
+        started = time.perf_counter()
+        got = _round(torch, dist, leaders, pairs, args, device)
+        took.append(round(time.perf_counter() - started, 3))
+        return got
+
+    verdict = localise(len(heads), timed, args.floor_gbps)
     world = dist.get_world_size()
     sweep = [_row(torch, dist, size, args, device, world) for size in sweep_at]
-    return heads, verdict, sweep
+    return heads, verdict, sweep, took
 
 
 def _split_then(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
@@ -446,8 +455,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _init_group(dist, backend)
     device = torch.device("cuda") if cuda else torch.device("cpu")
     try:
-        heads, verdict, sweep = _measure(torch, dist, args, os.environ, device, sweep_sizes(args, floor, backend))
+        heads, verdict, sweep, took = _measure(torch, dist, args, os.environ, device, sweep_sizes(args, floor, backend))
         result = assemble(heads, verdict, sweep, backend, accepted)
+        for rnd, seconds in zip(result["rounds"], took):
+            rnd["seconds"] = seconds
         result["job"] = [*floor_reasons(sweep, floor, preset, backend), *result["job"]]
     except InputError as exc:
         print(f"torchpod: error: {one_line(exc)}", file=sys.stderr)

@@ -249,11 +249,19 @@ def _preflight(r: Result) -> list[Row]:
         r.mapping(row, where)
         n = r.count("nodes", row, where)
         pre, plain = r.number("median_s", row, where), r.number("plain_median_s", row, where)
-        cells.append(f"{n} nodes {pre:.1f} / {plain:.1f} s = **{pre / plain:.2f}**")
+        cell = f"{n} nodes {pre:.1f} / {plain:.1f} s = **{pre / plain:.2f}**"
+        if "slow_median_s" in row:
+            slow = r.number("slow_median_s", row, where)
+            slow_nodes = r.items("slow_nodes", list, row, where)
+            if any(isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < n for x in slow_nodes):
+                raise r.bad(f"{where}.slow_nodes", slow_nodes, f"node indices from 0 to {n - 1}")
+            cell += f", nodes {', '.join(map(str, slow_nodes))} throttled {slow:.1f} s (named, with a retest round)"
+        cells.append(cell)
         nodes.append(str(n))
     repeats = r.count("repeats")
     what = ("`torchpod run -m torchpod.preflight` (doctor on every node, pair rounds, sweep; gloo) / the same "
-            f"Slurm job running only the all-reduce check, containers as nodes, median of {repeats}, alternating")
+            f"Slurm job running only the all-reduce check, containers as nodes, median of {repeats}, alternating; "
+            "and to its verdict with slow nodes")
     return [(what, "; ".join(cells), f"`python bench/preflight.py --nodes {' '.join(nodes)} --repeats {repeats}`")]
 
 

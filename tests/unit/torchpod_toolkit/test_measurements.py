@@ -102,6 +102,9 @@ _DELETE = object()
     ("netplugin.json", "median_s", {"x86_64": 8.4}, "median_s.aarch64 is missing"),
     ("slurm.json", "rows", [{"how": "harness", "seconds": 3.0}], "expected at least one row with how='sbatch'"),
     ("hostile_reads.json", "rows.4.old", {"cpu_s": None}, "rows.4.old.note is missing"),
+    ("preflight.json", "rows.2.slow_nodes", [4, "5 | x"], "rows.2.slow_nodes=[4, '5 | x']; expected node indices"),
+    ("preflight.json", "rows.2.slow_nodes", [4, 8], "expected node indices from 0 to 7"),
+    ("preflight.json", "rows.2.slow_median_s", -1, "rows.2.slow_median_s=-1; expected a positive number"),
     ("hostile_reads.json", "rows.0.new.peak_rss_mib", "x" * 500, "rows.0.new.peak_rss_mib='xxxxx"),
 ])
 def test_a_result_that_is_not_what_the_bench_writes_is_one_line(name, key, value, needle):
