@@ -266,3 +266,64 @@ def assert_detection_matches(det, user, case: Case) -> int:
         assert got == want, (case.name, key, got, want)
         compared += 1
     return compared
+
+
+class RecordingEnv(Mapping[str, str]):
+    """An environment that records every name looked up in it; ``*`` when it is iterated."""
+
+    def __init__(self, env: Mapping[str, str]):
+        self._env, self.read = dict(env), set()
+
+    def __getitem__(self, name: str) -> str:
+        self.read.add(name)
+        return self._env[name]
+
+    def get(self, name, default=None):
+        self.read.add(name)
+        return self._env.get(name, default)
+
+    def __contains__(self, name) -> bool:
+        self.read.add(name)
+        return name in self._env
+
+    def __iter__(self):
+        self.read.add("*")
+        return iter(self._env)
+
+    def __len__(self) -> int:
+        return len(self._env)
+
+
+def reads_tests(module, prefixes: tuple[str, ...]):
+    """Two checks for a detector whose variables a job script forwards into a container
+    (contract.SCHEDULER_VARS): run on every fixture that reaches it, claims() and detect()
+    look up no name outside its READS and the TORCHPOD_* settings; and every variable name
+    with its ``prefixes`` written in the module's source is in READS, and every READS name
+    is written there (a name read through a helper still has to be named in the module)."""
+    import ast
+    import inspect
+
+    from torchpod.contract import SETTINGS
+
+    cases = good_cases_of(module.NAME) + bad_cases_of(module.NAME)
+
+    @pytest.mark.parametrize("case", cases, ids=[c.name for c in cases])
+    def test_detect_reads_only_the_variables_the_contract_names(case, tmp_path):
+        env, facts = materialise(case, tmp_path)
+        recorded = RecordingEnv(env)
+        user = user_options(env, case.argv)
+        try:
+            if module.claims(recorded, user):
+                module.detect(recorded, facts, user)
+        except InputError:
+            pass
+        extra = recorded.read - set(module.READS) - {s.name for s in SETTINGS}
+        assert not extra, f"{module.NAME} read {sorted(extra)}, which contract.SCHEDULER_VARS does not name"
+
+    def test_every_variable_named_in_the_module_is_in_reads():
+        tree = ast.parse(inspect.getsource(module))
+        named = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                 and n.value.startswith(prefixes) and n.value.replace("_", "").isalnum() and n.value.isupper()}
+        assert named == set(module.READS), (sorted(named - set(module.READS)), sorted(set(module.READS) - named))
+
+    return test_detect_reads_only_the_variables_the_contract_names, test_every_variable_named_in_the_module_is_in_reads

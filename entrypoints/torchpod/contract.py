@@ -27,7 +27,7 @@ __all__ = [
     "EPHEMERAL_PORTS", "SYSFS_ROOT_DEFAULT", "IMAGE_PLUGIN_DIR", "IMAGE_PLUGIN", "IMAGE_PLUGIN_LIBFABRIC",
     "SITE_LIB", "SITE_DEPS", "EXAMPLES_DIR", "PREFLIGHT_MODULE", "LABEL_PREFIX", "LABEL_KEYS",
     "LOCK_LABEL_KEYS", "label",
-    "JOBSET_LABEL_ENV",
+    "JOBSET_LABEL_ENV", "SCHEDULER_VARS", "GPU_VARS",
 ]
 
 # --- ports ---------------------------------------------------------------------------
@@ -130,6 +130,23 @@ ENV_NET_PIN = Setting("TORCHPOD_NCCL_NET_PIN", "1: on InfiniBand/RoCE pin NCCL_N
 SETTINGS: tuple[Setting, ...] = (ENV_SCHEDULER, ENV_RDZV_PORT, ENV_RDZV_TIMEOUT, ENV_HOSTNAME, ENV_SYSFS_ROOT,
                                  ENV_PRESET, ENV_DOCTOR, ENV_PREFLIGHT, ENV_PREFLIGHT_UNDECIDED, ENV_SITE_LIB,
                                  ENV_NET_PIN)
+
+# The variables each batch system's detector reads (torchpod.schedulers.<name>.READS is this
+# entry; tests/unit/torchpod/schedulers check that the detector reads no other). A job script
+# hands exactly these, with SETTINGS, into a container runtime that starts with a cleared
+# environment (enroot, docker, podman): a name left out there is a scheduler torchpod cannot
+# see, and a job that trains alone on every node.
+SCHEDULER_VARS: Mapping[str, tuple[str, ...]] = {
+    "slurm": ("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST",
+              "SLURM_STEP_NUM_NODES", "SLURM_JOB_NUM_NODES", "SLURM_NNODES", "SLURM_NODEID", "SLURM_LOCALID",
+              "SLURM_STEP_ID", "SLURM_STEPID", "SLURM_STEP_TASKS_PER_NODE", "SLURM_GPUS_ON_NODE",
+              "SLURM_GPUS_PER_NODE"),
+    "pbs": ("PBS_JOBID", "PBS_NODEFILE", "PALS_NODEID", "PBS_NODENUM", "PALS_LOCAL_RANKID"),
+    "lsf": ("LSB_JOBID", "LSB_DJOB_HOSTFILE", "LSB_DJOB_RANKFILE", "LSB_MCPU_HOSTS", "JSM_NAMESPACE_LOCAL_RANK"),
+}
+# The variables that say which GPUs a process may use (CUDA runtime; NVIDIA Container
+# Toolkit), read by torchpod.gpus.
+GPU_VARS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 
 # Names torchpod writes, never reads: `torchpod plan --format shell`'s command variable, and
 # the prefix of the result line workloads print for the containers-as-nodes harness.

@@ -79,6 +79,7 @@ def test_preflight_names_exactly_the_throttled_nodes_within_60_s(make_cluster, n
     failing = sorted(v["hostname"] for v in report["nodes"] if v["node"] in report["failing"])
     assert failing == slow_hosts, report["nodes"]
     assert report["decided"] and report["undecided_nodes"] == [], report["rounds"]
+    assert all(r["seconds"] > 0 for r in report["rounds"]), report["rounds"]  # each round timed
     assert codes == [1] * nodes, codes  # every rank exits 1 when a node failed
     assert took < 60, f"preflight on {nodes} nodes took {took:.0f} s"
 

@@ -21,6 +21,7 @@ rank JSM_NAMESPACE_LOCAL_RANK (per process): above 0 is a second launcher on thi
 from __future__ import annotations
 
 from .. import readers
+from ..contract import SCHEDULER_VARS
 from ..errors import InputError
 from ..options import UserOptions
 from .common import (
@@ -38,6 +39,7 @@ from .common import (
 )
 
 NAME = "lsf"
+READS = SCHEDULER_VARS[NAME]  # every variable detect() and claims() read (contract)
 STRONG = True  # LSB_* are set by LSF's sbatchd/res alone
 MARKERS = ("LSB_JOBID", "LSB_DJOB_HOSTFILE", "LSB_DJOB_RANKFILE", "LSB_MCPU_HOSTS")
 FILE_EXPECTED = "the file LSF writes for the job, one host name per line (a host once per slot)"

@@ -22,6 +22,7 @@ against the hostname whenever the hostname names a node, and a disagreement is a
 from __future__ import annotations
 
 from .. import readers
+from ..contract import SCHEDULER_VARS
 from ..errors import InputError
 from ..options import UserOptions
 from .common import (
@@ -40,6 +41,7 @@ from .common import (
 )
 
 NAME = "pbs"
+READS = SCHEDULER_VARS[NAME]  # every variable detect() and claims() read (contract)
 STRONG = True
 MARKERS = ("PBS_JOBID", "PBS_NODEFILE")
 # Per-node index variables, most trusted first (module docstring).

@@ -15,7 +15,7 @@ import itertools
 import math
 import re
 
-from ..contract import ENV_SCHEDULER
+from ..contract import ENV_SCHEDULER, SCHEDULER_VARS
 from ..errors import InputError
 from ..options import UserOptions
 from .common import (
@@ -32,6 +32,7 @@ from .common import (
 )
 
 NAME = "slurm"
+READS = SCHEDULER_VARS[NAME]  # every variable detect() and claims() read (contract)
 STRONG = True
 MARKERS = ("SLURM_JOB_ID", "SLURM_JOBID")
 # This step's hosts first: a step may run on part of the allocation.

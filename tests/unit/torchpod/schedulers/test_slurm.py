@@ -14,6 +14,7 @@ from torchpod.schedulers.slurm import expand_hostlist, expand_tasks_per_node, gp
 
 from launcher_cases import (
     detector_tests,
+    reads_tests,
     user_options,
 )
 
@@ -87,3 +88,8 @@ def test_claims_on_its_markers(env):
 ])
 def test_does_not_claim_without_them(env):
     assert not slurm.claims(env, user_options(env))
+
+
+# the variables it reads are exactly the ones job scripts forward into containers
+(test_detect_reads_only_the_variables_the_contract_names,
+ test_every_variable_named_in_the_module_is_in_reads) = reads_tests(slurm, ('SLURM_',))
