@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ..contract import ENV_NET_PIN
+from ..contract import ENV_NET_PIN, setting
 from ..errors import InputError
 from .findings import info
 from .registry import FABRICS
@@ -30,8 +30,9 @@ SOCKET_NET = "Socket"  # the internal sockets network (src/transport/net_socket.
 
 
 def pin_wanted(env: Mapping[str, str]) -> bool:
-    """TORCHPOD_NCCL_NET_PIN: "1" (default) pins, "0" does not; anything else is bad input."""
-    given = env.get(ENV_NET_PIN.name, str(ENV_NET_PIN.default))
+    """TORCHPOD_NCCL_NET_PIN: "1" (default; unset or blank) pins, "0" does not; anything else is
+    bad input."""
+    given = setting(env, ENV_NET_PIN) or str(ENV_NET_PIN.default)
     if given not in ("0", "1"):
         raise InputError(f"{ENV_NET_PIN.name}={given!r}: expected 0 (let NCCL fall back to sockets) or 1 "
                          "(pin NCCL_NET=IB, the default)")

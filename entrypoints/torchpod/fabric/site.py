@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from ..contract import ENV_SITE_LIB, IMAGE_PLUGIN, SITE_DEPS, SITE_LIB
+from ..contract import ENV_SITE_LIB, IMAGE_PLUGIN, SITE_DEPS, SITE_LIB, setting
 from ..errors import InputError
 from . import efa, slingshot
 
@@ -80,8 +80,8 @@ def _plugin_in(root: Path, d: str) -> str | None:
 def find(env: Mapping[str, str], root: Path = Path("/")) -> SiteLibs:
     """The site's plugin and libfabric directories, or SiteLibs() when none is injected."""
     var = ENV_SITE_LIB.name
-    given = env.get(var)
-    if given is not None:
+    given = setting(env, ENV_SITE_LIB)  # blank is unset, as enroot's `--env NAME` hands an unset name
+    if given:
         dirs = [d for d in given.split(":") if d]
         for d in dirs:
             if not _is_dir(_under(root, d)):

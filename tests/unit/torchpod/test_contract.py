@@ -86,6 +86,18 @@ def test_a_bad_setting_is_one_line_naming_it(name, value, needle, capsys, tmp_pa
     assert len(err) == 1 and needle in err[0] and name in err[0], err
 
 
+def test_every_setting_set_blank_reads_as_unset(capsys):
+    # enroot's `--env NAME` hands an unset name over as NAME= (NVIDIA/enroot src/runtime.sh):
+    # a job script that forwards every setting must plan exactly as one that forwards none
+    job = {"SLURM_JOB_ID": "1", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NODEID": "0", "SLURM_STEP_ID": "0",
+           "CUDA_VISIBLE_DEVICES": "", "TORCHPOD_HOSTNAME": "n1"}
+    plans = []
+    for blank in ({}, {s.name: "" for s in SETTINGS if s.name != "TORCHPOD_HOSTNAME"}):
+        assert cli.main(["plan", "--", "train.py"], {**job, **blank}) == 0, capsys.readouterr().err
+        plans.append(capsys.readouterr().out)
+    assert plans[0] == plans[1] and plans[0]
+
+
 @settings(deadline=None, max_examples=200)
 @given(st.text())
 def test_setting_is_the_value_without_surrounding_blanks(value):

@@ -56,8 +56,14 @@ def test_a_plugin_set_to_none_still_pins(tmp_path):
     assert env["NCCL_NET"] == "IB"
 
 
+@pytest.mark.parametrize("value, pins", [("", True), ("  ", True), (" 0\n", False), ("1 ", True)])
+def test_the_pin_is_read_as_every_setting_is_blank_unset_and_blanks_around_stripped(value, pins):
+    # contract.setting: a job script that forwards the name unset (enroot's --env NAME) gets the default
+    assert pin_wanted({"TORCHPOD_NCCL_NET_PIN": value}) is pins
+
+
 @settings(max_examples=200, deadline=None)
-@given(st.text(max_size=20).filter(lambda s: s not in ("0", "1")))
+@given(st.text(max_size=20).filter(lambda s: s.strip() not in ("", "0", "1")))
 def test_a_bad_pin_value_is_one_line_naming_the_variable(value):
     with pytest.raises(InputError) as exc:
         pin_wanted({"TORCHPOD_NCCL_NET_PIN": value})
