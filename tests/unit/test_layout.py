@@ -133,8 +133,9 @@ REPOSITORY_TESTS = {"unit/test_layout.py", "unit/test_docs.py", "unit/test_packa
                     "unit/test_needs.py",  # the suite's own helper (tests/needs.py)
                     "integration/test_setup.py", "unit/test_layer_scan.py"}
 # A second file for one module, split by what it feeds the module (hostile input,
-# hypothesis properties, scripts run for real, shellcheck): test_<module>_<suffix>.py.
-SUFFIXES = ("_hostile", "_properties", "_exec", "_shellcheck", "_shell")
+# hypothesis properties, scripts run for real, shellcheck, scripts run under stand-ins of
+# the container runtimes): test_<module>_<suffix>.py.
+SUFFIXES = ("_hostile", "_properties", "_exec", "_shellcheck", "_shell", "_runtimes")
 SOURCES = {"torchpod": LAUNCHER, "torchpod_toolkit": TOOLKIT, "examples": ROOT / "examples", "bench": ROOT / "bench"}
 
 

@@ -47,6 +47,7 @@ COMBOS = [(s, r) for s in HPC for r in jobs.kind(s).runtimes or RUNTIMES]
 KINDS = {"volcano": "Job", "volcano-master": "Job", "kubeflow": "PyTorchJob", "kubeflow-elastic": "PyTorchJob",
          "trainer": "TrainJob", "runai": "PyTorchJob", "lws": "LeaderWorkerSet", "jobset": "JobSet"}
 HANG_GUARD = 30  # seconds; a script that runs longer has hung (a stub waiting, a read from a FIFO)
+NODES = 2  # run_job's job: two nodes (n0, n1), so every fan-out starts torchpod twice
 
 # Pieces a hostile value is made of, next to arbitrary text: what ends a shell word, a
 # comment or a YAML document, and expansions that would run code (each would create $MARK).
@@ -98,7 +99,7 @@ def check_lsf_directives(spec: JobSpec, text: str) -> None:
     found = {d[0]: " ".join(d[1:]) for d in words}
     assert len(found) == len(words) and set(found) <= {"-J", "-n", "-R", "-gpu", "-W", "-q", "-o"}, words
     assert (found["-J"], found["-n"], found["-R"]) == (spec.name, str(spec.nodes), '"span[ptile=1]"')
-    assert found.get("-gpu") == (f'"num={spec.gpus_per_node}"' if spec.gpus_per_node else None)
+    assert found.get("-gpu") == (f'"num={spec.gpus_per_node}:j_exclusive=yes"' if spec.gpus_per_node else None)
     assert found.get("-q", "") == spec.queue and found["-o"] == f"{spec.name}-%J.out"
     hours, minutes, seconds = (int(x) for x in spec.walltime.split(":"))
     wall_h, wall_m = found["-W"].split(":")
@@ -131,10 +132,12 @@ def expected_args(spec: JobSpec) -> list[str]:
     return ["run", *etcd, "--", *spec.command]
 
 
-def run_job(text: str, tmp: Path, locale: str,
-            work: str = "work") -> tuple[subprocess.CompletedProcess, dict[str, Path]]:
+def run_job(text: str, tmp: Path, locale: str, work: str = "work",
+            gpus: bool = True) -> tuple[subprocess.CompletedProcess, dict[str, Path]]:
     """Run a job script the way a batch node would: in the submit directory (``tmp/work``),
-    with the scheduler's variables set and the stubs (only) on PATH."""
+    with the scheduler's variables set and the stubs (only) on PATH; a job that asked for
+    GPUs holds 4 of the node's 8 (manifest_stubs' model; test_hpc_runtimes checks which
+    reach torchpod)."""
     where = {k: tmp / k for k in ("bin", "home", "job")}
     where["work"] = tmp / work
     for path in where.values():
@@ -150,7 +153,8 @@ def run_job(text: str, tmp: Path, locale: str,
         where["bin"], where["log"], HOME=str(where["home"]), LC_ALL=locale, MARK=str(where["mark"]),
         SLURM_JOB_ID="7", SLURM_JOB_NAME="train", SLURM_JOB_NODELIST="n[0-1]", SLURM_JOB_NUM_NODES="2",
         SLURM_SUBMIT_DIR=work, PBS_JOBID="7.pbs", PBS_O_WORKDIR=work, PBS_NODEFILE=str(nodefile),
-        PBS_ENVIRONMENT="PBS_BATCH", LSB_JOBID="7", LSB_DJOB_HOSTFILE=str(nodefile), LSB_MCPU_HOSTS="n0 1 n1 1")
+        PBS_ENVIRONMENT="PBS_BATCH", LSB_JOBID="7", LSB_DJOB_HOSTFILE=str(nodefile), LSB_MCPU_HOSTS="n0 1 n1 1",
+        STUB_NODE_GPUS=stubs.NODE_GPUS, **({"STUB_JOB_GPUS": stubs.JOB_GPUS} if gpus else {}))
     try:
         proc = subprocess.run(["/bin/bash", str(script)], cwd=work, env=env, capture_output=True,
                               timeout=HANG_GUARD)
@@ -171,16 +175,19 @@ def check_calls(spec: JobSpec, calls: list[stubs.Call], where: dict[str, Path]) 
     assert stubs.NOT_FOUND not in names, f"the script ran a command nobody asked for: {calls}"
     assert stubs.ERROR not in names, f"a stub refused its command line: {calls}"
     runtime = PROGRAM[spec.runtime]
-    allowed = {FAN_OUT[spec.scheduler], "torchpod", stubs.ENV_RECORD} | ({runtime} if runtime else set())
+    allowed = {FAN_OUT[spec.scheduler], "torchpod", stubs.ENV_RECORD, stubs.ENVIRON_RECORD} | \
+        ({runtime} if runtime else set())
     assert set(names) <= allowed, f"unexpected programs ran: {names}"
     assert FAN_OUT[spec.scheduler] in names and (runtime is None or runtime in names), names
     tp = [c for c in calls if c.name == "torchpod"]
-    assert len(tp) == 1, f"torchpod ran {len(tp)} times: {calls}"
-    assert list(tp[0].args) == expected_args(spec)
+    assert len(tp) == NODES, f"torchpod ran {len(tp)} times on {NODES} nodes: {calls}"  # once per node
+    assert all(list(t.args) == expected_args(spec) for t in tp), tp
     # what the launcher reads must reach it inside the container (docker and podman-hpc start
     # with only the variables they are handed)
     preset, job_id, nodefile, hostfile = next(c for c in calls if c.name == stubs.ENV_RECORD).args
-    assert preset == (spec.preset or "<unset>"), f"torchpod saw TORCHPOD_PRESET={preset!r}"
+    # unset, or blank where the runtime hands an unset name over as NAME= (enroot's --env NAME),
+    # which torchpod reads as unset (tests/unit/torchpod/test_contract.py)
+    assert preset in ((spec.preset,) if spec.preset else ("<unset>", "")), f"torchpod saw TORCHPOD_PRESET={preset!r}"
     if spec.scheduler == "slurm":
         assert job_id == "7", f"torchpod saw SLURM_JOB_ID={job_id!r}"
     elif spec.scheduler == "lsf":
@@ -242,13 +249,13 @@ def check_hpc(spec: JobSpec, locale: str) -> None:
     spec = check(spec)
     check_directives(spec, text)
     with tempfile.TemporaryDirectory(prefix="torchpod-job-") as tmp:
-        proc, where = run_job(text, Path(tmp), locale)
+        proc, where = run_job(text, Path(tmp), locale, gpus=spec.gpus_per_node > 0)
         calls = stubs.read_log(where["log"])
         assert proc.returncode == 0 and proc.stderr == b"", (proc.returncode, proc.stderr, calls)
         check_calls(spec, calls, where)
         assert not where["mark"].exists(), "the script ran code from a value (the marker file exists)"
         made = {p.name for p in where["work"].iterdir()}
-        assert made <= {f"{spec.name}.sif", f"{spec.name}.sqsh"}, f"stray files: {made}"
+        assert made <= {f"{spec.name}.sif", f"{spec.name}.sqsh"}, f"stray files: {made}"  # no .part, no status
         assert not any(where["home"].iterdir()), "files appeared in HOME"
         assert {p.name for p in Path(tmp).iterdir()} == {"bin", "work", "home", "job", "calls.log"}
 
@@ -268,7 +275,7 @@ def check_skypilot(spec: JobSpec, text: str, locale: str) -> None:
         proc, where = run_job("#!/bin/bash\n" + task["run"] + "\n", Path(tmp), locale)
         calls = stubs.read_log(where["log"])
         assert proc.returncode == 0 and proc.stderr == b"", (proc.returncode, proc.stderr, calls)
-        assert [c.name for c in calls] == ["torchpod", stubs.ENV_RECORD], calls
+        assert [c.name for c in calls] == ["torchpod", stubs.ENV_RECORD, stubs.ENVIRON_RECORD], calls
         assert list(calls[0].args) == expected_args(spec)
         assert calls[1].args[0] == (spec.preset or "<unset>")
         assert not where["mark"].exists(), "the task's run executed code from a value (the marker file exists)"

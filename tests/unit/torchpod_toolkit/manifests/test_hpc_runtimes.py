@@ -1,0 +1,179 @@
+"""Every generated HPC script (scheduler x container runtime), run by bash under stand-ins that
+do what the real fan-outs and runtimes do (tests/manifest_stubs.py: environment cleared by
+enroot, docker and podman; the MoM's environment for pbsdsh's tasks; GPUs as each runtime
+exposes them, inside or outside the job's device cgroup; pbsdsh's exit status 0), with the
+environment each batch system gives a job, as its documentation and source say:
+
+- Slurm (srun(1), sbatch(1) OUTPUT ENVIRONMENT VARIABLES, Slurm 22.05): SLURM_JOB_ID,
+  SLURM_JOB_NODELIST, SLURM_JOB_NUM_NODES; a job holding GPUs on a site with
+  ConstrainDevices=yes: SLURM_JOB_GPUS (global ids), and per task SLURM_STEP_GPUS and
+  CUDA_VISIBLE_DEVICES relative to the task's device cgroup.
+- OpenPBS (cd7ab5e): PBS_JOBID, PBS_NODEFILE, PBS_O_WORKDIR, PBS_ENVIRONMENT; its cgroups hook
+  (src/hooks/cgroups/pbs_cgroups.PY) sets CUDA_VISIBLE_DEVICES to the GPUs' UUIDs.
+- LSF 10.1: LSB_JOBID, LSB_DJOB_HOSTFILE, LSB_MCPU_HOSTS; CUDA_VISIBLE_DEVICES the job's GPUs
+  by global id, no device cgroup.
+
+What torchpod sees on each node is then judged by the launcher's own code: its scheduler
+detection (torchpod.schedulers: the node's rank among every node of the job) and the GPUs
+CUDA would give it (the runtime's enumerated GPUs, filtered by the CUDA_VISIBLE_DEVICES it
+sees, as the CUDA runtime does). Every node must see its batch system and exactly the GPUs
+the job holds (none for a job that asked for none), and a node whose launcher fails must
+fail the job.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from torchpod.errors import InputError
+from torchpod.schedulers import choose, lsf, pbs, slurm
+from torchpod.schedulers.common import Facts
+from torchpod_toolkit.manifests import jobs
+from torchpod_toolkit.manifests.render import render
+from torchpod_toolkit.manifests.spec import HPC, RUNTIMES, JobSpec
+
+import manifest_stubs as stubs
+from launcher_cases import user_options
+
+IMAGE = "registry.example.com/torchpod/pytorch:2.13.0-cuda13.0"
+NODES = ("n0", "n1")
+BATCH = [s for s in HPC if s != "skypilot"]  # SkyPilot starts its own containers on every node
+COMBOS = [(s, r) for s in BATCH for r in jobs.kind(s).runtimes or RUNTIMES]
+DETECTOR = {"slurm": slurm, "pbs": pbs, "pbs-pals": pbs, "lsf": lsf}
+HANG_GUARD = 30
+
+
+def job_environment(scheduler: str, gpus: bool, work: Path, nodefile: Path) -> dict[str, str]:
+    """What the batch system puts in the job script's environment (module docstring)."""
+    model = {"STUB_NODE_GPUS": stubs.NODE_GPUS}
+    held = stubs.JOB_GPUS.split(",")
+    if scheduler == "slurm":
+        env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NAME": "train", "SLURM_JOB_NODELIST": "n[0-1]",
+               "SLURM_JOB_NUM_NODES": str(len(NODES)), "SLURM_NNODES": str(len(NODES)), "SLURM_SUBMIT_DIR": str(work)}
+        if gpus:
+            env.update(SLURM_JOB_GPUS=stubs.JOB_GPUS)
+    elif scheduler in ("pbs", "pbs-pals"):
+        env = {"PBS_JOBID": "7.pbs", "PBS_JOBNAME": "train", "PBS_QUEUE": "workq", "PBS_O_WORKDIR": str(work),
+               "PBS_NODEFILE": str(nodefile), "PBS_ENVIRONMENT": "PBS_BATCH", "PBS_O_HOME": str(work.parent / "home")}
+        if gpus:
+            env.update(CUDA_VISIBLE_DEVICES=",".join(f"GPU-{g}" for g in held), CUDA_DEVICE_ORDER="PCI_BUS_ID")
+        model["STUB_CGROUP_GPUS"] = stubs.JOB_GPUS if gpus else ""  # the batch shell is in the job's cgroup
+    else:
+        env = {"LSB_JOBID": "7", "LSB_DJOB_HOSTFILE": str(nodefile),
+               "LSB_MCPU_HOSTS": " ".join(f"{h} 1" for h in NODES)}
+        if gpus:
+            env.update(CUDA_VISIBLE_DEVICES=stubs.JOB_GPUS)
+        model["STUB_CGROUP_GPUS"] = stubs.NODE_GPUS
+    if gpus:
+        model["STUB_JOB_GPUS"] = stubs.JOB_GPUS
+    return {**env, **model}
+
+
+def run(spec: JobSpec, tmp: Path, **extra: str) -> tuple[subprocess.CompletedProcess, list[stubs.Call], Path]:
+    """Run the rendered script as the batch host would; the process, the calls, the nodefile."""
+    (out,) = render(spec)
+    for name in ("bin", "home", "job", "work"):
+        (tmp / name).mkdir()
+    log = tmp / "calls.log"
+    stubs.install(tmp / "bin", log)
+    nodefile = tmp / "job" / "nodefile"
+    nodefile.write_text("".join(f"{h}\n" for h in NODES))
+    script = tmp / "job" / "job.sh"
+    script.write_text(out.text)
+    work = Path(stubs.realpath(tmp / "work"))
+    job = {**job_environment(spec.scheduler, spec.gpus_per_node > 0, work, nodefile), **extra}
+    env = stubs.job_env(tmp / "bin", log, HOME=str(tmp / "home"), LC_ALL="C.UTF-8", **job)
+    try:
+        proc = subprocess.run(["/bin/bash", str(script)], cwd=work, env=env, capture_output=True, text=True,
+                              timeout=HANG_GUARD)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the job script ran past {HANG_GUARD} s")
+    return proc, stubs.read_log(log), nodefile
+
+
+def environments(calls: list[stubs.Call]) -> list[dict[str, str]]:
+    """torchpod's environment on each node, in node order."""
+    return [dict(field.split("=", 1) for field in c.args) for c in calls if c.name == stubs.ENVIRON_RECORD]
+
+
+def visible_gpus(env: dict[str, str]) -> list[str]:
+    """The host GPU ids CUDA gives this process: what its runtime exposed (enumerated in host
+    order), narrowed by CUDA_VISIBLE_DEVICES as the CUDA runtime reads it: indices into the
+    enumerated list or GPU UUIDs, up to the first entry that names no GPU; empty hides all."""
+    enumerated = [g for g in env.get("STUB_GPUS_ENUMERATED", "").split(",") if g]
+    wanted = env.get("CUDA_VISIBLE_DEVICES")
+    if wanted is None:
+        return enumerated
+    out: list[str] = []
+    for entry in (e.strip() for e in wanted.split(",")):
+        if entry.isdigit() and int(entry) < len(enumerated):
+            out.append(enumerated[int(entry)])
+        elif entry.startswith("GPU-") and entry[4:] in enumerated:
+            out.append(entry[4:])
+        else:
+            break
+    return out
+
+
+def detected(scheduler: str, env: dict[str, str], node: int, nodefile: Path) -> tuple[str, int, int]:
+    """(scheduler, node rank, node count) the launcher's detection gives on node ``node``."""
+    user = user_options(env)
+    module, _ = choose(env, user)
+    if module is not DETECTOR[scheduler]:
+        return module.NAME, -1, -1
+    det = module.detect(env, Facts(hostname=NODES[node], root=Path("/"), sysfs_root=nodefile.parent / "sys"), user)
+    return module.NAME, det.node_rank, det.nnodes.lo
+
+
+@pytest.mark.parametrize("gpus", [0, 4], ids=["no-gpu", "4-gpus"])
+@pytest.mark.parametrize("scheduler,runtime", COMBOS)
+def test_every_node_sees_its_scheduler_and_exactly_the_jobs_gpus(scheduler, runtime, gpus, tmp_path):
+    spec = JobSpec(scheduler=scheduler, runtime=runtime, nodes=len(NODES), image=IMAGE, command=("train.py",),
+                   gpus_per_node=gpus)
+    proc, calls, nodefile = run(spec, tmp_path)
+    assert proc.returncode == 0 and proc.stderr == "", (proc.returncode, proc.stderr, calls)
+    assert stubs.ERROR not in {c.name for c in calls} and stubs.NOT_FOUND not in {c.name for c in calls}, calls
+    envs = environments(calls)
+    assert len(envs) == len(NODES), f"torchpod ran on {len(envs)} of {len(NODES)} nodes: {calls}"
+    held = stubs.JOB_GPUS.split(",") if gpus else []
+    for node, env in enumerate(envs):
+        try:
+            found = detected(scheduler, env, node, nodefile)
+        except InputError as exc:
+            pytest.fail(f"node {node}: torchpod refused its environment: {exc}")
+        assert found == (DETECTOR[scheduler].NAME, node, len(NODES)), \
+            f"node {node} saw {found}; its environment: {sorted(env)}"
+        assert visible_gpus(env) == held, (node, env.get("STUB_GPUS_ENUMERATED"), env.get("CUDA_VISIBLE_DEVICES"))
+
+
+@pytest.mark.parametrize("scheduler,runtime", COMBOS)
+def test_a_node_whose_launcher_fails_fails_the_job(scheduler, runtime, tmp_path):
+    spec = JobSpec(scheduler=scheduler, runtime=runtime, nodes=len(NODES), image=IMAGE, command=("train.py",))
+    proc, calls, _ = run(spec, tmp_path, STUB_FAIL_NODE="1")
+    assert proc.returncode != 0, (proc.stdout, proc.stderr, calls)
+    assert len(environments(calls)) == len(NODES), calls  # the other node ran
+
+
+@pytest.mark.parametrize("scheduler", BATCH)
+def test_an_import_killed_half_way_is_never_reused(scheduler, tmp_path):
+    spec = JobSpec(scheduler=scheduler, runtime="enroot", nodes=len(NODES), image=IMAGE, command=("train.py",))
+    proc, calls, _ = run(spec, tmp_path, STUB_KILL_IMPORT="1")
+    assert proc.returncode != 0 and not environments(calls), (proc.stderr, calls)
+    made = sorted(p.name for p in (tmp_path / "work").iterdir())
+    assert f"{spec.name}.sqsh" not in made, f"a truncated image is left where the next run takes it: {made}"
+
+
+def test_docker_under_slurm_without_the_steps_gpu_ids_stops_with_one_line_per_node(tmp_path):
+    # a site whose gres.conf does not list the GPUs gives the step no SLURM_STEP_GPUS: docker
+    # would otherwise be handed every GPU of the node
+    spec = JobSpec(scheduler="slurm", runtime="docker", nodes=len(NODES), image=IMAGE, command=("train.py",),
+                   gpus_per_node=4)
+    proc, calls, _ = run(spec, tmp_path, STUB_JOB_GPUS="")
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode != 0 and not environments(calls), (proc.returncode, calls)
+    # one line from each node's task, as srun shows them
+    assert len(err) == len(NODES) and all("SLURM_STEP_GPUS: is not set: Slurm gave this step no GPU ids" in e
+                                          for e in err), err
