@@ -7,6 +7,7 @@
 #PBS -j oe
 # torchpod pbs-pals job 'ddp': 2 nodes x 4 GPUs, image registry.example.com/torchpod/pytorch:2.13.0-cuda13.0
 # Submit: qsub ddp.pbs-pals.sh   (container runtime: apptainer; Cray PALS mpiexec)
+# Shared: every node must see, at the same path, the submit directory; the SIF written there (or TORCHPOD_SIF); $PBS_NODEFILE, bound into the container
 # Rendezvous: c10d on node 0, port 29400; torchpod derives it from the scheduler
 # Fabric: TORCHPOD_PRESET=hpe-slingshot-gh200; the launcher applies that shape's NCCL settings
 # Net plugin: bound in from the host, where the launcher looks for it: /home/user/software/aws-ofi-nccl-1.14.0/lib -> /opt/torchpod/site/lib, /opt/cray/libfabric -> /opt/cray/libfabric, /usr/lib64/libcxi.so.1 -> /opt/torchpod/site/deps/libcxi.so.1; add the plugin's other dependencies under /opt/torchpod/site/deps

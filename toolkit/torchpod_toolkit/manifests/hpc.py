@@ -29,21 +29,35 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from torchpod.contract import ENV_PRESET
+from torchpod.contract import ENV_PRESET, SCHEDULER_VARS, SETTINGS
 
 if TYPE_CHECKING:  # spec.py takes the runtime names from here (RUNTIMES)
     from .spec import JobSpec
 
-# Variables a container started by Docker must be handed explicitly (docker run has no
-# prefix form): the ones torchpod's Slurm and PBS detectors read.
-SLURM_VARS = ("SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES",
-              "SLURM_NNODES", "SLURM_NODEID", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_STEP_ID",
-              "SLURM_STEP_NODELIST", "SLURM_STEP_NUM_NODES", "SLURM_STEP_TASKS_PER_NODE",
-              "SLURM_TASKS_PER_NODE", "SLURM_GPUS_ON_NODE", "SLURMD_NODENAME")
-PBS_VARS = ("PBS_JOBID", "PBS_NODEFILE", "PBS_NODENUM", "PALS_NODEID", "PALS_RANKID", "PALS_LOCAL_RANKID")
-LSF_VARS = ("LSB_JOBID", "LSB_DJOB_HOSTFILE", "LSB_DJOB_RANKFILE", "LSB_MCPU_HOSTS", "JSM_NAMESPACE_LOCAL_RANK")
+# What a runtime that starts with a cleared environment (enroot start, docker run, podman
+# run) must be handed by name: the variables torchpod's detector for the batch system reads
+# (contract.SCHEDULER_VARS, the same tuple the detector checks itself against) and every
+# TORCHPOD_* setting, so a job script's `export TORCHPOD_DOCTOR=1` reaches the launcher.
+# enroot's `--env NAME` copies the caller's value and sets an unset name to "" (NVIDIA/enroot
+# 8ea147d, src/runtime.sh runtime::_do_environ), which torchpod reads as unset.
+_SETTING_NAMES = tuple(s.name for s in SETTINGS)
+SLURM_VARS = SCHEDULER_VARS["slurm"] + _SETTING_NAMES
+PBS_VARS = SCHEDULER_VARS["pbs"] + _SETTING_NAMES
+LSF_VARS = SCHEDULER_VARS["lsf"] + _SETTING_NAMES
 # The node file each batch system's launcher reads, bound into the container at its own path.
 NODE_FILES = {PBS_VARS: "PBS_NODEFILE", LSF_VARS: "LSB_DJOB_HOSTFILE"}
+# Which of the node's GPUs are the job's, by batch system: OpenPBS's cgroups hook names them
+# by UUID in CUDA_VISIBLE_DEVICES (src/hooks/cgroups/pbs_cgroups.PY, with CUDA_DEVICE_ORDER);
+# LSF by global id in CUDA_VISIBLE_DEVICES; Slurm by global id in SLURM_STEP_GPUS, its
+# CUDA_VISIBLE_DEVICES being relative to the task's device cgroup (srun(1)), which a
+# container dockerd starts is outside of.
+GPU_SELECTION = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+# enroot's GPU hook does nothing unless NVIDIA_VISIBLE_DEVICES is set, and mounts no libcuda
+# unless NVIDIA_DRIVER_CAPABILITIES has compute (NVIDIA/enroot 8ea147d, conf/hooks/98-nvidia.sh;
+# NVIDIA's CUDA images set both, torchpod's image sets neither, so that a Kubernetes pod that
+# asked for no GPU is never handed every GPU by the device plugin's environment strategy).
+# "all": the devices enroot exposes; the job's CUDA_VISIBLE_DEVICES then picks the job's.
+NVIDIA_ENV = ("NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility")
 WORKDIR = "/workspace"
 
 # docker run as the user who submitted the job (numeric, as the batch shell knows them): the
@@ -51,15 +65,40 @@ WORKDIR = "/workspace"
 USER_IDS = '"$(id -u):$(id -g)"'
 # The only text a script holds unquoted: torchpod's own expansions, each a double-quoted
 # variable the batch shell fills in. No user value is ever one of them.
-EXPANSIONS = frozenset({'"$SIF"', '"$SQSH"', '"$NNODES"', '"$PBS_O_WORKDIR"', f'"$PWD:{WORKDIR}"', '"$PWD"',
+EXPANSIONS = frozenset({'"$SIF"', '"$SQSH"', '"$PART"', '"$NNODES"', '"$PBS_O_WORKDIR"', f'"$PWD:{WORKDIR}"',
+                        '"$PWD"', '"$PATH"', '"$STATUS"',
                         '"$PBS_NODEFILE:$PBS_NODEFILE:ro"', '"$PBS_NODEFILE:$PBS_NODEFILE"',
                         '"$LSB_DJOB_HOSTFILE"', '"$LSB_DJOB_HOSTFILE:$LSB_DJOB_HOSTFILE:ro"',
                         '"$LSB_DJOB_HOSTFILE:$LSB_DJOB_HOSTFILE"', USER_IDS})
-# pbsdsh runs a program with its arguments, not a shell line (openpbs src/tools/pbsdsh.c:
-# tm_spawn of argv). Its tasks start in $HOME, so this fixed bash program changes to the
-# directory the job script expanded ($1) and execs the rest of its arguments as they are.
-PBSDSH_CD_EXEC = 'cd "$1" && shift && exec "$@"'
-PBSDSH_QUIET = 'exec "$@" >/dev/null'
+# pbsdsh runs a program with its arguments, not a shell line (openpbs cd7ab5e, src/cmds/
+# pbsdsh.c: tm_spawn of argv, with the MoM's environment, not the job script's), and returns
+# 0 whatever its tasks did. Its tasks start in $HOME with the MoM's PATH, so this fixed bash
+# program changes to the directory the job script expanded ($1), takes the script's PATH
+# ($2), runs the rest of its arguments as they are, and writes its exit status into the
+# status directory ($3) under its node number, for the job script to check.
+PBSDSH_TASK = ('cd "$1" && export PATH="$2" && status="$3" && shift 3 && '
+               '{ "$@"; rc=$?; echo "$rc" > "$status/node-$PBS_NODENUM"; exit "$rc"; }')
+PBSDSH_QUIET = 'export PATH="$1" && shift && exec "$@" >/dev/null'
+# docker run on a Slurm step's node with the step's GPUs, by global id (srun(1): SLURM_STEP_GPUS);
+# docker/cli opts/gpus.go reads --gpus as CSV, so the list is quoted inside the value.
+DOCKER_STEP_GPUS = ('exec docker run --gpus "\\"device=${SLURM_STEP_GPUS:?is not set: Slurm gave this step '
+                    'no GPU ids (a gres/gpu job on nodes whose gres.conf lists the GPUs sets it)}\\"" "$@"')
+# blaunch's tasks get the job's environment; they too start in no directory the job names.
+BLAUNCH_CD_EXEC = 'cd "$1" && shift && exec "$@"'
+# After pbsdsh: every node's task must have written 0. Fixed text.
+PBSDSH_CHECK = (
+    "# pbsdsh returns 0 whatever its tasks did (openpbs src/cmds/pbsdsh.c): their own statuses decide",
+    "seen=0 failed=0",
+    'for f in "$STATUS"/node-*; do',
+    '  [ -f "$f" ] || continue',
+    '  seen=$((seen + 1)); rc=""; read -r rc < "$f" || true; [ "$rc" = 0 ] || failed=$((failed + 1))',
+    "done",
+    'rm -r "$STATUS"',
+    'if [ "$seen" != "$NNODES" ] || [ "$failed" != 0 ]; then',
+    '  echo "torchpod: $failed of $NNODES nodes failed and $((NNODES - seen)) never reported (pbsdsh)" >&2',
+    "  exit 1",
+    "fi",
+)
 # Line 2 of every script (a directive right after the shebang covers the whole file):
 # SC2016 warns of '$x' in single quotes and SC1003 of '\' (a word that is one backslash),
 # which is exactly how shlex.quote hands such an argument to torchpod.
@@ -161,10 +200,20 @@ def _sif(spec: JobSpec, per_node: list) -> list[str]:
             '[ -f "$SIF" ] || ' + line(["apptainer", "pull", Sh('"$SIF"'), "docker://" + spec.image])]
 
 
+# The batch system's job id, by scheduler: a temporary file name no other job shares.
+JOB_ID = {"slurm": "SLURM_JOB_ID", "pbs": "PBS_JOBID", "pbs-pals": "PBS_JOBID", "lsf": "LSB_JOBID"}
+
+
 def _sqsh(spec: JobSpec, per_node: list) -> list[str]:
+    """enroot import writes its squashfs in place (mksquashfs to the output), so an import
+    killed half-way leaves a truncated file the next run would reuse: import under a name
+    of this job's, then rename (atomic within the directory)."""
     return ['SQSH="${TORCHPOD_SQSH:-$PWD/' + _label(spec.name) + '.sqsh}"  # on a filesystem every node sees',
-            '[ -f "$SQSH" ] || ' + line(["enroot", "import", "-o", Sh('"$SQSH"'),
-                                         "docker://" + _enroot_ref(spec.image)])]
+            'if [ ! -f "$SQSH" ]; then',
+            '  PART="$SQSH.part-$' + JOB_ID[spec.scheduler] + '"  # renamed only once whole',
+            '  ' + line(["enroot", "import", "-o", Sh('"$PART"'), "docker://" + _enroot_ref(spec.image)]),
+            '  ' + line(["mv", "-f", Sh('"$PART"'), Sh('"$SQSH"')]),
+            "fi"]
 
 
 def _podman_pull(spec: JobSpec, per_node: list) -> list[str]:
@@ -174,7 +223,7 @@ def _podman_pull(spec: JobSpec, per_node: list) -> list[str]:
 def _docker_pull(spec: JobSpec, per_node: list) -> list[str]:
     pull = ["docker", "pull", "-q", spec.image]
     if per_node[0] == "pbsdsh":  # a program, not a shell line: a fixed bash program discards the output
-        return [line([*per_node, "/bin/bash", "-c", PBSDSH_QUIET, "bash", *pull]) + "  # once per node"]
+        return [line([*per_node, "/bin/bash", "-c", PBSDSH_QUIET, "bash", Sh('"$PATH"'), *pull]) + "  # once per node"]
     return [line([*per_node, *pull]) + " >/dev/null  # once per node"]
 
 
@@ -221,8 +270,10 @@ def _binds(spec: JobSpec, forward: tuple[str, ...], *, flags: bool = True) -> li
 
 
 def _apptainer(spec: JobSpec, forward: tuple[str, ...]) -> list:
-    # exec, not run: the ENTRYPOINT is named explicitly; the environment passes through
-    out: list = ["apptainer", "exec", "--nv"]
+    # exec, not run: the ENTRYPOINT is named explicitly; the environment passes through.
+    # --nv (the driver and every GPU device) only for a job that holds GPUs: the job's own
+    # CUDA_VISIBLE_DEVICES, passed through, then picks them.
+    out: list = ["apptainer", "exec", *(["--nv"] if spec.gpus_per_node else [])]
     for b in _binds(spec, forward):
         out += ["--bind", b]
     out += ["--pwd", WORKDIR]
@@ -232,11 +283,15 @@ def _apptainer(spec: JobSpec, forward: tuple[str, ...]) -> list:
 
 
 def _enroot(spec: JobSpec, forward: tuple[str, ...]) -> list:
+    """enroot start clears the environment (NVIDIA/enroot 8ea147d, bin/common.h clearenv):
+    every variable torchpod reads is named, and for a job holding GPUs the hook's two and
+    the job's GPU selection."""
     out: list = ["enroot", "start"]
     for b in _binds(spec, forward, flags=False):
         out += ["--mount", b]
-    for pair in _env_pairs(spec):
-        out += ["--env", pair]
+    names = forward + (GPU_SELECTION if spec.gpus_per_node else ())
+    for item in [*names, *(NVIDIA_ENV if spec.gpus_per_node else ()), *_env_pairs(spec)]:
+        out += ["--env", item]
     # the image's /etc/rc, which enroot import writes for a Docker image, is
     # `exec ENTRYPOINT "$@"` (NVIDIA/enroot src/docker.sh): torchpod is not named again
     return out + [Sh('"$SQSH"'), *_torchpod(spec)[1:]]
@@ -255,21 +310,34 @@ def _engine_run(spec: JobSpec, out: list, forward: tuple[str, ...]) -> list:
 
 
 def _podman(spec: JobSpec, forward: tuple[str, ...]) -> list:
-    out: list = ["podman-hpc", "run", "--rm", "--gpu"]
-    for prefix in sorted({name.split("_")[0] + "_*" for name in forward}):  # SLURM_*, or PBS_* and PALS_*
-        out += ["--env", prefix]
+    """podman-hpc run passes only what --env names; --gpu (every GPU, in the job's cgroup)
+    only for a job that holds GPUs, with the job's selection."""
+    out: list = ["podman-hpc", "run", "--rm", *(["--gpu"] if spec.gpus_per_node else [])]
+    for name in forward + (GPU_SELECTION if spec.gpus_per_node else ()):
+        out += ["--env", name]
     return _engine_run(spec, out, forward)
 
 
 def _docker(spec: JobSpec, forward: tuple[str, ...]) -> list:
-    out: list = ["docker", "run", "--rm", "--user", Sh(USER_IDS), "--gpus", "all", "--ulimit", "memlock=-1"]
-    for name in forward:
+    """docker run passes only what -e names, and dockerd starts the container outside the
+    job's cgroup (NVIDIA/nvidia-container-toolkit issue 211): under Slurm it is handed the
+    step's GPUs by global id; under PBS and LSF every GPU and the job's selection."""
+    out: list = ["docker", "run", "--rm", "--user", Sh(USER_IDS)]
+    slurm_gpus = bool(spec.gpus_per_node) and forward == SLURM_VARS
+    names = forward + (GPU_SELECTION if spec.gpus_per_node and not slurm_gpus else ())
+    out += [*(["--gpus", "all"] if spec.gpus_per_node and not slurm_gpus else []), "--ulimit", "memlock=-1"]
+    for name in names:
         out += ["-e", name]
-    return _engine_run(spec, out, forward)
+    out = _engine_run(spec, out, forward)
+    # SLURM_STEP_GPUS is set in each step's task, not in the batch shell: a fixed bash program
+    # on the node reads it and hands the rest of the words to docker run as they are
+    return ["/bin/bash", "-c", DOCKER_STEP_GPUS, "bash", *out[2:]] if slurm_gpus else out
 
 
 def _bare(spec: JobSpec, forward: tuple[str, ...]) -> list:
-    env = _env_pairs(spec)
+    """torchpod on the node itself. A job that holds no GPU hides the node's: a batch system
+    without a device cgroup (LSF by default) leaves every GPU of the host reachable."""
+    env = [*_env_pairs(spec), *([] if spec.gpus_per_node else ["CUDA_VISIBLE_DEVICES="])]
     return (["env", *env] if env else []) + _torchpod(spec)
 
 
@@ -370,11 +438,18 @@ def _slurm_launch(spec: JobSpec, step: list) -> list[str]:
         mounts: list = []
         for b in _binds(spec, SLURM_VARS):
             mounts += [",", b] if mounts else [b]
+        # --no-container-entrypoint (pyxis >= 0.10.0): a site whose plugstack enables
+        # execute_entrypoint would otherwise run pyxis's own probe through torchpod
         run = [*step, Cat("--container-image=", Sh('"$SQSH"')), Cat("--container-mounts=", *mounts),
-               f"--container-workdir={WORKDIR}"]
+               f"--container-workdir={WORKDIR}", "--no-container-entrypoint"]
         if spec.preset:
             run.append("--export=ALL," + ",".join(_env_pairs(spec)))
-        return ["# one launcher per node, through pyxis; pyxis does not run the image's ENTRYPOINT,",
+        gpus = []
+        if spec.gpus_per_node:  # read by enroot's GPU hook from the task's environment (NVIDIA_ENV)
+            gpus = ["# enroot's GPU hook exposes nothing unless told to: the job's device cgroup and",
+                    "# CUDA_VISIBLE_DEVICES then keep the job to its own GPUs",
+                    "export " + " ".join(NVIDIA_ENV)]
+        return [*gpus, "# one launcher per node, through pyxis; pyxis does not run the image's ENTRYPOINT,",
                 "# so torchpod is named", line([*run, *_torchpod(spec)])]
     return ["# one launcher per node (torchpod starts the node's GPU processes itself)",
             line([*step, *container_command(spec, SLURM_VARS)])]
@@ -422,10 +497,16 @@ def pbs_script(spec: JobSpec, header: list[str]) -> str:
         if prep:
             lines += ["# the image, fetched or converted once for the whole job", *prep]
         # pbsdsh tasks start in $HOME with the MOM's environment, not this script's: this
-        # script expands the directory and image paths, and every word reaches the task as
-        # its own argument of a fixed bash program (PBSDSH_CD_EXEC), never re-parsed.
-        lines += ["# mpiprocs=1: one PBS_NODEFILE line per node, so pbsdsh starts one launcher per node",
-                  line([*fan, "/bin/bash", "-c", PBSDSH_CD_EXEC, "bash", Sh('"$PBS_O_WORKDIR"'), *cmd])]
+        # script expands the directory, its PATH and the image paths, and every word reaches
+        # the task as its own argument of a fixed bash program (PBSDSH_TASK), never re-parsed.
+        lines += ['NNODES=$(sort -u "$PBS_NODEFILE" | wc -l)',
+                  "# each node's exit status, on the submit directory every node sees",
+                  'STATUS="$PBS_O_WORKDIR/.torchpod-status-$PBS_JOBID"',
+                  'mkdir "$STATUS"',
+                  "# mpiprocs=1: one PBS_NODEFILE line per node, so pbsdsh starts one launcher per node",
+                  line([*fan, "/bin/bash", "-c", PBSDSH_TASK, "bash", Sh('"$PBS_O_WORKDIR"'), Sh('"$PATH"'),
+                        Sh('"$STATUS"'), *cmd]),
+                  *PBSDSH_CHECK]
     return "\n".join(lines) + "\n"
 
 
@@ -442,15 +523,16 @@ def lsf_script(spec: JobSpec, header: list[str]) -> str:
     starts one task on each host listed there (IBM LSF 10.1, blaunch(8): -u host_file runs
     the task on every host in the file). ``-no-shell`` (blaunch(8): no intermediate shell)
     hands each word over as an argument instead of a command line a remote shell re-parses;
-    the fixed bash program PBSDSH_CD_EXEC changes to the submit directory this script
-    expanded, since blaunch names no working directory for its tasks. ``-gpu "num=N"`` is
-    per host (LSF 10.1.0.5+ GPU syntax)."""
+    the fixed bash program BLAUNCH_CD_EXEC changes to the submit directory this script
+    expanded, since blaunch names no working directory for its tasks. ``-gpu "num=N:j_exclusive=yes"``
+    is per host, and keeps other jobs off the job's GPUs (LSF 10.1.0.5+ GPU syntax: bsub -gpu,
+    j_exclusive defaults to no)."""
     lines = ["#!/bin/bash", SHELLCHECK,
              f"#BSUB -J {_label(spec.name)}",
              f"#BSUB -n {spec.nodes}",
              '#BSUB -R "span[ptile=1]"']
-    if spec.gpus_per_node:
-        lines.append(f'#BSUB -gpu "num={spec.gpus_per_node}"')
+    if spec.gpus_per_node:  # j_exclusive=yes: LSF's default (no) lets other jobs share the job's GPUs
+        lines.append(f'#BSUB -gpu "num={spec.gpus_per_node}:j_exclusive=yes"')
     lines.append(f"#BSUB -W {_lsf_walltime(spec.walltime)}")
     if spec.queue:
         lines.append(f"#BSUB -q {spec.queue}")
@@ -460,7 +542,7 @@ def lsf_script(spec: JobSpec, header: list[str]) -> str:
     if prep:
         lines += ["# the image, fetched or converted once for the whole job", *prep, ""]
     lines += ["# span[ptile=1]: one LSB_DJOB_HOSTFILE line per host, so blaunch -u starts one launcher per host",
-              line([*fan, "/bin/bash", "-c", PBSDSH_CD_EXEC, "bash", Sh('"$PWD"'),
+              line([*fan, "/bin/bash", "-c", BLAUNCH_CD_EXEC, "bash", Sh('"$PWD"'),
                     *container_command(spec, LSF_VARS)])]
     return "\n".join(lines) + "\n"
 

@@ -89,6 +89,31 @@ def _require_level(spec: JobSpec, docs) -> None:
     raise InputError(f"--pod-security={spec.pod_security} cannot be met: the pods fail {named}")
 
 
+# What a batch script assumes every node sees at the same path, by scheduler: the submit
+# directory (the image file, the bound workdir, pbsdsh's statuses) and the node file the
+# launcher reads inside the container.
+_NODE_FILE = {"pbs": "PBS_NODEFILE", "pbs-pals": "PBS_NODEFILE", "lsf": "LSB_DJOB_HOSTFILE"}
+
+
+def shared_paths(spec: JobSpec) -> list[str]:
+    """The header lines naming the paths a batch script needs on every node."""
+    if spec.scheduler == "skypilot":
+        return []
+    seen = ["the submit directory"]
+    if spec.runtime in ("apptainer", "enroot"):
+        seen.append(f"the {'SIF' if spec.runtime == 'apptainer' else 'squashfs'} written there "
+                    f"(or TORCHPOD_{'SIF' if spec.runtime == 'apptainer' else 'SQSH'})")
+    if spec.scheduler == "pbs":
+        seen.append("pbsdsh's task statuses there")
+    if spec.scheduler in _NODE_FILE and spec.runtime != "none":
+        seen.append(f"${_NODE_FILE[spec.scheduler]}, bound into the container")
+    lines = ["Shared: every node must see, at the same path, " + "; ".join(seen)]
+    if spec.runtime == "podman":
+        lines.append("podman-hpc: `pull` migrates the image to its squash directory, which must be on a "
+                     "filesystem every node sees (a site setting; node-local unless the site sets it)")
+    return lines
+
+
 def header(spec: JobSpec, filename: str) -> list[str]:
     gpus = f"{spec.gpus_per_node} GPUs" if spec.gpus_per_node else "CPU only"
     kind = jobs.kind(spec.scheduler)
@@ -99,6 +124,7 @@ def header(spec: JobSpec, filename: str) -> list[str]:
     else:
         lines.append(f"Submit: {kind.submit} {filename}   (container runtime: {spec.runtime}"
                      + (f"; {kind.fan_out})" if kind.fan_out else ")"))
+        lines += shared_paths(spec)
     if spec.rdzv == "etcd":
         where = "the etcd Pod and Service in this file" if spec.etcd_server else "an etcd you run"
         lines.append(f"Rendezvous: etcd-v2 at {spec.etcd_endpoint} ({where}; it must serve the v2 API)")

@@ -5,9 +5,12 @@ on every node with one quoted `run` line (SkyPilot's own schema judges it in the
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 import yaml
 
+from torchpod.contract import SCHEDULER_VARS, SETTINGS
 from torchpod_toolkit.manifests import hpc
 from torchpod_toolkit.manifests import render as render_mod
 from torchpod_toolkit.manifests.spec import JobSpec, check
@@ -57,11 +60,24 @@ def test_hpc_scripts_bind_the_sites_plugin_where_the_launcher_looks(runtime, for
     assert "Net plugin: bound in from the host" in out.text
 
 
-def test_podman_passes_every_variable_family_the_launcher_reads():
-    (out,) = render_mod.render(JobSpec("pbs-pals", 2, IMAGE, ("t.py",), runtime="podman", gpus_per_node=4))
-    assert "--env 'PALS_*' --env 'PBS_*'" in out.text, out.text
-    (out,) = render_mod.render(JobSpec("slurm", 2, IMAGE, ("t.py",), runtime="podman", gpus_per_node=4))
-    assert "--env 'SLURM_*'" in out.text and "PALS" not in out.text
+# (under Slurm, enroot runs through pyxis, which passes the task's environment through)
+@pytest.mark.parametrize("scheduler, runtime, flag", [
+    (s, r, f) for s in ("slurm", "pbs", "pbs-pals", "lsf") for r, f in (("podman", "--env"), ("docker", "-e"),
+                                                                         ("enroot", "--env"))
+    if (s, r) != ("slurm", "enroot")])
+def test_runtimes_that_clear_the_environment_are_handed_every_variable_the_launcher_reads(scheduler, runtime, flag):
+    """The names come from the contract the detector checks itself against, and every
+    TORCHPOD_* setting with them, each by name: never a pattern, never a hand list."""
+    family = {"pbs-pals": "pbs"}.get(scheduler, scheduler)
+    (out,) = render_mod.render(JobSpec(scheduler, 2, IMAGE, ("t.py",), runtime=runtime, gpus_per_node=4))
+    words = shlex.split(out.text.rstrip().splitlines()[-1] if scheduler != "pbs" else
+                        next(ln for ln in out.text.splitlines() if ln.startswith("pbsdsh") and " run " in ln))
+    handed = {words[i + 1] for i, w in enumerate(words[:-1]) if w == flag}
+    wanted = set(SCHEDULER_VARS[family]) | {s.name for s in SETTINGS}
+    assert wanted <= handed, sorted(wanted - handed)
+    assert not {h for h in handed if "*" in h}, handed
+    others = {n for f, names in SCHEDULER_VARS.items() if f != family for n in names}
+    assert not handed & others, sorted(handed & others)
 
 
 @pytest.mark.parametrize("runtime", ["apptainer", "enroot", "podman", "docker", "none"])
@@ -79,7 +95,9 @@ def test_requeue_lead_asks_for_the_signal_and_requeue_and_runs_the_step_in_the_b
     assert trap < min(i for i, ln in enumerate(lines) if ln.startswith(("srun", "[ -f", "SIF=", "SQSH=", "podman")))
     (launch,) = [i for i, ln in enumerate(lines) if ln.startswith("srun") and ln.endswith(" &")]
     assert " torchpod run -- t.py &" in lines[launch] or " run -- t.py &" in lines[launch]
-    assert lines[launch - 3 if runtime == "enroot" else launch - 2].startswith('[ "$usr1" = 0 ] || requeue_job')
+    before = lines.index(next(ln for ln in lines if ln.startswith('[ "$usr1" = 0 ] || requeue_job')))
+    assert before < launch and all(ln.startswith(("#", "export NVIDIA_")) for ln in lines[before + 1:launch]), \
+        lines[before:launch]
     assert lines[launch + 1:] == list(hpc.SLURM_REQUEUE_WAIT)
     assert '  exec scontrol requeue "$SLURM_JOB_ID"' in lines  # in requeue_job, after the wait
 
@@ -94,17 +112,18 @@ def test_lsf_wall_time_is_hours_and_minutes_rounded_up(walltime, form):
 
 def test_lsf_asks_one_slot_per_host_and_gpus_per_host():
     (out,) = render_mod.render(JobSpec("lsf", 3, IMAGE, ("t.py",), gpus_per_node=4, queue="gpu_q"))
-    assert '#BSUB -n 3\n#BSUB -R "span[ptile=1]"\n#BSUB -gpu "num=4"\n' in out.text
+    assert '#BSUB -n 3\n#BSUB -R "span[ptile=1]"\n#BSUB -gpu "num=4:j_exclusive=yes"\n' in out.text
     assert "#BSUB -q gpu_q\n" in out.text and "# Submit: bsub < train.lsf.bsub" in out.text
     (cpu,) = render_mod.render(JobSpec("lsf", 3, IMAGE, ("t.py",), gpus_per_node=0))
     assert "#BSUB -gpu" not in cpu.text
 
 
-def test_lsf_containers_get_the_variables_and_host_file_the_launcher_reads():
-    (out,) = render_mod.render(JobSpec("lsf", 2, IMAGE, ("t.py",), runtime="podman", gpus_per_node=4))
-    assert "--env 'JSM_*' --env 'LSB_*'" in out.text and '-v "$LSB_DJOB_HOSTFILE:$LSB_DJOB_HOSTFILE:ro"' in out.text
-    (out,) = render_mod.render(JobSpec("lsf", 2, IMAGE, ("t.py",), runtime="docker", gpus_per_node=4))
-    assert "-e LSB_JOBID -e LSB_DJOB_HOSTFILE -e LSB_DJOB_RANKFILE -e LSB_MCPU_HOSTS" in out.text
+def test_lsf_containers_get_the_host_file_the_launcher_reads():
+    for runtime, bind in (("podman", '-v "$LSB_DJOB_HOSTFILE:$LSB_DJOB_HOSTFILE:ro"'),
+                          ("docker", '-v "$LSB_DJOB_HOSTFILE:$LSB_DJOB_HOSTFILE:ro"'),
+                          ("enroot", '--mount "$LSB_DJOB_HOSTFILE:$LSB_DJOB_HOSTFILE"')):
+        (out,) = render_mod.render(JobSpec("lsf", 2, IMAGE, ("t.py",), runtime=runtime, gpus_per_node=4))
+        assert bind in out.text, (runtime, out.text)
 
 
 # --- SkyPilot ---------------------------------------------------------------------------

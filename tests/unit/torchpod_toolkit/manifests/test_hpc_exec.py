@@ -96,7 +96,8 @@ def test_usr1_reaches_the_step_and_the_job_requeues_after_it_ends(tmp_path):
     code, err = _end(proc)
     lines = log.read_text().splitlines()
     assert code == 0, (code, err, lines)
-    assert lines[0].startswith("srun --ntasks-per-node=1 --kill-on-bad-exit=1 torchpod run -- train.py"), lines
+    assert lines[0].startswith("srun --ntasks-per-node=1 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES= "
+                               "torchpod run -- train.py"), lines
     assert lines[1:] == ["step started", "step got USR1", "scontrol requeue 7"]  # the step ended first
     assert err.splitlines() == [
         "torchpod: job 7 got USR1 ahead of its time limit; passing it to the training step",
@@ -136,4 +137,4 @@ def test_without_requeue_lead_the_script_has_no_trap_and_runs_the_step_in_the_fo
     (out,) = render(JobSpec("slurm", 2, IMAGE, ("train.py",), runtime="none", gpus_per_node=0))
     assert "trap" not in out.text and "scontrol" not in out.text and "--signal" not in out.text
     last = out.text.rstrip("\n").splitlines()[-1]
-    assert last == "srun --ntasks-per-node=1 --kill-on-bad-exit=1 torchpod run -- train.py"
+    assert last == "srun --ntasks-per-node=1 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES= torchpod run -- train.py"

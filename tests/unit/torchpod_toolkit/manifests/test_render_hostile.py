@@ -251,7 +251,9 @@ def test_pbsdsh_hands_the_argument_over_unexpanded(arg, tmp_path):
         stub.chmod(0o755)
     script = tmp_path / "job.sh"
     script.write_text(out.text)
-    env = {"PATH": f"{bindir}:/usr/bin:/bin", "PBS_O_WORKDIR": str(tmp_path), "PBS_NODEFILE": "/dev/null",
+    (tmp_path / "nodefile").write_text("n0\n")
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", "PBS_O_WORKDIR": str(tmp_path),
+           "PBS_NODEFILE": str(tmp_path / "nodefile"), "PBS_JOBID": "7.pbs", "PBS_NODENUM": "0",
            "TP_ARGS": str(tmp_path / "args"), "HOME": "/home/nobody"}
     proc = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=HANG_GUARD)
