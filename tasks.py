@@ -275,7 +275,8 @@ def _write_locks(work, wheels_only: bool) -> list[str]:
 # or Docker; integration starts processes and local servers; image and cluster need Docker.
 TIERS = ("unit", "integration", "image", "cluster")
 # pytest's runs per tier. The unit tier is pure (no process, server or shared state): every
-# core (pytest-xdist). The image tier's tests of one image and arch stay on one worker
+# core (pytest-xdist). The integration tier's processes and servers each take ports the
+# kernel hands out and folders of their own, so its tests run on every core too. The image tier's tests of one image and arch stay on one worker
 # (tests/image/conftest.py groups them) and the workers split the images, most of whose time
 # is one emulated process each. The cluster tier runs twice: its modules side by side (most
 # of their time is waiting on rendezvous, Slurm's timers and containers starting), then the
@@ -285,6 +286,7 @@ TIERS = ("unit", "integration", "image", "cluster")
 XDIST_GROUPS = ("-n", "auto", "--dist", "loadgroup")
 TIER_RUNS = {
     "unit": (("", ("-n", "auto"), ()),),
+    "integration": (("", ("-n", "auto"), ()),),
     "image": (("", XDIST_GROUPS, ()),),
     "cluster": (("side by side", XDIST_GROUPS, ("-m", "not solo")), ("solo", (), ("-m", "solo"))),
 }
