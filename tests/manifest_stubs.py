@@ -119,6 +119,10 @@ STUBS["srun"] = ("srun(1) (Slurm 22.05): `srun [OPTIONS...] executable [args...]
                  "environment passed through.", _NVIDIA_HOOK + r"""
 image=""
 nodes=${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-1}}
+# pyxis runs the image's ENTRYPOINT first when the site's plugstack says execute_entrypoint=1
+# (STUB_PYXIS_EXECUTE_ENTRYPOINT here; pyxis config.c) or PYXIS_CONTAINER_ENTRYPOINT=1 (args.c),
+# unless --no-container-entrypoint: then torchpod would be handed pyxis's own `sh -c` probe
+entrypoint=${PYXIS_CONTAINER_ENTRYPOINT:-${STUB_PYXIS_EXECUTE_ENTRYPOINT:-0}}
 export_list() {
   local IFS=, item
   for item in $1; do
@@ -140,7 +144,9 @@ while [ $# -gt 0 ]; do
     --ntasks-per-node=1|--kill-on-bad-exit=*|--container-mounts=*|--container-workdir=*|--mpi=*) shift ;;
     --ntasks-per-node=*) fail "$1: one task per node is what the scripts ask for" ;;
     --container-mounts|--container-workdir|--mpi) need $# "$1"; shift 2 ;;
-    --kill-on-bad-exit|-K|--no-container-entrypoint) shift ;;
+    --no-container-entrypoint) entrypoint=0; shift ;;
+    --container-entrypoint) entrypoint=1; shift ;;
+    --kill-on-bad-exit|-K) shift ;;
     --) shift; break ;;
     -*) fail "unknown option $1" ;;
     *) break ;;
@@ -148,6 +154,10 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || fail "no executable"
 if [ -n "$image" ] && [ ! -f "$image" ]; then fail "--container-image $image: no such squashfs file"; fi
+if [ -n "$image" ] && [ "$entrypoint" = 1 ]; then
+  echo "pyxis: container start failed: the image's ENTRYPOINT (torchpod) refused pyxis's sh -c probe" >&2
+  exit 1
+fi
 case "$nodes" in ''|*[!0-9]*|0) fail "node count '$nodes'" ;; esac
 status=0
 for ((node = 0; node < nodes; node++)); do

@@ -177,3 +177,23 @@ def test_docker_under_slurm_without_the_steps_gpu_ids_stops_with_one_line_per_no
     # one line from each node's task, as srun shows them
     assert len(err) == len(NODES) and all("SLURM_STEP_GPUS: is not set: Slurm gave this step no GPU ids" in e
                                           for e in err), err
+
+
+@pytest.mark.parametrize("site", [{"STUB_PYXIS_EXECUTE_ENTRYPOINT": "1"}, {"PYXIS_CONTAINER_ENTRYPOINT": "1"}],
+                         ids=["plugstack-execute_entrypoint", "PYXIS_CONTAINER_ENTRYPOINT"])
+def test_pyxis_never_runs_the_images_entrypoint_whatever_the_site_default(site, tmp_path):
+    spec = JobSpec(scheduler="slurm", runtime="enroot", nodes=len(NODES), image=IMAGE, command=("train.py",))
+    proc, calls, _ = run(spec, tmp_path, **site)
+    assert proc.returncode == 0 and len(environments(calls)) == len(NODES), (proc.stderr, calls)
+
+
+@pytest.mark.parametrize("scheduler,runtime", COMBOS)
+def test_every_script_names_the_paths_every_node_must_see(scheduler, runtime):
+    (out,) = render(JobSpec(scheduler=scheduler, runtime=runtime, nodes=2, image=IMAGE, command=("train.py",)))
+    (shared,) = [ln for ln in out.text.splitlines() if ln.startswith("# Shared: ")]
+    assert "the submit directory" in shared
+    wanted = {"apptainer": "SIF", "enroot": "squashfs"}.get(runtime)
+    assert wanted is None or wanted in shared, shared
+    node_file = {"pbs": "$PBS_NODEFILE", "pbs-pals": "$PBS_NODEFILE", "lsf": "$LSB_DJOB_HOSTFILE"}.get(scheduler)
+    assert node_file is None or runtime == "none" or node_file in shared, shared
+    assert ("pbsdsh" in shared) == (scheduler == "pbs"), shared
