@@ -276,12 +276,13 @@ def _write_locks(work, wheels_only: bool) -> list[str]:
 TIERS = ("unit", "integration", "image", "cluster")
 # pytest's runs per tier. The unit tier is pure (no process, server or shared state): every
 # core (pytest-xdist). The integration tier's processes and servers each take ports the
-# kernel hands out and folders of their own, so its tests run on every core too. The image tier's tests of one image and arch stay on one worker
-# (tests/image/conftest.py groups them) and the workers split the images, most of whose time
-# is one emulated process each. The cluster tier runs twice: its modules side by side (most
-# of their time is waiting on rendezvous, Slurm's timers and containers starting), then the
-# tests marked `solo`, which assert a time or a bandwidth, one at a time with nothing beside
-# them. Every run names its 30 slowest tests.
+# kernel hands out and folders of their own, so its tests run on every core too. The image
+# tier's tests of one image and arch stay on one worker (tests/image/conftest.py groups
+# them) and the workers split the images, most of whose time is one emulated process each.
+# The cluster tier runs twice: its modules side by side (most of their time is waiting on
+# rendezvous, Slurm's timers and containers starting), then the tests marked `solo`, which
+# assert a time or a bandwidth, one at a time with nothing beside them. Every run names its
+# 30 slowest tests.
 # Each run: (its name, pytest-xdist's flags, its selection).
 XDIST_GROUPS = ("-n", "auto", "--dist", "loadgroup")
 TIER_RUNS = {
