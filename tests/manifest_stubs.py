@@ -402,9 +402,11 @@ _RUN_OPTIONS = r"""
         --env=*) addenv "${1#*=}"; shift ;;
         --gpus) need $# "$1"; gpu_request "$2"; shift 2 ;;
         --gpus=*) gpu_request "${1#*=}"; shift ;;
-        --network|--ipc|-v|--volume|-w|--workdir|--name|--shm-size|--ulimit|--device|--cap-add)
+        --name) need $# "$1"; name=$2; shift 2 ;;
+        --label) need $# "$1"; case "$2" in ?*=*) ;; *) fail "--label $2: expected KEY=VALUE" ;; esac; shift 2 ;;
+        --network|--ipc|-v|--volume|-w|--workdir|--shm-size|--ulimit|--device|--cap-add)
           need $# "$1"; shift 2 ;;
-        --network=*|--ipc=*|--volume=*|--workdir=*|--name=*|--shm-size=*|--ulimit=*|--device=*|\
+        --network=*|--ipc=*|--volume=*|--workdir=*|--shm-size=*|--ulimit=*|--device=*|\
         --cap-add=*) shift ;;
 """
 
@@ -420,6 +422,7 @@ addenv() {
     *) fail "environment entry $1: expected KEY=VALUE or KEY" ;;
   esac
 }
+name=""
 # --gpus (docker run reference, "Access an NVIDIA GPU"; docker/cli opts/gpus.go reads the value
 # as CSV, so a device list is quoted inside it: '"device=4,5"'): all, or device=ID[,ID...].
 gpus=""
@@ -461,7 +464,39 @@ case "$sub" in
     shift
     stub_envs
     envs+=("STUB_GPUS_ENUMERATED=$(enumerate_gpus "$gpus" %(in_cgroup)s)")
-    exec env -i "${envs[@]}" "${0%%/*}/torchpod" "$@" ;;
+    # the container, by name, in the daemon's state (a file beside the stubs): it lives until it
+    # ends on its own (--rm removes it) or is stopped; the client dying leaves it running
+    [ -n "$name" ] || name="anonymous-$$"
+    [[ $name =~ ^[a-zA-Z0-9][a-zA-Z0-9_.-]*$ ]] || fail "--name $name: invalid container name"
+    box="${0%%/*}/container-$name"
+    if [ -e "$box" ] && [ "$(< "$box")" = running ]; then fail "--name $name: the name is already in use"; fi
+    printf running > "$box"
+    rc=0
+    env -i "${envs[@]}" "${0%%/*}/torchpod" "$@" || rc=$?
+    if [ "${STUB_DOCKER_BLOCK-}" = 1 ]; then  # training goes on until the container is stopped
+      exec 9<> <(:)
+      while [ "$(< "$box")" = running ]; do read -r -t 0.05 -u 9 _ || true; done
+      exit 137
+    fi
+    printf removed > "$box"
+    exit "$rc" ;;
+  stop)
+    while [ $# -gt 0 ]; do
+      case "$1" in
+        -t|--time) need $# "$1"; shift 2 ;;
+        -*) fail "unknown stop option $1" ;;
+        *) break ;;
+      esac
+    done
+    [ $# -eq 1 ] || fail "stop: expected one CONTAINER"
+    box="${0%%/*}/container-$1"
+    if [ ! -e "$box" ] || [ "$(< "$box")" != running ]; then
+      echo "Error response from daemon: No such container: $1" >&2
+      exit 1
+    fi
+    printf removed > "$box"  # stopped, then removed (--rm)
+    record container-stopped "$1"
+    exit 0 ;;
   *) fail "subcommand $sub is not modelled" ;;
 esac
 """
@@ -601,7 +636,7 @@ def mounts(call: Call) -> list[tuple[str, str]]:
     else:  # docker, podman-hpc
         opts, _ = _split_options(call.args[1:], {"-e", "--env", "--network", "--ipc", "-v", "--volume", "-w",
                                                  "--workdir", "--name", "--shm-size", "--ulimit", "--gpus",
-                                                 "-u", "--user"})
+                                                 "-u", "--user", "--label"})
         specs = [v for o, v in opts if o in ("-v", "--volume")]
     out = []
     for spec in specs:

@@ -66,7 +66,7 @@ USER_IDS = '"$(id -u):$(id -g)"'
 # The only text a script holds unquoted: torchpod's own expansions, each a double-quoted
 # variable the batch shell fills in. No user value is ever one of them.
 EXPANSIONS = frozenset({'"$SIF"', '"$SQSH"', '"$PART"', '"$NNODES"', '"$PBS_O_WORKDIR"', f'"$PWD:{WORKDIR}"',
-                        '"$PWD"', '"$PATH"', '"$STATUS"',
+                        '"$PWD"', '"$PATH"', '"$STATUS"', '"$SLURM_JOB_ID"', '"$PBS_JOBID"', '"$LSB_JOBID"',
                         '"$PBS_NODEFILE:$PBS_NODEFILE:ro"', '"$PBS_NODEFILE:$PBS_NODEFILE"',
                         '"$LSB_DJOB_HOSTFILE"', '"$LSB_DJOB_HOSTFILE:$LSB_DJOB_HOSTFILE:ro"',
                         '"$LSB_DJOB_HOSTFILE:$LSB_DJOB_HOSTFILE"', USER_IDS})
@@ -79,10 +79,20 @@ EXPANSIONS = frozenset({'"$SIF"', '"$SQSH"', '"$PART"', '"$NNODES"', '"$PBS_O_WO
 PBSDSH_TASK = ('cd "$1" && export PATH="$2" && status="$3" && shift 3 && '
                '{ "$@"; rc=$?; echo "$rc" > "$status/node-$PBS_NODENUM"; exit "$rc"; }')
 PBSDSH_QUIET = 'export PATH="$1" && shift && exec "$@" >/dev/null'
-# docker run on a Slurm step's node with the step's GPUs, by global id (srun(1): SLURM_STEP_GPUS);
-# docker/cli opts/gpus.go reads --gpus as CSV, so the list is quoted inside the value.
-DOCKER_STEP_GPUS = ('exec docker run --gpus "\\"device=${SLURM_STEP_GPUS:?is not set: Slurm gave this step '
-                    'no GPU ids (a gres/gpu job on nodes whose gres.conf lists the GPUs sets it)}\\"" "$@"')
+# docker run on one node, as a fixed bash program: dockerd starts the container outside the
+# job, so cancelling the job stops the docker client, not the container (which keeps the
+# node's GPUs). The container is named for the job ($1) and the node, labelled with the job,
+# and a TERM, INT or HUP from the batch system (scancel, qdel, bkill send one before SIGKILL)
+# stops it; --rm then removes it. Under Slurm with GPUs it also takes the step's GPUs by
+# global id (srun(1): SLURM_STEP_GPUS, set in the step's task, not the batch shell); docker/cli
+# opts/gpus.go reads --gpus as CSV, so the list is quoted inside the value.
+_DOCKER_TASK = ('job="$1"; shift; name="torchpod-${{job//[^A-Za-z0-9_.-]/_}}-${{HOSTNAME//[^A-Za-z0-9_.-]/_}}"; '
+                'trap \'docker stop --time 20 "$name" >/dev/null 2>&1; exit 143\' TERM INT HUP; '
+                'docker run --name "$name" --label "torchpod.job=$job"{gpus} "$@" & wait "$!"')
+DOCKER_TASK = _DOCKER_TASK.format(gpus="")
+DOCKER_STEP_GPUS = _DOCKER_TASK.format(
+    gpus=' --gpus "\\"device=${SLURM_STEP_GPUS:?is not set: Slurm gave this step no GPU ids (a gres/gpu job on '
+         'nodes whose gres.conf lists the GPUs sets it)}\\""')
 # blaunch's tasks get the job's environment; they too start in no directory the job names.
 BLAUNCH_CD_EXEC = 'cd "$1" && shift && exec "$@"'
 # After pbsdsh: every node's task must have written 0. Fixed text.
@@ -329,9 +339,10 @@ def _docker(spec: JobSpec, forward: tuple[str, ...]) -> list:
     for name in names:
         out += ["-e", name]
     out = _engine_run(spec, out, forward)
-    # SLURM_STEP_GPUS is set in each step's task, not in the batch shell: a fixed bash program
-    # on the node reads it and hands the rest of the words to docker run as they are
-    return ["/bin/bash", "-c", DOCKER_STEP_GPUS, "bash", *out[2:]] if slurm_gpus else out
+    # a fixed bash program on the node names the container, stops it when the job is
+    # cancelled and (Slurm with GPUs) reads the step's GPU ids; the words reach docker run as they are
+    program = DOCKER_STEP_GPUS if slurm_gpus else DOCKER_TASK
+    return ["/bin/bash", "-c", program, "bash", Sh(f'"${JOB_ID[spec.scheduler]}"'), *out[2:]]
 
 
 def _bare(spec: JobSpec, forward: tuple[str, ...]) -> list:

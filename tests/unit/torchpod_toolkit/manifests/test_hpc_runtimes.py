@@ -23,7 +23,10 @@ fail the job.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -197,3 +200,50 @@ def test_every_script_names_the_paths_every_node_must_see(scheduler, runtime):
     node_file = {"pbs": "$PBS_NODEFILE", "pbs-pals": "$PBS_NODEFILE", "lsf": "$LSB_DJOB_HOSTFILE"}.get(scheduler)
     assert node_file is None or runtime == "none" or node_file in shared, shared
     assert ("pbsdsh" in shared) == (scheduler == "pbs"), shared
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("scheduler", [s for s in BATCH if "docker" in (jobs.kind(s).runtimes or RUNTIMES)])
+def test_cancelling_a_docker_job_stops_its_containers(scheduler, tmp_path):
+    # scancel, qdel and bkill send TERM to the job's processes before SIGKILL; dockerd's
+    # container is not one of them, and its client going away leaves it running
+    spec = JobSpec(scheduler=scheduler, runtime="docker", nodes=len(NODES), image=IMAGE, command=("train.py",),
+                   gpus_per_node=4)
+    (out,) = render(spec)
+    for name in ("bin", "home", "job", "work"):
+        (tmp_path / name).mkdir()
+    log = tmp_path / "calls.log"
+    stubs.install(tmp_path / "bin", log)
+    nodefile = tmp_path / "job" / "nodefile"
+    nodefile.write_text("".join(f"{h}\n" for h in NODES))
+    (tmp_path / "job" / "job.sh").write_text(out.text)
+    work = Path(stubs.realpath(tmp_path / "work"))
+    env = stubs.job_env(tmp_path / "bin", log, HOME=str(tmp_path / "home"), LC_ALL="C.UTF-8", STUB_DOCKER_BLOCK="1",
+                        **job_environment(scheduler, True, work, nodefile))
+    proc = subprocess.Popen(["/bin/bash", str(tmp_path / "job" / "job.sh")], cwd=work, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + HANG_GUARD
+        while not environments(stubs.read_log(log)):  # the first node's container is training
+            assert time.monotonic() < deadline and proc.poll() is None, stubs.read_log(log)
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=HANG_GUARD)
+        while _group_alive(proc.pid):  # as the batch system waits for every process of the job
+            assert time.monotonic() < deadline, "the job's processes outlived the grace period"
+            time.sleep(0.05)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    boxes = {p.name: p.read_text() for p in (tmp_path / "bin").glob("container-*")}
+    assert boxes and set(boxes.values()) == {"removed"}, boxes
+    stopped = [c.args[0] for c in stubs.read_log(log) if c.name == "container-stopped"]
+    assert stopped == [name.removeprefix("container-") for name in boxes], (stopped, boxes)
+    assert all(name.startswith("container-torchpod-7") for name in boxes), boxes  # named for the job

@@ -223,7 +223,7 @@ def image_words(spec: JobSpec, calls: list[stubs.Call]) -> list[str]:
 
 def run_operands(call: stubs.Call) -> list[str]:
     valued = {"-e", "--env", "--network", "--ipc", "-v", "--volume", "-w", "--workdir", "--name", "--shm-size",
-              "--ulimit", "--gpus", "--device", "--cap-add", "--user", "-u"}
+              "--ulimit", "--gpus", "--device", "--cap-add", "--user", "-u", "--label"}
     return stubs.operands(stubs.Call(call.name, call.args[1:]), valued)
 
 
