@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from torchpod.contract import Arch
 from torchpod.errors import InputError, RuntimeFailure
@@ -110,14 +110,27 @@ def fill(defn: ImageDef, arch: Arch, lock: Lock, *, home: Path, ca_bundle: Path 
         for wheel in (w for w in lock.entries if w.sdist and built(home, w) is None):
             out = scratch / "built" / wheel.sha256
             # a pure-Python sdist built natively: the wheel is the same for every arch
-            run([python, "-m", "pip", "wheel", "--isolated", "--disable-pip-version-check", "--no-deps",
-                 "--wheel-dir", str(out), *commands.pip_source(defn), *cert, str(stored(home, wheel))], env=clean,
-                what=f"pip wheel of {wheel.file}")
+            build_wheel(python, stored(home, wheel), out, [*commands.pip_source(defn), *cert], clean)
             final = home / BUILT / wheel.sha256
             final.parent.mkdir(parents=True, exist_ok=True)
             shutil.rmtree(final, ignore_errors=True)
             os.replace(out, final)
     return len(absent)
+
+
+# The zip entries' time of a wheel built from an sdist (bdist_wheel honours SOURCE_DATE_EPOCH;
+# 1980-01-01, the earliest a zip can hold): the same sdist gives the same bytes on every
+# rebuild, so the payload key, which hashes the wheel, holds when the wheelhouse rebuilds it.
+BUILT_WHEEL_EPOCH = "315532800"
+
+
+def build_wheel(python: str, sdist: Path, out: Path, pip_args: Sequence[str], env: Mapping[str, str]) -> None:
+    """``pip wheel`` of one stored sdist into ``out``, reproducibly (BUILT_WHEEL_EPOCH)."""
+    from .engine import run
+
+    run([python, "-m", "pip", "wheel", "--isolated", "--disable-pip-version-check", "--no-deps",
+         "--wheel-dir", str(out), *pip_args, str(sdist)], env={**env, "SOURCE_DATE_EPOCH": BUILT_WHEEL_EPOCH},
+        what=f"pip wheel of {sdist.name}")
 
 
 def _imports(python: str, module: str) -> bool:

@@ -7,6 +7,7 @@ that gives no hash, a locked hash the index's file does not have."""
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -105,3 +106,20 @@ def test_the_index_fetcher_reads_a_page_and_a_missing_project_lists_nothing(inde
     listed = locks.index_files(defn.torch.index_url, "torch", fetch)
     assert listed == {torch.name: hashlib.sha256(torch.read_bytes()).hexdigest()}
     assert locks.index_files(defn.torch.index_url, "no-such-project", fetch) == {}
+
+
+def test_a_wheel_built_from_an_sdist_is_the_same_bytes_every_time(tmp_path):
+    # the payload key hashes it: a wheelhouse that rebuilds it (after a trim) must not move the key
+    src = tmp_path / "tiny-1.0"
+    (src / "tiny").mkdir(parents=True)
+    (src / "tiny" / "__init__.py").write_text("VALUE = 1\n")
+    (src / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools"]\nbuild-backend = '
+                                        '"setuptools.build_meta"\n\n[project]\nname = "tiny"\nversion = "1.0"\n')
+    built = []
+    for n in range(2):
+        out = tmp_path / f"out{n}"
+        (src / "tiny" / "__init__.py").touch()  # a later build finds newer files
+        wheelhouse.build_wheel(sys.executable, src, out, ["--no-build-isolation"], {})
+        (wheel,) = out.glob("*.whl")
+        built.append(hashlib.sha256(wheel.read_bytes()).hexdigest())
+    assert built[0] == built[1]
