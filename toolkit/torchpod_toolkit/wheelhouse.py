@@ -171,16 +171,17 @@ def stage(lock: Lock, *, home: Path, context: Path) -> Path:
 
 def trim(home: Path, keep: set[str], min_free: int) -> int:
     """Only when the wheelhouse's filesystem has less than ``min_free`` bytes free: drop every
-    stored file (and wheel built from it) whose sha256 is not in ``keep``, what the builds
-    still to come install. The number of files dropped. CI (which builds each payload once)
-    calls it after each payload, so the cache never costs a full disk; with room to spare,
-    it keeps everything and the next run downloads nothing."""
+    stored file whose sha256 is not in ``keep``, what the builds still to come install. The
+    number of files dropped. CI (which builds each payload once) calls it after each payload,
+    so the cache never costs a full disk; with room to spare, it keeps everything and the
+    next run downloads nothing. Wheels built from sdists stay (kilobytes): the payload key
+    hashes them, and a wheel built again, however reproducibly, is one more chance of other
+    bytes and every payload built anew."""
     if not (home / "sha256").is_dir() or shutil.disk_usage(home).free >= min_free:
         return 0
     dropped = 0
-    for kind in ("sha256", BUILT):
-        for folder in sorted((home / kind).iterdir()) if (home / kind).is_dir() else []:
-            if folder.name not in keep:
-                shutil.rmtree(folder)
-                dropped += kind == "sha256"
+    for folder in sorted((home / "sha256").iterdir()):
+        if folder.name not in keep:
+            shutil.rmtree(folder)
+            dropped += 1
     return dropped
