@@ -503,7 +503,7 @@ esac
 
 STUBS["docker"] = ("docker run reference (Docker 27): `docker run [OPTIONS] IMAGE [COMMAND] [ARG...]`, the "
                    "ARGs go to the image's ENTRYPOINT (here torchpod); `docker pull [-q] IMAGE`. dockerd starts "
-                   "the container outside the job's cgroup (NVIDIA/nvidia-container-toolkit issue 211): it "
+                   "the container outside the job's cgroup (NVIDIA/nvidia-container-toolkit GitHub #211): it "
                    "reaches the GPUs --gpus names, whatever the job holds.",
                    _RUNTIME % {"extra": "", "options": _RUN_OPTIONS, "glob_doc": "", "in_cgroup": "0",
                                "glob": 'fail "--env $1: docker takes no NAME* pattern"'})

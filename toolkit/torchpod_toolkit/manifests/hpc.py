@@ -330,7 +330,7 @@ def _podman(spec: JobSpec, forward: tuple[str, ...]) -> list:
 
 def _docker(spec: JobSpec, forward: tuple[str, ...]) -> list:
     """docker run passes only what -e names, and dockerd starts the container outside the
-    job's cgroup (NVIDIA/nvidia-container-toolkit issue 211): under Slurm it is handed the
+    job's cgroup (NVIDIA/nvidia-container-toolkit GitHub #211): under Slurm it is handed the
     step's GPUs by global id; under PBS and LSF every GPU and the job's selection."""
     out: list = ["docker", "run", "--rm", "--user", Sh(USER_IDS)]
     slurm_gpus = bool(spec.gpus_per_node) and forward == SLURM_VARS

@@ -75,8 +75,9 @@ def job_environment(scheduler: str, gpus: bool, work: Path, nodefile: Path) -> d
     return {**env, **model}
 
 
-def run(spec: JobSpec, tmp: Path, **extra: str) -> tuple[subprocess.CompletedProcess, list[stubs.Call], Path]:
-    """Run the rendered script as the batch host would; the process, the calls, the nodefile."""
+def prepare_job(spec: JobSpec, tmp: Path, **extra: str) -> tuple[Path, Path, Path, Path, dict[str, str]]:
+    """The job's folders, stubs, node file and rendered script under ``tmp``: (script, log,
+    nodefile, submit directory, the environment the batch host gives the script)."""
     (out,) = render(spec)
     for name in ("bin", "home", "job", "work"):
         (tmp / name).mkdir()
@@ -88,7 +89,13 @@ def run(spec: JobSpec, tmp: Path, **extra: str) -> tuple[subprocess.CompletedPro
     script.write_text(out.text)
     work = Path(stubs.realpath(tmp / "work"))
     job = {**job_environment(spec.scheduler, spec.gpus_per_node > 0, work, nodefile), **extra}
-    env = stubs.job_env(tmp / "bin", log, HOME=str(tmp / "home"), LC_ALL="C.UTF-8", **job)
+    return script, log, nodefile, work, stubs.job_env(tmp / "bin", log, HOME=str(tmp / "home"), LC_ALL="C.UTF-8",
+                                                      **job)
+
+
+def run(spec: JobSpec, tmp: Path, **extra: str) -> tuple[subprocess.CompletedProcess, list[stubs.Call], Path]:
+    """Run the rendered script as the batch host would; the process, the calls, the nodefile."""
+    script, log, nodefile, work, env = prepare_job(spec, tmp, **extra)
     try:
         proc = subprocess.run(["/bin/bash", str(script)], cwd=work, env=env, capture_output=True, text=True,
                               timeout=HANG_GUARD)
@@ -216,18 +223,8 @@ def test_cancelling_a_docker_job_stops_its_containers(scheduler, tmp_path):
     # container is not one of them, and its client going away leaves it running
     spec = JobSpec(scheduler=scheduler, runtime="docker", nodes=len(NODES), image=IMAGE, command=("train.py",),
                    gpus_per_node=4)
-    (out,) = render(spec)
-    for name in ("bin", "home", "job", "work"):
-        (tmp_path / name).mkdir()
-    log = tmp_path / "calls.log"
-    stubs.install(tmp_path / "bin", log)
-    nodefile = tmp_path / "job" / "nodefile"
-    nodefile.write_text("".join(f"{h}\n" for h in NODES))
-    (tmp_path / "job" / "job.sh").write_text(out.text)
-    work = Path(stubs.realpath(tmp_path / "work"))
-    env = stubs.job_env(tmp_path / "bin", log, HOME=str(tmp_path / "home"), LC_ALL="C.UTF-8", STUB_DOCKER_BLOCK="1",
-                        **job_environment(scheduler, True, work, nodefile))
-    proc = subprocess.Popen(["/bin/bash", str(tmp_path / "job" / "job.sh")], cwd=work, env=env,
+    script, log, _, work, env = prepare_job(spec, tmp_path, STUB_DOCKER_BLOCK="1")
+    proc = subprocess.Popen(["/bin/bash", str(script)], cwd=work, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + HANG_GUARD
