@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING, Callable
 
 from torchpod.contract import ENV_PRESET, SCHEDULER_VARS, SETTINGS
 
-if TYPE_CHECKING:  # spec.py takes the runtime names from here (RUNTIMES)
+from . import jobs, yamltext
+
+if TYPE_CHECKING:  # the renderers take a checked spec; spec.py imports no renderer
     from .spec import JobSpec
 
 # What a runtime that starts with a cleared environment (enroot start, docker run, podman
@@ -368,6 +370,7 @@ class Runtime:
     pyxis: bool = False  # under Slurm, srun runs the image itself (pyxis' --container-image)
 
 
+# One record per jobs.RUNTIMES name, in its order (a unit test holds the two to each other).
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in (
     Runtime("apptainer", _sif, _apptainer),
     Runtime("enroot", _sqsh, _enroot, pyxis=True),
@@ -375,7 +378,7 @@ RUNTIMES: dict[str, Runtime] = {r.name: r for r in (
     Runtime("docker", _docker_pull, _docker),
     Runtime("none", lambda spec, per_node: [], _bare),  # the nodes' own environment has torchpod
 )}
-DEFAULT_RUNTIME = "apptainer"  # what an HPC job uses when --runtime is not given
+DEFAULT_RUNTIME = jobs.DEFAULT_RUNTIME
 
 
 # --requeue-lead (spec.requeue_lead): `sbatch --signal=B:USR1@N` sends USR1 to the batch shell
@@ -578,10 +581,8 @@ def skypilot_task(spec: JobSpec) -> dict:
 
 
 def skypilot_file(spec: JobSpec, header: list[str]) -> str:
-    """The task YAML: the header's comments, then the object dumped by render's YAML writer."""
-    from . import render  # render imports this module: import it when called, not at load
-
-    return "\n".join(header) + "\n" + render._yaml([skypilot_task(spec)])
+    """The task YAML: the header's comments, then the object in the rendered files' YAML."""
+    return "\n".join(header) + "\n" + yamltext.dump([skypilot_task(spec)])
 
 
 # The batch script (or task file) of each HPC job kind, by its submit command (jobs.KINDS).

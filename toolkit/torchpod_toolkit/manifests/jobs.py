@@ -28,6 +28,11 @@ from . import operators
 
 Model = Callable[..., list]
 
+# The container runtimes an HPC job can run the image with (``--runtime``); hpc.RUNTIMES
+# holds one record of each, in this order, and a unit test holds the two to each other.
+RUNTIMES: tuple[str, ...] = ("apptainer", "enroot", "podman", "docker", "none")
+DEFAULT_RUNTIME = "apptainer"  # what an HPC job uses when --runtime is not given
+
 
 @dataclass(frozen=True)
 class JobKind:

@@ -17,12 +17,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from torchpod.contract import ENV_PRESET, SITE_DEPS
 from torchpod.errors import InputError, RuntimeFailure
 
-from . import hpc, jobs, kube, podsecurity
+from . import hpc, jobs, kube, podsecurity, yamltext
 from .spec import MNNVL_OPERATORS, JobSpec, check, default, flag, option_text, options, parse_counts, required
 
 
@@ -159,18 +157,6 @@ def header(spec: JobSpec, filename: str) -> list[str]:
     return ["# " + line for line in lines]
 
 
-class _Dumper(yaml.SafeDumper):
-    """Plain YAML: a shared template is written out in full, never as an &anchor."""
-
-    def ignore_aliases(self, data) -> bool:
-        return True
-
-
-def _yaml(docs) -> str:
-    return "---\n".join(yaml.dump(d, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
-                         for d in docs)
-
-
 def render(spec: JobSpec) -> list[Output]:
     """The files for ``spec`` (checked first: bad input raises before anything is built)."""
     spec = check(spec)
@@ -181,7 +167,7 @@ def render(spec: JobSpec) -> list[Output]:
         return [Output(name, hpc.SCRIPTS[kind.submit](spec, header(spec, name)))]
     docs = kube.objects(spec)
     _require_level(spec, docs)
-    out = [Output(name, "\n".join(header(spec, name)) + "\n" + _yaml(docs))]
+    out = [Output(name, "\n".join(header(spec, name)) + "\n" + yamltext.dump(docs))]
     if spec.scheduler == "runai":
         sh = f"{base}.sh"
         cmd = kube.runai_command(spec)

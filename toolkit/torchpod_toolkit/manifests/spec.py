@@ -18,7 +18,7 @@ from torchpod.errors import InputError
 from torchpod.fabric import by_name as fabric_record
 from torchpod.fabric import presets as presets_mod
 
-from . import hpc, jobs
+from . import jobs
 
 # Kubernetes schedulers render YAML; HPC schedulers render a batch script: jobs.KINDS.
 KUBE, HPC = jobs.KUBE, jobs.HPC
@@ -27,7 +27,7 @@ RDMA = ("none", "hostnetwork", "device-plugin")
 # What the job runs: the user's command, or torchpod.preflight alone (docs/launcher.md#preflight).
 WORKLOADS = ("train", "preflight")
 RDZV = ("c10d", "etcd")
-RUNTIMES = tuple(hpc.RUNTIMES)  # one record per container runtime: hpc.RUNTIMES
+RUNTIMES = jobs.RUNTIMES  # one record per container runtime: hpc.RUNTIMES
 
 
 # Bounds on the counts: far above any cluster torchpod targets, low enough that a typo
@@ -185,7 +185,7 @@ class JobSpec:
     etcd_server: bool = option(False, help="render an etcd Pod and Service next to the job (with --rdzv etcd)")
     # "" means apptainer for HPC schedulers, none for Kubernetes (spec.check)
     runtime: str = option("", help="HPC container runtime: " + jobs.choices(tuple(
-                              n + " (default)" if n == hpc.DEFAULT_RUNTIME else n for n in hpc.RUNTIMES)),
+                              n + " (default)" if n == jobs.DEFAULT_RUNTIME else n for n in jobs.RUNTIMES)),
                           always=True, only=lambda s: not s.kube)
     queue: str = option("", help="Volcano queue, Slurm partition, PBS or LSF queue")
     walltime: str = option("01:00:00", help="HPC wall time, HH:MM:SS", only=lambda s: not s.kube)
@@ -531,7 +531,7 @@ def check(spec: JobSpec) -> JobSpec:
                              f"{shape.gpus_per_node} GPUs; expected {shape.gpus_per_node} or fewer")
     spec = _check_rdzv(spec)
     allowed = jobs.kind(spec.scheduler).runtimes  # (): every runtime (jobs.JobKind)
-    runtime = spec.runtime or (allowed[0] if allowed else hpc.DEFAULT_RUNTIME if not spec.kube else "none")
+    runtime = spec.runtime or (allowed[0] if allowed else jobs.DEFAULT_RUNTIME if not spec.kube else "none")
     if runtime not in RUNTIMES:
         raise InputError(f"--runtime={spec.runtime!r} is unknown; expected one of {', '.join(RUNTIMES)}")
     if allowed and runtime not in allowed:
