@@ -113,7 +113,8 @@ STUBS["srun"] = ("srun(1) (Slurm 22.05): `srun [OPTIONS...] executable [args...]
                  "(--ntasks-per-node=1), each with SLURM_NODEID, SLURM_PROCID, SLURM_LOCALID, SLURM_STEP_* and, "
                  "for a job holding GPUs with ConstrainDevices=yes, SLURM_STEP_GPUS (global ids) and "
                  "CUDA_VISIBLE_DEVICES relative to the device cgroup (srun(1) OUTPUT ENVIRONMENT VARIABLES); "
-                 "srun exits with a failed task's status. pyxis (NVIDIA/pyxis 0.24.0 README) adds "
+                 "srun exits with a failed task's status; -c/--cpus-per-task N sets the step's SLURM_CPUS_PER_TASK and "
+                 "may not exceed the job's. pyxis (NVIDIA/pyxis 0.24.0 README) adds "
                  "--container-image/--container-mounts/--container-workdir/--[no-]container-entrypoint and "
                  "runs the command itself in the container (enroot, so its NVIDIA hook), with the task's "
                  "environment passed through.", _NVIDIA_HOOK + r"""
@@ -144,6 +145,11 @@ while [ $# -gt 0 ]; do
     --ntasks-per-node=1|--kill-on-bad-exit=*|--container-mounts=*|--container-workdir=*|--mpi=*) shift ;;
     --ntasks-per-node=*) fail "$1: one task per node is what the scripts ask for" ;;
     --container-mounts|--container-workdir|--mpi) need $# "$1"; shift 2 ;;
+    --cpus-per-task=*|-c)  # a whole number, no more than the job's own (sbatch -c sets SLURM_CPUS_PER_TASK)
+      if [ "$1" = -c ]; then need $# "$1"; cpt=$2; shift; else cpt=${1#*=}; fi
+      case "$cpt" in ''|*[!0-9]*|0*) fail "--cpus-per-task=$cpt: expected a positive whole number" ;; esac
+      [ "$cpt" -le "${SLURM_CPUS_PER_TASK:-$cpt}" ] || fail "--cpus-per-task=$cpt: over the job's $SLURM_CPUS_PER_TASK"
+      export SLURM_CPUS_PER_TASK=$cpt; shift ;;
     --no-container-entrypoint) entrypoint=0; shift ;;
     --container-entrypoint) entrypoint=1; shift ;;
     --kill-on-bad-exit|-K) shift ;;
@@ -526,7 +532,8 @@ case "$1" in -*) fail "job name $1 looks like a flag" ;; esac
 shift
 while [ $# -gt 0 ]; do
   case "$1" in
-    -p|--project|-i|--image|--workers|-g|--gpu-devices-request|--capability|--extended-resource|-e|--environment)
+    -p|--project|-i|--image|--workers|-g|--gpu-devices-request|--capability|--extended-resource|-e|--environment\
+    |--cpu-core-request|--cpu-core-limit|--cpu-memory-request|--cpu-memory-limit)
       need $# "$1"; shift 2 ;;
     --large-shm|--host-network) shift ;;
     --) shift; break ;;

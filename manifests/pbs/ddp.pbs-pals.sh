@@ -1,7 +1,7 @@
 #!/bin/bash
 # shellcheck disable=SC2016,SC1003  # single-quoted words reach torchpod as written, on purpose
 #PBS -N ddp
-#PBS -l select=2:ncpus=1:mpiprocs=1:ngpus=4
+#PBS -l select=2:ncpus=32:mem=128gb:mpiprocs=1:ngpus=4
 #PBS -l place=scatter:excl
 #PBS -l walltime=01:00:00
 #PBS -j oe

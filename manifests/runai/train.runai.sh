@@ -9,5 +9,9 @@ exec runai training pytorch submit train \
   -i registry.example.com/torchpod/pytorch:2.13.0-cuda13.0 \
   --workers 1 \
   -g 8 \
+  --cpu-core-request 64 \
+  --cpu-core-limit 64 \
+  --cpu-memory-request 256Gi \
+  --cpu-memory-limit 256Gi \
   --large-shm \
   -- run -- /opt/torchpod/examples/ddp_resnet.py --steps 200

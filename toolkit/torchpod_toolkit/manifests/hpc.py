@@ -4,7 +4,8 @@ the script's text.
 
 Why one launcher per node: `torchpod` (like torchrun) is a per-node agent that starts the
 node's GPU processes itself. A script that runs it once, on the batch host only, leaves the
-other nodes out of the rendezvous: the `RendezvousTimeoutError` of seed 001's PBS script.
+other nodes out of the rendezvous: the `RendezvousTimeoutError` of a PBS script that runs
+torchrun on its first node only.
 
 - Slurm: ``srun --ntasks-per-node=1`` (srun(1)); srun's task environment (SLURM_NODEID,
   SLURM_JOB_NODELIST, ...) is what the launcher reads.
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Callable
 
 from torchpod.contract import ENV_PRESET, SCHEDULER_VARS, SETTINGS
 
-from . import jobs, yamltext
+from . import jobs, resources, yamltext
 
 if TYPE_CHECKING:  # the renderers take a checked spec; spec.py imports no renderer
     from .spec import JobSpec
@@ -430,10 +431,27 @@ SLURM_REQUEUE_WAIT = (
 )
 
 
+def _slurm_resources(spec: JobSpec) -> list[str]:
+    """CPUs and memory. By default the whole node: ``--exclusive`` gives the job every CPU of
+    its nodes, ``--mem=0`` all their memory (sbatch(1), --exclusive and --mem), and a step
+    started without --exact gets all of the job's CPUs on each node (srun(1), --exact:
+    "By default, all non-GRES resources on each node in the step allocation will be used";
+    Slurm 22.05). Given --cpus-per-node, the task asks for them (--cpus-per-task, on srun
+    too: srun does not inherit sbatch's, srun(1) -c) and the node may be shared."""
+    node = spec.per_node
+    if node.whole_node:
+        lines = ["#SBATCH --exclusive"]
+    else:
+        lines = [f"#SBATCH --cpus-per-task={int(node.cpus)}"]
+    memory = "0" if node.whole_node and not node.memory_given else resources.slurm_size(node.memory_mi)
+    return lines + [f"#SBATCH --mem={memory}"]
+
+
 def _slurm_directives(spec: JobSpec) -> list[str]:
     lines = [f"#SBATCH --job-name={spec.name}",
              f"#SBATCH --nodes={spec.nodes}",
-             "#SBATCH --ntasks-per-node=1"]
+             "#SBATCH --ntasks-per-node=1",
+             *_slurm_resources(spec)]
     if spec.gpus_per_node:
         lines.append(f"#SBATCH --gpus-per-node={spec.gpus_per_node}")
     lines.append(f"#SBATCH --time={spec.walltime}")
@@ -474,6 +492,8 @@ def slurm_script(spec: JobSpec, header: list[str]) -> str:
     if spec.requeue_lead:
         lines += [*SLURM_REQUEUE, ""]
     step = ["srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
+    if not spec.per_node.whole_node:
+        step.append(f"--cpus-per-task={int(spec.per_node.cpus)}")
     prep = prepare(spec, step)
     if prep:
         lines += ["# the image, fetched or converted once for the whole job", *prep, ""]
@@ -487,7 +507,12 @@ def slurm_script(spec: JobSpec, header: list[str]) -> str:
 
 def pbs_script(spec: JobSpec, header: list[str]) -> str:
     pals = spec.scheduler == "pbs-pals"
-    chunk = f"select={spec.nodes}:ncpus=1:mpiprocs=1" + (f":ngpus={spec.gpus_per_node}" if spec.gpus_per_node else "")
+    # ncpus and mem per chunk (one chunk per node): OpenPBS's cgroups hook confines the job to
+    # them (src/hooks/cgroups/pbs_cgroups.PY: a cpuset of ncpus CPUs, a memory limit of mem);
+    # PBS has no "the whole node" in a select, so the default is sized (resources.per_node)
+    node = spec.per_node
+    chunk = (f"select={spec.nodes}:ncpus={int(node.cpus)}:mem={resources.pbs_size(node.memory_mi)}:mpiprocs=1"
+             + (f":ngpus={spec.gpus_per_node}" if spec.gpus_per_node else ""))
     lines = ["#!/bin/bash", SHELLCHECK,
              f"#PBS -N {spec.name}",
              f"#PBS -l {chunk}",
@@ -531,6 +556,21 @@ def _lsf_walltime(walltime: str) -> str:
     return f"{hours + minutes // 60}:{minutes % 60:02d}"
 
 
+def _lsf_resources(spec: JobSpec) -> list[str]:
+    """The -R string and CPUs and memory. By default ``-x``: the job holds its hosts alone,
+    and LSF binds its tasks to no CPU (IBM LSF 10.1, bsub -x; "By default, there is no
+    processor binding"). Given --cpus-per-node, ``affinity[core(N)]`` binds each task (one
+    per host) to N cores (IBM LSF 10.1, "Affinity resource requirement strings"); given or
+    not exclusive, ``rusage[mem=SIZE]`` reserves the memory of the one slot on each host."""
+    node = spec.per_node
+    parts = ["span[ptile=1]"]
+    if not node.whole_node:
+        parts.append(f"affinity[core({int(node.cpus)})]")
+    if node.memory_given or not node.whole_node:
+        parts.append(f"rusage[mem={resources.lsf_size(node.memory_mi)}]")
+    return [f'#BSUB -R "{" ".join(parts)}"', *(["#BSUB -x"] if node.whole_node else [])]
+
+
 def lsf_script(spec: JobSpec, header: list[str]) -> str:
     """bsub script: ``-n NODES -R "span[ptile=1]"`` asks for one slot on each of NODES hosts,
     so LSB_DJOB_HOSTFILE lists every host once, and ``blaunch -u "$LSB_DJOB_HOSTFILE"``
@@ -544,7 +584,7 @@ def lsf_script(spec: JobSpec, header: list[str]) -> str:
     lines = ["#!/bin/bash", SHELLCHECK,
              f"#BSUB -J {_label(spec.name)}",
              f"#BSUB -n {spec.nodes}",
-             '#BSUB -R "span[ptile=1]"']
+             *_lsf_resources(spec)]
     if spec.gpus_per_node:  # j_exclusive=yes: LSF's default (no) lets other jobs share the job's GPUs
         lines.append(f'#BSUB -gpu "num={spec.gpus_per_node}:j_exclusive=yes"')
     lines.append(f"#BSUB -W {_lsf_walltime(spec.walltime)}")
@@ -573,10 +613,12 @@ def skypilot_task(spec: JobSpec) -> dict:
     sky/provision/docker_utils.py) and ``accelerators``, ``workdir: .`` (synced to every
     node, where ``run`` starts), and ``run``, which SkyPilot starts once on every node with
     bash: one line of argv words, each quoted by construction."""
-    resources: dict = {"image_id": "docker:" + spec.image}
+    node = spec.per_node  # at least this much: SkyPilot picks the instance ("N+", sky/resources.py)
+    asked: dict = {"image_id": "docker:" + spec.image, "cpus": f"{int(node.cpus)}+",
+                   "memory": resources.skypilot_gb(node.memory_mi)}
     if spec.gpus_per_node:
-        resources["accelerators"] = f"{SKYPILOT_GPU}:{spec.gpus_per_node}"
-    return {"name": _label(spec.name), "num_nodes": spec.nodes, "resources": resources, "workdir": ".",
+        asked["accelerators"] = f"{SKYPILOT_GPU}:{spec.gpus_per_node}"
+    return {"name": _label(spec.name), "num_nodes": spec.nodes, "resources": asked, "workdir": ".",
             "run": line(_bare(spec, ()))}
 
 

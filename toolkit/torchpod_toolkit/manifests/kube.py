@@ -25,6 +25,7 @@ from typing import Any
 
 from torchpod.contract import ENV_PRESET, ETCD_PORT, JOBSET_LABEL_ENV
 
+from . import resources as resources_mod
 from .operators import RUNAI_SCHEDULER  # the operator model reads the same name
 from .spec import NON_ROOT_ID, JobSpec
 
@@ -59,7 +60,8 @@ def container(spec: JobSpec, *, name: str = CONTAINER, args: list[str] | None = 
     if spec.preset:
         env.append({"name": ENV_PRESET.name, "value": spec.preset})
     env += [_downward(n, p) for n, p in downward]
-    resources: dict[str, str] = {}
+    node = spec.per_node  # CPUs and memory always: a pod that requests nothing runs BestEffort
+    resources: dict[str, str] = {"cpu": str(node.cpus), "memory": resources_mod.kube_quantity(node.memory_mi)}
     if spec.gpus_per_node:
         resources["nvidia.com/gpu"] = str(spec.gpus_per_node)
     if spec.rdma == "device-plugin":
@@ -70,8 +72,9 @@ def container(spec: JobSpec, *, name: str = CONTAINER, args: list[str] | None = 
         c["env"] = env
     if port_name and spec.rdzv == "c10d":
         c["ports"] = [{"name": port_name, "containerPort": spec.port, "protocol": "TCP"}]
-    if resources:
-        c["resources"] = {"requests": dict(resources), "limits": dict(resources)}
+    # requests = limits: the Guaranteed QoS class, the last a node evicts, with whole CPUs
+    # that a kubelet's static CPU manager pins to the container
+    c["resources"] = {"requests": dict(resources), "limits": dict(resources)}
     if spec.mnnvl:  # the pod's IMEX channel, by the name pod_spec gives the claim
         c.setdefault("resources", {})["claims"] = [{"name": MNNVL_CLAIM}]
     c["securityContext"] = container_security(spec)
@@ -282,12 +285,17 @@ def runai_job(spec: JobSpec) -> Obj:
 
 
 def runai_command(spec: JobSpec) -> list[str]:
-    """The Run:ai CLI (v2.18+ `runai training pytorch submit`) line for the same job."""
+    """The Run:ai CLI (v2.18+ `runai training pytorch submit`) line for the same job: the
+    pods' CPUs and memory as the CLI's --cpu-core-request/-limit and --cpu-memory-request/
+    -limit (Run:ai CLI reference, docs.nvidia.com/run-ai, runai-training-pytorch-submit)."""
     argv = ["runai", "training", "pytorch", "submit", spec.name, "-p", spec.project, "-i", spec.image,
             "--workers", str(spec.nodes - 1)]
     if spec.gpus_per_node:
         argv += ["-g", str(spec.gpus_per_node)]
-    argv += ["--large-shm"]
+    node = spec.per_node
+    memory = resources_mod.kube_quantity(node.memory_mi)
+    argv += ["--cpu-core-request", str(node.cpus), "--cpu-core-limit", str(node.cpus),
+             "--cpu-memory-request", memory, "--cpu-memory-limit", memory, "--large-shm"]
     if spec.rdma == "hostnetwork":
         argv += ["--host-network"]
     if spec.rdma != "none":

@@ -18,7 +18,7 @@ from torchpod.errors import InputError
 from torchpod.fabric import by_name as fabric_record
 from torchpod.fabric import presets as presets_mod
 
-from . import jobs
+from . import jobs, resources
 
 # Kubernetes schedulers render YAML; HPC schedulers render a batch script: jobs.KINDS.
 KUBE, HPC = jobs.KUBE, jobs.HPC
@@ -210,6 +210,16 @@ class JobSpec:
                            count=(0, MAX_ID), only=_non_root)
     workload: str = option("train", help="train: run the command after `--`; preflight: run torchpod.preflight "
                                          "alone (its options after `--`) to prove the fabric and name a slow node")
+    # 0 and '': the defaults (resources.per_node): the whole node where the job holds it alone
+    cpus_per_node: int = option(0, help=f"CPUs for each node's launcher and workers, 1 to "
+                                        f"{resources.MAX_CPUS_PER_NODE}; default: the whole node on Slurm "
+                                        f"(--exclusive) and LSF (-x), else {resources.CPUS_PER_GPU} per GPU "
+                                        f"({resources.CPU_JOB_CPUS} for a CPU job)",
+                                count=(0, resources.MAX_CPUS_PER_NODE))
+    memory_per_node: str = option("", help="memory for each node, e.g. 256Gi (Mi, Gi or Ti); default: the whole "
+                                           "node's where the job holds it alone, else "
+                                           f"{resources.MEMORY_PER_GPU_MI // 1024}Gi per GPU "
+                                           f"({resources.CPU_JOB_MEMORY_MI // 1024}Gi for a CPU job)")
     # No flag of its own: `--nodes MIN:MAX` sets it. None: the job runs on exactly ``nodes``.
     min_nodes: int | None = None
 
@@ -261,6 +271,11 @@ class JobSpec:
         if self.workload == "preflight":
             return ("--module",), (PREFLIGHT_MODULE, *self.command)
         return (), self.command
+
+    @property
+    def per_node(self) -> resources.PerNode:
+        """The CPUs and memory each node asks for (resources.per_node)."""
+        return resources.per_node(self.gpus_per_node, self.cpus_per_node, self.memory_per_node)
 
     @property
     def nproc(self) -> int:
@@ -541,7 +556,24 @@ def check(spec: JobSpec) -> JobSpec:
         raise InputError(f"--runtime={runtime} is for HPC job scripts; Kubernetes runs the image itself: leave it out")
     _check_site(spec, runtime)
     _check_kind_limits(spec)
+    _check_memory(spec)
     return replace(spec, runtime=runtime)
+
+
+def _size_mi(size: str) -> int:
+    """MiB of a size the job itself wrote (JobSpec.shm_size: the preset's or NGi)."""
+    return resources.parse_memory("/dev/shm", size)
+
+
+def _check_memory(spec: JobSpec) -> None:
+    """--memory-per-node in its grammar, and on Kubernetes above the memory-backed /dev/shm,
+    which counts against the container's memory limit (emptyDir medium Memory)."""
+    node = spec.per_node
+    if spec.kube and node.memory_given and node.memory_mi <= _size_mi(spec.shm_size):
+        usual = resources.kube_quantity(replace(spec, memory_per_node="").per_node.memory_mi)
+        raise InputError(f"--memory-per-node={spec.memory_per_node} with a {spec.shm_size} /dev/shm: a pod's "
+                         "memory-backed /dev/shm counts against its memory limit; expected more than "
+                         f"{spec.shm_size}, e.g. {usual} (the default)")
 
 
 def _check_node_range(spec: JobSpec) -> JobSpec:

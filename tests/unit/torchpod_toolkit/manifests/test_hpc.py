@@ -112,7 +112,7 @@ def test_lsf_wall_time_is_hours_and_minutes_rounded_up(walltime, form):
 
 def test_lsf_asks_one_slot_per_host_and_gpus_per_host():
     (out,) = render_mod.render(JobSpec("lsf", 3, IMAGE, ("t.py",), gpus_per_node=4, queue="gpu_q"))
-    assert '#BSUB -n 3\n#BSUB -R "span[ptile=1]"\n#BSUB -gpu "num=4:j_exclusive=yes"\n' in out.text
+    assert '#BSUB -n 3\n#BSUB -R "span[ptile=1]"\n#BSUB -x\n#BSUB -gpu "num=4:j_exclusive=yes"\n' in out.text
     assert "#BSUB -q gpu_q\n" in out.text and "# Submit: bsub < train.lsf.bsub" in out.text
     (cpu,) = render_mod.render(JobSpec("lsf", 3, IMAGE, ("t.py",), gpus_per_node=0))
     assert "#BSUB -gpu" not in cpu.text
@@ -137,7 +137,8 @@ def _task(**change) -> dict:
 def test_skypilot_task_runs_the_image_on_every_node():
     task = _task(gpus_per_node=4, preset="aws-p5")
     assert task == {"name": "train", "num_nodes": 3, "workdir": ".",
-                    "resources": {"image_id": "docker:" + IMAGE, "accelerators": "H100:4"},
+                    "resources": {"image_id": "docker:" + IMAGE, "cpus": "32+", "memory": "128+",
+                                  "accelerators": "H100:4"},
                     "run": "env TORCHPOD_PRESET=aws-p5 torchpod run -- train.py --lr 1e-3"}
     assert "accelerators" not in _task(gpus_per_node=0)["resources"]
 

@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from torchpod.errors import InputError
-from torchpod_toolkit.manifests import hpc, jobs, kube
+from torchpod_toolkit.manifests import hpc, jobs, kube, resources
 from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import HPC, KUBE, RUNTIMES, JobSpec, check
 
@@ -97,8 +97,13 @@ def check_lsf_directives(spec: JobSpec, text: str) -> None:
     the job's values, and -W the wall time in [hour:]minute, rounded up to a minute."""
     words = directives(text, "#BSUB")
     found = {d[0]: " ".join(d[1:]) for d in words}
-    assert len(found) == len(words) and set(found) <= {"-J", "-n", "-R", "-gpu", "-W", "-q", "-o"}, words
-    assert (found["-J"], found["-n"], found["-R"]) == (spec.name, str(spec.nodes), '"span[ptile=1]"')
+    assert len(found) == len(words) and set(found) <= {"-J", "-n", "-R", "-x", "-gpu", "-W", "-q", "-o"}, words
+    node = spec.per_node  # the whole host (-x) unless CPUs were given: then bound cores and memory
+    select = ["span[ptile=1]"] + ([] if node.whole_node else [f"affinity[core({node.cpus})]"])
+    if node.memory_given or not node.whole_node:
+        select.append(f"rusage[mem={resources.lsf_size(node.memory_mi)}]")
+    assert (found["-J"], found["-n"], found["-R"]) == (spec.name, str(spec.nodes), f'"{" ".join(select)}"')
+    assert ("-x" in found) == node.whole_node and found.get("-x", "") == ""
     assert found.get("-gpu") == (f'"num={spec.gpus_per_node}:j_exclusive=yes"' if spec.gpus_per_node else None)
     assert found.get("-q", "") == spec.queue and found["-o"] == f"{spec.name}-%J.out"
     hours, minutes, seconds = (int(x) for x in spec.walltime.split(":"))
@@ -111,19 +116,29 @@ def check_directives(spec: JobSpec, text: str) -> None:
         check_lsf_directives(spec, text)
     elif spec.scheduler == "slurm":
         words = directives(text, "#SBATCH")
-        assert all(len(d) == 1 and d[0].startswith("--") and "=" in d[0] for d in words), words
-        found = dict(d[0][2:].split("=", 1) for d in words)
+        assert all(len(d) == 1 and d[0].startswith("--") and ("=" in d[0] or d[0] == "--exclusive")
+                   for d in words), words
+        found = dict((d[0][2:] + "=").split("=")[:2] for d in words)
         assert len(found) == len(words), f"a #SBATCH option given twice: {words}"
-        assert set(found) <= {"job-name", "nodes", "ntasks-per-node", "gpus-per-node", "time", "partition", "output"}
+        assert set(found) <= {"job-name", "nodes", "ntasks-per-node", "exclusive", "cpus-per-task", "mem",
+                              "gpus-per-node", "time", "partition", "output"}
         assert (found["job-name"], found["nodes"], found["time"]) == (spec.name, str(spec.nodes), spec.walltime)
         assert found.get("partition", "") == spec.queue
+        node = spec.per_node  # the whole node unless CPUs were given
+        assert ("exclusive" in found) == node.whole_node != ("cpus-per-task" in found)
+        assert found.get("cpus-per-task", str(node.cpus)) == str(node.cpus)
+        whole_memory = node.whole_node and not node.memory_given
+        assert found["mem"] == ("0" if whole_memory else resources.slurm_size(node.memory_mi))
     else:
         found_pbs = directives(text, "#PBS")
         assert all(len(d) == 2 and d[0] in ("-N", "-l", "-q", "-j") for d in found_pbs), found_pbs
-        resources = [d[1] for d in found_pbs if d[0] == "-l"]
+        asked = [d[1] for d in found_pbs if d[0] == "-l"]
         assert [d[1] for d in found_pbs if d[0] == "-N"] == [spec.name]
-        assert f"walltime={spec.walltime}" in resources
-        assert [r for r in resources if r.startswith("select=")][0].startswith(f"select={spec.nodes}:")
+        assert f"walltime={spec.walltime}" in asked
+        node = spec.per_node  # PBS sizes every chunk: its cgroups hook confines the job to what it asks
+        chunk = [r for r in asked if r.startswith("select=")][0].split(":")
+        assert chunk[0] == f"select={spec.nodes}" and chunk[1:4] == [
+            f"ncpus={node.cpus}", f"mem={resources.pbs_size(node.memory_mi)}", "mpiprocs=1"]
         assert [d[1] for d in found_pbs if d[0] == "-q"] == ([spec.queue] if spec.queue else [])
 
 
@@ -296,7 +311,9 @@ def hpc_request(draw, scheduler: str, runtime: str, hostile_field: str | None = 
                   command=draw(ARGV), name=draw(st.sampled_from(["train", "ddp-2"])),
                   gpus_per_node=draw(st.sampled_from([0, 4])), preset=preset, site_lib=site_lib,
                   etcd_endpoint=endpoint, queue=draw(st.sampled_from(["", "gpu_q.1"])),
-                  walltime=draw(st.sampled_from(["01:00:00", "12:30:00"])))
+                  walltime=draw(st.sampled_from(["01:00:00", "12:30:00"])),
+                  cpus_per_node=draw(st.sampled_from([0, 2, 96])),
+                  memory_per_node=draw(st.sampled_from(["", "1536Mi", "64Gi", "2Ti"])))
     if hostile_field == "site_lib":
         fields.update(preset=SLINGSHOT, site_lib="/" + draw(TEXT))
     elif hostile_field == "etcd_endpoint":
@@ -317,7 +334,7 @@ def test_any_argv_reaches_torchpod_exactly(scheduler, runtime, data, locale):
     check_hpc(data.draw(hpc_request(scheduler, runtime)), locale)
 
 
-HOSTILE_FIELDS = ["image", "site_lib", "queue", "name", "etcd_endpoint", "walltime"]
+HOSTILE_FIELDS = ["image", "site_lib", "queue", "name", "etcd_endpoint", "walltime", "memory_per_node"]
 
 
 @pytest.mark.parametrize("scheduler,runtime", COMBOS)
@@ -391,14 +408,16 @@ def test_nul_in_an_argument_is_refused(scheduler, runtime):
 def kube_request(draw) -> JobSpec:
     scheduler = draw(st.sampled_from(KUBE))
     fields = dict(scheduler=scheduler, nodes=draw(st.integers(2, 3)), image=IMAGE, command=draw(ARGV),
-                  gpus_per_node=draw(st.sampled_from([0, 8])), queue=draw(st.sampled_from(["", "q1"])))
+                  gpus_per_node=draw(st.sampled_from([0, 8])), queue=draw(st.sampled_from(["", "q1"])),
+                  cpus_per_node=draw(st.sampled_from([0, 3, 128])),
+                  memory_per_node=draw(st.sampled_from(["", "96Gi", "1Ti"])))
     rdzv = draw(st.sampled_from(["c10d", "etcd-endpoint", "etcd-server"]))
     if rdzv == "etcd-endpoint":
         fields.update(rdzv="etcd", etcd_endpoint="etcd.example.com:2379")
     elif rdzv == "etcd-server":
         fields.update(rdzv="etcd", etcd_server=True)
     hostile = draw(st.sampled_from([None] * 6 + ["image", "name", "namespace", "project", "queue", "etcd_endpoint",
-                                    "rdma_resource", "preset"]))
+                                    "rdma_resource", "preset", "memory_per_node"]))
     if hostile == "image":
         fields["image"] = draw(st.one_of(TEXT.map(lambda t: IMAGE + t), TEXT))
     elif hostile == "etcd_endpoint":
@@ -410,18 +429,34 @@ def kube_request(draw) -> JobSpec:
     return JobSpec(**fields)
 
 
-def container_args(doc: dict) -> list[list[str]]:
-    """The args of every training container in a job document."""
+def containers(doc: dict) -> list[dict]:
+    """Every training container in a job document (a TrainJob's trainer stands for its one)."""
     spec = doc["spec"]
     if doc["kind"] == "TrainJob":
-        return [spec["trainer"]["args"]]
+        return [{"args": spec["trainer"]["args"], "resources": spec["trainer"]["resourcesPerNode"]}]
     if doc["kind"] == "Job":
-        return [t["template"]["spec"]["containers"][0]["args"] for t in spec["tasks"]]
+        return [t["template"]["spec"]["containers"][0] for t in spec["tasks"]]
     if doc["kind"] == "LeaderWorkerSet":
-        return [spec["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["args"]]
+        return [spec["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]]
     if doc["kind"] == "JobSet":
-        return [r["template"]["spec"]["template"]["spec"]["containers"][0]["args"] for r in spec["replicatedJobs"]]
-    return [r["template"]["spec"]["containers"][0]["args"] for r in spec["pytorchReplicaSpecs"].values()]
+        return [r["template"]["spec"]["template"]["spec"]["containers"][0] for r in spec["replicatedJobs"]]
+    return [r["template"]["spec"]["containers"][0] for r in spec["pytorchReplicaSpecs"].values()]
+
+
+def container_args(doc: dict) -> list[list[str]]:
+    """The args of every training container in a job document."""
+    return [c["args"] for c in containers(doc)]
+
+
+def check_pod_resources(spec: JobSpec, doc: dict) -> None:
+    """Every training container requests and is limited to the node's CPUs and memory (never
+    BestEffort), requests equal to limits (Guaranteed)."""
+    node = spec.per_node
+    for c in containers(doc):
+        asked = c["resources"]
+        assert asked["requests"] == asked["limits"], asked
+        assert (asked["requests"]["cpu"], asked["requests"]["memory"]) == (
+            str(node.cpus), resources.kube_quantity(node.memory_mi)), asked
 
 
 def check_kube(spec: JobSpec) -> None:
@@ -449,6 +484,7 @@ def check_kube(spec: JobSpec) -> None:
     if spec.scheduler == "jobset":  # no JobSet pod can tell its Job's parallelism: the launcher is told
         want = ["run", "--nnodes", str(spec.nodes), *want[1:]]
     assert all(args == want for args in container_args(job)), container_args(job)
+    check_pod_resources(spec, job)
     if spec.scheduler == "runai":
         check_runai_script(spec, files[f"{spec.name}.runai.sh"], want)
 
@@ -474,6 +510,9 @@ def check_runai_script(spec: JobSpec, text: str, want: list[str]) -> None:
         assert args[:4] == ["training", "pytorch", "submit", spec.name]
         flags = dict(zip(args[4:args.index("--"):2], args[5:args.index("--"):2]))
         assert (flags["-p"], flags["-i"]) == (spec.project, spec.image)
+        node, memory = spec.per_node, resources.kube_quantity(spec.per_node.memory_mi)
+        assert [flags[f"--cpu-{what}-{how}"] for what in ("core", "memory") for how in ("request", "limit")] == [
+            str(node.cpus), str(node.cpus), memory, memory]
         assert args[args.index("--") + 1:] == want
         assert not mark.exists()
 
