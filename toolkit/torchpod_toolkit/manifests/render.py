@@ -39,6 +39,8 @@ def invoke_line(spec: JobSpec) -> str:
         value = getattr(spec, name)
         if (how.only is not None and not how.only(spec)) or (not how.always and value == default(name)):
             continue
+        if how.kinds is not None and spec.scheduler not in how.kinds:
+            continue  # at its default here (spec.check refuses any other value)
         if isinstance(value, bool):
             argv += [flag(name)] if value else []
         else:

@@ -27,6 +27,11 @@ RDMA = ("none", "hostnetwork", "device-plugin")
 # What the job runs: the user's command, or torchpod.preflight alone (docs/launcher.md#preflight).
 WORKLOADS = ("train", "preflight")
 RDZV = ("c10d", "etcd")
+# The kinds whose job file has a queue (Volcano's spec.queue, sbatch --partition, qsub -q,
+# bsub -q) and a wall time (sbatch --time, qsub -l walltime, bsub -W): a Kubernetes job and
+# a SkyPilot task have neither.
+QUEUE_KINDS = ("volcano", "volcano-master", "slurm", "pbs", "pbs-pals", "lsf")
+BATCH_KINDS = ("slurm", "pbs", "pbs-pals", "lsf")
 RUNTIMES = jobs.RUNTIMES  # one record per container runtime: hpc.RUNTIMES
 
 
@@ -131,6 +136,9 @@ class Option:
     only: Callable[["JobSpec"], bool] | None = None  # the Regenerate line names it only for these jobs
     # with count: the flag may also be typed MIN:MAX; MIN goes to this field (see parse_counts)
     span: str | None = None
+    # the kinds whose job can express it (None: every kind); any other kind refuses a value
+    # other than the default in one line, never drops it (spec.check, _check_taken)
+    kinds: tuple[str, ...] | None = None
 
 
 def option(default=MISSING, **how):
@@ -172,10 +180,11 @@ class JobSpec:
     gpus_per_node: int = option(8, help=f"GPUs per node, 0 (a CPU job) to {MAX_GPUS_PER_NODE}",
                                 count=(0, MAX_GPUS_PER_NODE), always=True)
     name: str = option("train", help="job name (a DNS label)", always=True)
-    namespace: str = option("default", help="Kubernetes namespace")
+    namespace: str = option("default", help="Kubernetes namespace", kinds=KUBE)
     rdma: str = option("none", help="none, hostnetwork (OKE style) or device-plugin")
     rdma_resource: str = option("", help="the RDMA device plugin's resource, e.g. rdma/rdma_shared_device_a")
-    privileged: bool = option(False, help="privileged containers (the file's header says what that opens)")
+    privileged: bool = option(False, help="privileged containers (the file's header says what that opens)",
+                              kinds=KUBE)
     preset: str = option("", help="a shape preset (torchpod/fabric/presets.json): the launcher applies its "
                                   "NCCL settings")
     rdzv: str = option("c10d", help="c10d (default) or etcd")
@@ -187,13 +196,13 @@ class JobSpec:
     runtime: str = option("", help="HPC container runtime: " + jobs.choices(tuple(
                               n + " (default)" if n == jobs.DEFAULT_RUNTIME else n for n in jobs.RUNTIMES)),
                           always=True, only=lambda s: not s.kube)
-    queue: str = option("", help="Volcano queue, Slurm partition, PBS or LSF queue")
-    walltime: str = option("01:00:00", help="HPC wall time, HH:MM:SS", only=lambda s: not s.kube)
+    queue: str = option("", help="Volcano queue, Slurm partition, PBS or LSF queue", kinds=QUEUE_KINDS)
+    walltime: str = option("01:00:00", help="HPC wall time, HH:MM:SS", kinds=BATCH_KINDS)
     # 0: off. Else sbatch --signal=B:USR1@SECONDS and --requeue (hpc.slurm_script)
     requeue_lead: int = option(0, help="Slurm: SECONDS before --walltime at which the job gets USR1, saves a "
                                        "snapshot and requeues itself; 0 (the default) is off",
                                count=(0, MAX_REQUEUE_LEAD), only=lambda s: s.scheduler == "slurm")
-    project: str = option("team-a", help="Run:ai project", only=lambda s: s.scheduler == "runai")
+    project: str = option("team-a", help="Run:ai project", kinds=("runai",))
     site_lib: str = option("", help="Slingshot presets: the host directory with the site's aws-ofi-nccl "
                                     "build (libnccl-net.so)")
     # GB200 NVL72: a ComputeDomain and one IMEX channel claim per pod (kube.compute_domain)
@@ -202,7 +211,7 @@ class JobSpec:
     # Pod Security (torchpod_toolkit.manifests.podsecurity judges the rendered pods)
     pod_security: str = option("", help="the Pod Security level every pod must meet: restricted, baseline or "
                                         "privileged; by default the most restrictive the job allows (said in "
-                                        "the header)", only=lambda s: s.kube)
+                                        "the header)", kinds=KUBE)
     run_as_user: int = option(NON_ROOT_ID, help="UID of pods that need no capability (--rdma none): the image "
                                                  "runs as any user", count=(0, MAX_ID), only=_non_root)
     run_as_group: int = option(NON_ROOT_ID, help="GID of those pods", count=(0, MAX_ID), only=_non_root)
@@ -557,7 +566,19 @@ def check(spec: JobSpec) -> JobSpec:
     _check_site(spec, runtime)
     _check_kind_limits(spec)
     _check_memory(spec)
+    _check_taken(spec)
     return replace(spec, runtime=runtime)
+
+
+def _check_taken(spec: JobSpec) -> None:
+    """An option the job's kind cannot express (Option.kinds) is refused, never dropped."""
+    for name, how in options():
+        if how.kinds is None or spec.scheduler in how.kinds or getattr(spec, name) == default(name):
+            continue
+        value = getattr(spec, name)
+        given = flag(name) if isinstance(value, bool) else f"{flag(name)}={value}"
+        raise InputError(f"{given}: a {spec.scheduler} job has no place for it, and it is never dropped "
+                         f"silently; expected it left out, or --scheduler {jobs.choices(how.kinds)}")
 
 
 def _size_mi(size: str) -> int:
@@ -709,6 +730,10 @@ def _check_kind_limits(spec: JobSpec) -> None:
 
 
 def _check_site(spec: JobSpec, runtime: str) -> None:
+    if spec.site_lib and runtime == "none":
+        raise InputError(f"--site-lib={spec.site_lib} with --runtime none: it is bound into a container, and this "
+                         "job runs in the nodes' own environment, where torchpod looks for the plugin itself; "
+                         "expected it left out, or a container runtime")
     if spec.site_lib and spec.fabric != "slingshot":
         raise InputError(f"--site-lib is for Slingshot presets; preset {spec.preset or '(none)'} needs no site plugin "
                          "directory (EFA binds the EFA installer's /opt/amazon)")

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from torchpod_toolkit.manifests import hpc, jobs
+from torchpod_toolkit.manifests import spec as spec_mod
 from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import HPC, RUNTIMES, JobSpec
 
@@ -45,8 +46,15 @@ RUNAI_SETS = {
 
 
 def _spec(scheduler: str, runtime: str, options: dict) -> JobSpec:
+    """The job with those of ``options`` its kind and runtime take (a SkyPilot task has no
+    queue or wall time, a job without a container no bind for --site-lib: spec.check refuses
+    them there)."""
+    kinds = {name: how.kinds for name, how in spec_mod.options()}
+    taken = {k: v for k, v in options.items() if kinds.get(k) is None or scheduler in kinds[k]}
+    if runtime == "none" or scheduler == "skypilot":  # no container to bind the site's plugin into
+        taken.pop("site_lib", None)
     return JobSpec(**{"scheduler": scheduler, "runtime": runtime, "nodes": 2, "image": IMAGE, "command": COMMAND,
-                      **options})
+                      **taken})
 
 
 def _script(name: str, text: str) -> str:

@@ -165,11 +165,8 @@ _TEXT = {"queue": "gpu", "walltime": "02:00:00", "project": "team-b", "namespace
        command=st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), min_size=1),
                         min_size=1, max_size=3))
 def test_the_regenerate_line_round_trips_through_its_parser(kind, nodes, gpus, extra, command):
-    chosen = {k: _TEXT[k] for k, on in extra.items() if on}
-    if kind != "runai":
-        chosen.pop("project", None)
-    if kind in jobs.KUBE:
-        chosen.pop("walltime", None)
+    kinds = {name: how.kinds for name, how in spec_mod.options()}
+    chosen = {k: _TEXT[k] for k, on in extra.items() if on and (kinds[k] is None or kind in kinds[k])}
     spec = check(JobSpec(kind, nodes, IMAGE, tuple(command), gpus_per_node=gpus, **chosen))
     line = render.invoke_line(spec)
     assert check(render.parse_invoke_line(line)) == spec

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from torchpod.errors import InputError
 from torchpod_toolkit.manifests import jobs
 from torchpod_toolkit.manifests import render as render_mod
+from torchpod_toolkit.manifests import spec as spec_mod
 from torchpod_toolkit.manifests.spec import NODE_RANGE_KINDS, JobSpec, check
 
 from manifest_cases import IMAGE
@@ -226,3 +227,75 @@ def test_preflight_options_are_checked_as_its_workers_will_read_them(words, need
     with pytest.raises(InputError, match=r"^--workload preflight, the options after `--`: torchpod preflight: ") as err:
         check(JobSpec("volcano", 2, IMAGE, words, workload="preflight"))
     assert needle in str(err.value)
+
+
+# --- every option x every kind: taken, or refused in one line ------------------------------
+# A value other than the default for each option, with what it needs beside it.
+_GIVEN = {
+    "gpus_per_node": dict(gpus_per_node=4), "name": dict(name="other"), "namespace": dict(namespace="ml"),
+    "rdma": dict(rdma="hostnetwork"), "rdma_resource": dict(rdma="device-plugin", rdma_resource="rdma/hca"),
+    "privileged": dict(privileged=True), "preset": dict(preset="aws-p5"),
+    "rdzv": dict(rdzv="etcd", etcd_endpoint="etcd.example.com:2379"),
+    "etcd_endpoint": dict(rdzv="etcd", etcd_endpoint="etcd.example.com:2379"),
+    "etcd_server": dict(rdzv="etcd", etcd_server=True), "runtime": dict(runtime="docker"),
+    "queue": dict(queue="gpu"), "walltime": dict(walltime="02:00:00"),
+    "requeue_lead": dict(requeue_lead=300, walltime="02:00:00"), "project": dict(project="team-b"),
+    "site_lib": dict(preset="hpe-slingshot-gh200", gpus_per_node=4, site_lib="/opt/site/lib"),
+    "mnnvl": dict(mnnvl=True, gpus_per_node=4),
+    # a level the pods must meet: its effect is the refusal of a job above it
+    "pod_security": dict(pod_security="restricted", rdma="hostnetwork"),
+    "run_as_user": dict(run_as_user=2000), "run_as_group": dict(run_as_group=2000), "fs_group": dict(fs_group=2000),
+    "workload": dict(workload="preflight", command=()), "cpus_per_node": dict(cpus_per_node=12),
+    "memory_per_node": dict(memory_per_node="96Gi"),
+}
+_ALWAYS_GIVEN = {"scheduler", "nodes", "image"}  # positional: every job names them
+
+
+def test_every_option_has_a_value_in_the_walk():
+    assert set(_GIVEN) | _ALWAYS_GIVEN == {name for name, _ in spec_mod.options()}
+
+
+def _files(spec: JobSpec) -> dict[str, str]:
+    """The rendered files without their Regenerate line (which names every option given)."""
+    return {o.name: "\n".join(line for line in o.text.split("\n") if not line.startswith("# Regenerate:"))
+            for o in render_mod.render(spec)}
+
+
+@pytest.mark.parametrize("kind", jobs.NAMES)
+@pytest.mark.parametrize("option", sorted(_GIVEN))
+def test_every_option_either_changes_the_job_or_is_refused_in_one_line(option, kind):
+    """Never dropped: a kind that takes the option renders something else with it (or cannot
+    render without it), and records it in the Regenerate line; any other refuses it."""
+    fields = {**dict(scheduler=kind, nodes=2, image=IMAGE, command=("train.py",)), **_GIVEN[option]}
+    try:
+        spec = check(JobSpec(**fields))
+        given = _files(JobSpec(**fields))
+    except InputError as exc:
+        assert str(exc).isprintable() and "\n" not in str(exc), exc
+        return
+    without = {**fields, option: spec_mod.default(option)}
+    try:
+        plain = _files(JobSpec(**without))
+    except InputError:
+        plain = None  # the job needs the option: it took effect
+    assert plain != given, f"{spec_mod.flag(option)} changed nothing in a {kind} job"
+    assert f" {spec_mod.flag(option)}" in render_mod.invoke_line(spec).split(" -- ")[0]
+
+
+@pytest.mark.parametrize("kind, fields, refusal", [
+    ("kubeflow", dict(queue="gpu"), "--queue=gpu: a kubeflow job has no place for it"),
+    ("skypilot", dict(walltime="02:00:00"), "--walltime=02:00:00: a skypilot job has no place for it"),
+    ("slurm", dict(namespace="ml"), "--namespace=ml: a slurm job has no place for it"),
+    ("slurm", dict(project="team-b"), "--project=team-b: a slurm job"),
+    ("pbs", dict(privileged=True), "--privileged: a pbs job has no place for it"),
+    ("lsf", dict(pod_security="baseline"), "--pod-security=baseline: a lsf job"),
+    ("slurm", dict(runtime="none", preset="hpe-slingshot-gh200", gpus_per_node=4, site_lib="/opt/site/lib"),
+     "--site-lib=/opt/site/lib with --runtime none: it is bound into a container"),
+])
+def test_an_option_the_kind_cannot_express_is_refused_naming_the_kinds_that_take_it(kind, fields, refusal):
+    with pytest.raises(InputError) as exc:
+        check(JobSpec(kind, 2, IMAGE, ("train.py",), **fields))
+    assert str(exc.value).startswith(refusal)
+    option = next(iter(fields))
+    takers = dict(spec_mod.options())[option].kinds if option != "runtime" else None
+    assert takers is None or all(k in str(exc.value) for k in takers)
