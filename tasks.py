@@ -530,9 +530,11 @@ def manifests(c, **opts):
         command = _after_dashes(c, "the script and its arguments", "-- train.py [ARGS...]")
         spec = JobSpec(command=tuple(command), **{name: opts[name] for name, _, _ in manifest_options()})
         outputs = render_mod.render(spec)  # raises on bad input before anything is written
-        if not opts["out"]:
-            for o in outputs:
-                print(f"### {o.name}\n{o.text}")
+        if not opts["out"]:  # the file alone, for a pipe (kubectl apply -f -, sbatch); notes on stderr
+            text, notes = render_mod.printed(outputs)
+            sys.stdout.write(text)
+            for note in notes:
+                print(f"torchpod: {note}", file=sys.stderr)
             return
         for path, changed in render_mod.write(opts["out"], outputs, force=opts["force"]):
             print(f"{'wrote' if changed else 'unchanged'} {path}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+import yaml
 
 from torchpod_toolkit.manifests import jobs
 from torchpod_toolkit.manifests.render import render
@@ -96,3 +97,24 @@ def test_a_script_argument_with_a_newline_reaches_no_comment(tmp_path):
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "train.slurm.sbatch").read_text()
     assert "\ntouch P\n" not in text and "$'x\\ntouch P\\n#'" in text
+
+
+@pytest.mark.parametrize("scheduler", jobs.NAMES)
+def test_without_out_a_job_prints_what_its_consumer_reads_from_a_pipe(scheduler, tmp_path):
+    """A Kubernetes kind prints one YAML stream whose documents are the job's objects (what
+    `kubectl apply -f -` reads: comments and all); an HPC kind its script alone, valid bash."""
+    proc = invoke("manifests", "--scheduler", scheduler, "--nodes", "2", "--image", IMAGE, "--", "train.py")
+    assert proc.returncode == 0, proc.stderr
+    outputs = render(JobSpec(scheduler, 2, IMAGE, ("train.py",)))
+    kube = jobs.BY_NAME[scheduler].kube
+    (main,) = [o for o in outputs if o.name.endswith(".yaml")] if kube else outputs[:1]
+    assert proc.stdout == main.text and "###" not in proc.stdout
+    if kube:
+        docs = list(yaml.safe_load_all(proc.stdout))
+        assert docs and all(isinstance(d, dict) and d["apiVersion"] and d["kind"] for d in docs), docs
+    elif scheduler != "skypilot":
+        path = tmp_path / "job.sh"
+        path.write_text(proc.stdout)
+        assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+    others = [o.name for o in outputs if o is not main]  # Run:ai's CLI line: named on stderr, written with --out
+    assert all(f"also {name}: written with --out DIR" in proc.stderr for name in others)

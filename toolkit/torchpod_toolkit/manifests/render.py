@@ -159,6 +159,15 @@ def header(spec: JobSpec, filename: str) -> list[str]:
     return ["# " + line for line in lines]
 
 
+def printed(outputs: list[Output]) -> tuple[str, list[str]]:
+    """What `invoke manifests` prints without --out: the job's own file alone, which a tool
+    can take from a pipe (a Kubernetes kind's one YAML stream, its header as YAML comments,
+    for `kubectl apply -f -`, Run:ai's PyTorchJob included; an HPC kind's script, for
+    `sbatch`), and a note for each other file (Run:ai's CLI line), which --out DIR writes."""
+    first = next((o for o in outputs if o.name.endswith(".yaml")), outputs[0])
+    return first.text, [f"also {o.name}: written with --out DIR" for o in outputs if o is not first]
+
+
 def render(spec: JobSpec) -> list[Output]:
     """The files for ``spec`` (checked first: bad input raises before anything is built)."""
     spec = check(spec)
