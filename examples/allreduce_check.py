@@ -20,6 +20,7 @@ import time
 T_START = time.time()
 
 import argparse  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 
 import torch  # noqa: E402
@@ -67,7 +68,9 @@ def main(argv=None) -> int:
     ok = not reasons
     log(f"all-reduce check {'passed' if ok else 'FAILED: ' + '; '.join(reasons)} "
         f"(world {world} on {nodes} hosts)")
+    # cpus: the CPUs this worker may run on (its affinity mask: what the batch system bound it to)
     result("allreduce_check", ok=ok, reasons=reasons, nodes=nodes, hosts=sorted(set(hosts)),
+           cpus=len(os.sched_getaffinity(0)),
            size=args.size, steps=args.steps, t_start=T_START, t_init=t_init,
            t_first_allreduce=t_first, init_s=round(t_init - T_START, 3))
     dist.destroy_process_group()

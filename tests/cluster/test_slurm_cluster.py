@@ -50,6 +50,30 @@ def test_generated_sbatch_script_runs_one_launcher_per_node(slurm_cluster):
     assert out.count("torchpod: slurm: node ") == NODES, out[-4000:]  # one launcher on each node
 
 
+def _cpus_seen(slurm_cluster, **options) -> list[int]:
+    """Render the Slurm job with ``options``, run it, and return the CPUs each rank's affinity
+    mask holds (the nodes bind every task to its CPUs: slurm.slurm_conf, task/affinity)."""
+    check = (f"{EXAMPLES}/allreduce_check.py", "--expect-world", str(NODES), "--expect-nodes", str(NODES))
+    (script,) = render(JobSpec("slurm", NODES, IMAGE, check, name="cpus", gpus_per_node=0, runtime="none",
+                               walltime="00:10:00", **options))
+    jobid = slurm_cluster.submit(script.text, script.name)
+    state = slurm_cluster.wait(jobid, timeout=240)
+    out = slurm_cluster.read(f"{slurm.SHARED}/cpus-{jobid}.out")
+    assert state == "COMPLETED", f"job {jobid}: {state}\n{out[-6000:]}\n{slurm_cluster.logs()}"
+    results = [r for r in runner.parse_results(out) if r["workload"] == "allreduce_check"]
+    assert sorted(r["rank"] for r in results) == list(range(NODES)) and all(r["ok"] for r in results), out[-4000:]
+    return [r["cpus"] for r in results]
+
+
+def test_the_generated_step_runs_on_every_cpu_of_its_node_and_on_what_it_asked_for(slurm_cluster):
+    """By default the job holds its nodes (--exclusive) and its step gets every CPU of each;
+    given --cpus-per-node 1, the step is bound to one, as srun's default would bind it: so
+    the CPUs seen are what the script asked for, not an accident of the nodes."""
+    assert slurm_cluster.cpus >= 2, f"the nodes need 2 CPUs or more to tell the cases apart; have {slurm_cluster.cpus}"
+    assert _cpus_seen(slurm_cluster) == [slurm_cluster.cpus] * NODES
+    assert _cpus_seen(slurm_cluster, cpus_per_node=1, memory_per_node="512Mi") == [1] * NODES
+
+
 def test_a_job_a_user_submits_runs_as_that_user_and_its_files_stay_theirs(slurm_cluster):
     """Not root: `trainer` (1000:1000 on every node) sbatches the generated script from a
     directory of its own; the job runs, and what it writes there belongs to it."""

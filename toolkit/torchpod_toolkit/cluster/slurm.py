@@ -44,11 +44,18 @@ FINAL_STATES = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_F
 CRED_EXPIRE_S = 10
 
 
-def slurm_conf(nodes: list[str], cpus: int = 1) -> str:
+# Each node's memory as slurm.conf declares it (MB): what a job's --mem is checked against.
+# slurmd drains a node whose real memory is below it; every container sees the host's.
+NODE_MEMORY_MB = 2048
+
+
+def slurm_conf(nodes: list[str], cpus: int = 1, memory_mb: int = NODE_MEMORY_MB) -> str:
     """A minimal slurm.conf (22.05): munge auth, no cgroups (containers), no accounting, and
     a requeued job that starts again within seconds (CRED_EXPIRE_S; the backfill and main
     scheduler loops every 2 and 5 s instead of 30 and 60: slurm.conf(5) bf_interval and
-    sched_interval)."""
+    sched_interval). Tasks are bound to their CPUs as sites bind them: task/affinity sets
+    each task's affinity mask (sched_setaffinity, which works in a container where the
+    cgroup plugins do not), so a step that asked for one CPU runs on one."""
     return "\n".join([
         "ClusterName=torchpod",
         f"SlurmctldHost={CONTROLLER}",
@@ -59,7 +66,7 @@ def slurm_conf(nodes: list[str], cpus: int = 1) -> str:
         "SlurmdUser=root",
         "MpiDefault=none",
         "ProctrackType=proctrack/linuxproc",  # cgroup plugins need a writable cgroup tree
-        "TaskPlugin=task/none",
+        "TaskPlugin=task/affinity",
         "JobAcctGatherType=jobacct_gather/none",
         "AccountingStorageType=accounting_storage/none",
         "SchedulerType=sched/backfill",
@@ -73,7 +80,7 @@ def slurm_conf(nodes: list[str], cpus: int = 1) -> str:
         "SlurmdPidFile=/run/slurmd.pid",
         "SlurmctldTimeout=30",
         "SlurmdTimeout=30",
-        f"NodeName={','.join(nodes)} CPUs={cpus} State=UNKNOWN",
+        f"NodeName={','.join(nodes)} CPUs={cpus} RealMemory={memory_mb} State=UNKNOWN",
         "PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
         "",
     ])
@@ -117,6 +124,7 @@ class SlurmCluster:
     env: Mapping[str, str] = field(default_factory=dict)  # set in every container (jobs inherit sbatch's)
     # extra binds in every container, as docker's volumes= takes them (runner.dev_mounts)
     volumes: Mapping[str, dict] = field(default_factory=dict)
+    cpus: int = field(default_factory=lambda: os.cpu_count() or 1)  # each node's, in slurm.conf
     name: str = ""
     containers: dict = field(default_factory=dict)
     _network: Any = None
@@ -133,12 +141,18 @@ class SlurmCluster:
         self._network = self.client.networks.create(self.name, driver="bridge", labels=dict(self.labels))
         self._volume = runner.new_volume(self.client, self.labels, f"{self.name}-shared")
         names = node_names(self.nodes)
-        files = {"/etc/slurm/slurm.conf": (slurm_conf(names).encode(), 0o644),
+        # every CPU the machine has, as the nodes' slurmd finds them (a node declared with more
+        # is drained; with fewer, its jobs cannot show a step bound to fewer CPUs than the node)
+        files = {"/etc/slurm/slurm.conf": (slurm_conf(names, cpus=self.cpus).encode(), 0o644),
                  "/etc/munge/munge.key": (os.urandom(1024), 0o400)}
         for host, role in [(CONTROLLER, "ctld"), *((n, "d") for n in names)]:
             c = self.client.containers.create(
                 self.image, [role], name=f"{self.name}-{host}", hostname=host, labels=dict(self.labels),
                 network=self.name, environment=dict(self.env), shm_size="256m",
+                # a node's root may set the affinity of a task that already runs as the job's user
+                # (task/affinity, sched_setaffinity(2): another user's process needs CAP_SYS_NICE),
+                # as root can on a host; Docker's default set leaves it out
+                cap_add=["SYS_NICE"],
                 volumes={self._volume.name: {"bind": SHARED, "mode": "rw"}, **self.volumes}, detach=True)
             c.put_archive("/", _tar(files))
             self.containers[host] = c

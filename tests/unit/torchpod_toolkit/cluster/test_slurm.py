@@ -13,15 +13,16 @@ def test_every_node_is_declared_once_with_its_cpus_and_every_key_is_set_once(n, 
     nodes = slurm.node_names(n)
     assert nodes == [f"c{i}" for i in range(1, n + 1)] and slurm.CONTROLLER not in nodes
     lines = slurm.slurm_conf(nodes, cpus=cpus).splitlines()
-    assert f"NodeName={','.join(nodes)} CPUs={cpus} State=UNKNOWN" in lines
+    assert f"NodeName={','.join(nodes)} CPUs={cpus} RealMemory={slurm.NODE_MEMORY_MB} State=UNKNOWN" in lines
     keys = [line.split("=", 1)[0] for line in lines if line]
     assert len(keys) == len(set(keys)), keys  # slurmctld takes the last of two: one would be dead
     assert all(line == line.strip() and "=" in line for line in lines if line)
 
 
-def test_slurm_conf_names_every_node_and_no_cgroup_plugin():
+def test_slurm_conf_names_every_node_and_no_cgroup_plugin_and_binds_tasks():
     conf = slurm.slurm_conf(slurm.node_names(3))
     assert "NodeName=c1,c2,c3 " in conf and "SlurmctldHost=slurmctld" in conf
+    assert "TaskPlugin=task/affinity" in conf.splitlines()  # a task runs on the CPUs it asked for
     assert "cgroup" not in conf.replace("# cgroup", "").split("ProctrackType=")[1].split("\n")[0]
 
 
