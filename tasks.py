@@ -29,6 +29,7 @@ from torchpod_toolkit.cluster.demo import WORKLOADS
 from torchpod_toolkit.cluster.topology import SCENARIOS
 from torchpod_toolkit.definitions import DEFAULT_IMAGE
 from torchpod_toolkit.manifests.spec import cli_options as manifest_options
+from torchpod_toolkit.manifests.spec import options as manifest_option_records
 
 ROOT = Path(__file__).resolve().parent
 
@@ -502,7 +503,8 @@ MANIFEST_SHORT = {"name": "a", "etcd_server": "c", "rdma_resource": "d", "preset
                   "runtime": "u", "walltime": "w", "rdzv": "z"}
 
 
-@_task(short=MANIFEST_SHORT, help={name: text for name, _, text in _MANIFEST_OPTIONS})
+@_task(short=MANIFEST_SHORT, help={name: text for name, _, text in _MANIFEST_OPTIONS},
+       iterable=[name for name, how in manifest_option_records() if how.repeat])
 @_signature(_MANIFEST_OPTIONS)
 def manifests(c, **opts):
     """Write a ready-to-submit job for a scheduler: `invoke manifests --scheduler S ... -- train.py ARGS`."""
@@ -528,7 +530,8 @@ def manifests(c, **opts):
                     print(f"{'wrote' if changed else 'unchanged'} {path.relative_to(ROOT)}")
             return
         command = _after_dashes(c, "the script and its arguments", "-- train.py [ARGS...]")
-        spec = JobSpec(command=tuple(command), **{name: opts[name] for name, _, _ in manifest_options()})
+        given = {name: opts[name] for name, _, _ in manifest_options()}
+        spec = JobSpec(command=tuple(command), **{k: tuple(v) if isinstance(v, list) else v for k, v in given.items()})
         outputs = render_mod.render(spec)  # raises on bad input before anything is written
         if not opts["out"]:  # the file alone, for a pipe (kubectl apply -f -, sbatch); notes on stderr
             text, notes = render_mod.printed(outputs)
@@ -606,9 +609,9 @@ def measurements(c, check=False):
 
 
 def _alias(canonical: _Task, path: str) -> _Task:
-    """``canonical`` under the name it had before namespaces: the same body, flags and help,
-    and a first line that names the namespaced form."""
-    alias = _Task(canonical.body, short=canonical.short, help=dict(canonical.help))
+    """``canonical`` under the name it had before namespaces: the same body, flags (repeatable
+    ones too) and help, and a first line that names the namespaced form."""
+    alias = _Task(canonical.body, short=canonical.short, help=dict(canonical.help), iterable=list(canonical.iterable))
     alias.__doc__ = f"Same as {path} (its name before namespaces).\n\n{canonical.__doc__}"
     return alias
 

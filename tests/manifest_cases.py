@@ -8,6 +8,7 @@ import yaml
 from torchpod_toolkit.manifests import jobs
 from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import HPC, KUBE, MNNVL_KINDS, NODE_RANGE_KINDS, JobSpec
+from torchpod_toolkit.manifests.spec import options as spec_options
 
 IMAGE = "registry.example.com/torchpod/pytorch:2.13.0-cuda13.0"
 SITE_LIB_HOST = "/home/user/software/aws-ofi-nccl-1.14.0/lib"
@@ -38,7 +39,18 @@ def _specs() -> list[JobSpec]:
                                preset="hpe-slingshot-gh200" if sched == "pbs-pals" else "",
                                site_lib=SITE_LIB_HOST if sched == "pbs-pals" and runtime != "none" else ""))
     out.append(JobSpec("slurm", 2, IMAGE, ("train.py",), name="efajob", runtime="apptainer", preset="aws-p5"))
+    taken = {name: how.kinds for name, how in spec_options()}
+    for sched in (*KUBE, *HPC):  # what a site asks of every job, where the kind can say it
+        fields = {k: v for k, v in SITE_FIELDS.items() if taken[k] is None or sched in taken[k]}
+        out.append(JobSpec(sched, 2, IMAGE, ("train.py",), name="site", cpus_per_node=24, memory_per_node="200Gi",
+                           runtime="none" if sched == "skypilot" else "", **fields))
     return out
+
+
+# A value for each site option (account, QoS, ..., the job's environment).
+SITE_FIELDS = {"account": "proj-7", "qos": "high", "constraint": "h100&ib", "reservation": "maint",
+               "service_account": "trainer", "priority_class": "training-high", "image_pull_secret": "regcred",
+               "env": ("NCCL_DEBUG=INFO", "NCCL_IB_HCA=mlx5_0,mlx5_1")}
 
 
 SPECS = _specs()

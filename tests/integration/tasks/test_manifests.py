@@ -118,3 +118,12 @@ def test_without_out_a_job_prints_what_its_consumer_reads_from_a_pipe(scheduler,
         assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
     others = [o.name for o in outputs if o is not main]  # Run:ai's CLI line: named on stderr, written with --out
     assert all(f"also {name}: written with --out DIR" in proc.stderr for name in others)
+
+
+@pytest.mark.parametrize("task", ["manifests", "jobs.manifests"])
+def test_a_repeated_flag_keeps_every_value_under_either_task_name(task):
+    proc = invoke(task, "--scheduler", "slurm", "--nodes", "2", "--image", IMAGE, "--runtime", "none",
+                  "--env", "NCCL_DEBUG=INFO", "--env", "NCCL_IB_HCA=mlx5_0,mlx5_1", "--", "train.py")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == render(JobSpec("slurm", 2, IMAGE, ("train.py",), runtime="none",
+                                         env=("NCCL_DEBUG=INFO", "NCCL_IB_HCA=mlx5_0,mlx5_1")))[0].text

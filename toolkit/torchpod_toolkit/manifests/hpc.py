@@ -202,6 +202,12 @@ def _env_pairs(spec: JobSpec) -> list[str]:
     return [f"{ENV_PRESET.name}={spec.preset}"] if spec.preset else []
 
 
+def _user_names(spec: JobSpec) -> tuple[str, ...]:
+    """The names of the job's --env pairs: a runtime that clears the environment is handed
+    each by name, its value set on the node by ``env`` (container_command)."""
+    return tuple(item.partition("=")[0] for item in spec.env)
+
+
 def _enroot_ref(image: str) -> str:
     """enroot's docker:// form separates a registry host from the path with '#'."""
     first = image.split("/", 1)[0]
@@ -302,7 +308,7 @@ def _enroot(spec: JobSpec, forward: tuple[str, ...]) -> list:
     out: list = ["enroot", "start"]
     for b in _binds(spec, forward, flags=False):
         out += ["--mount", b]
-    names = forward + (GPU_SELECTION if spec.gpus_per_node else ())
+    names = forward + (GPU_SELECTION if spec.gpus_per_node else ()) + _user_names(spec)
     for item in [*names, *(NVIDIA_ENV if spec.gpus_per_node else ()), *_env_pairs(spec)]:
         out += ["--env", item]
     # the image's /etc/rc, which enroot import writes for a Docker image, is
@@ -326,7 +332,7 @@ def _podman(spec: JobSpec, forward: tuple[str, ...]) -> list:
     """podman-hpc run passes only what --env names; --gpu (every GPU, in the job's cgroup)
     only for a job that holds GPUs, with the job's selection."""
     out: list = ["podman-hpc", "run", "--rm", *(["--gpu"] if spec.gpus_per_node else [])]
-    for name in forward + (GPU_SELECTION if spec.gpus_per_node else ()):
+    for name in forward + (GPU_SELECTION if spec.gpus_per_node else ()) + _user_names(spec):
         out += ["--env", name]
     return _engine_run(spec, out, forward)
 
@@ -337,7 +343,7 @@ def _docker(spec: JobSpec, forward: tuple[str, ...]) -> list:
     step's GPUs by global id; under PBS and LSF every GPU and the job's selection."""
     out: list = ["docker", "run", "--rm", "--user", Sh(USER_IDS)]
     slurm_gpus = bool(spec.gpus_per_node) and forward == SLURM_VARS
-    names = forward + (GPU_SELECTION if spec.gpus_per_node and not slurm_gpus else ())
+    names = forward + (GPU_SELECTION if spec.gpus_per_node and not slurm_gpus else ()) + _user_names(spec)
     out += [*(["--gpus", "all"] if spec.gpus_per_node and not slurm_gpus else []), "--ulimit", "memlock=-1"]
     for name in names:
         out += ["-e", name]
@@ -356,8 +362,11 @@ def _bare(spec: JobSpec, forward: tuple[str, ...]) -> list:
 
 
 def container_command(spec: JobSpec, forward: tuple[str, ...]) -> list:
-    """The argv that runs torchpod on one node under ``spec.runtime``."""
-    return RUNTIMES[spec.runtime].command(spec, forward)
+    """The argv that runs torchpod on one node under ``spec.runtime``, after ``env`` with the
+    job's --env pairs: each pair one argv word, whatever it holds (Apptainer passes the
+    environment through; enroot, podman and docker are handed the names)."""
+    command = RUNTIMES[spec.runtime].command(spec, forward)
+    return ["env", *spec.env, *command] if spec.env else command
 
 
 @dataclass(frozen=True)
@@ -457,6 +466,9 @@ def _slurm_directives(spec: JobSpec) -> list[str]:
     lines.append(f"#SBATCH --time={spec.walltime}")
     if spec.queue:
         lines.append(f"#SBATCH --partition={spec.queue}")
+    for name in ("account", "qos", "constraint", "reservation"):  # spec.check held each to its grammar
+        if getattr(spec, name):
+            lines.append(f"#SBATCH --{name}={getattr(spec, name)}")
     if spec.requeue_lead:
         lead = int(spec.requeue_lead)  # spec.check made it a whole number; int() keeps any other text out
         lines += [f"#SBATCH --signal=B:USR1@{lead}", "#SBATCH --requeue", "#SBATCH --open-mode=append"]
@@ -482,7 +494,7 @@ def _slurm_launch(spec: JobSpec, step: list) -> list[str]:
                     "# CUDA_VISIBLE_DEVICES then keep the job to its own GPUs",
                     "export " + " ".join(NVIDIA_ENV)]
         return [*gpus, "# one launcher per node, through pyxis; pyxis does not run the image's ENTRYPOINT,",
-                "# so torchpod is named", line([*run, *_torchpod(spec)])]
+                "# so torchpod is named", line([*run, *(["env", *spec.env] if spec.env else []), *_torchpod(spec)])]
     return ["# one launcher per node (torchpod starts the node's GPU processes itself)",
             line([*step, *container_command(spec, SLURM_VARS)])]
 
@@ -520,6 +532,8 @@ def pbs_script(spec: JobSpec, header: list[str]) -> str:
              f"#PBS -l walltime={spec.walltime}"]
     if spec.queue:
         lines.append(f"#PBS -q {spec.queue}")
+    if spec.account:
+        lines.append(f"#PBS -A {spec.account}")
     lines += ["#PBS -j oe", *header, "set -euo pipefail", 'cd "$PBS_O_WORKDIR"', ""]
     cmd = container_command(spec, PBS_VARS)
     if pals:
@@ -590,6 +604,8 @@ def lsf_script(spec: JobSpec, header: list[str]) -> str:
     lines.append(f"#BSUB -W {_lsf_walltime(spec.walltime)}")
     if spec.queue:
         lines.append(f"#BSUB -q {spec.queue}")
+    if spec.account:  # LSF charges a job to its project (bsub -P)
+        lines.append(f"#BSUB -P {spec.account}")
     lines += [f"#BSUB -o {_label(spec.name)}-%J.out", *header, "set -euo pipefail", ""]
     fan = ["blaunch", "-u", Sh('"$LSB_DJOB_HOSTFILE"'), "-no-shell"]
     prep = prepare(spec, fan)
@@ -618,7 +634,10 @@ def skypilot_task(spec: JobSpec) -> dict:
                    "memory": resources.skypilot_gb(node.memory_mi)}
     if spec.gpus_per_node:
         asked["accelerators"] = f"{SKYPILOT_GPU}:{spec.gpus_per_node}"
-    return {"name": _label(spec.name), "num_nodes": spec.nodes, "resources": asked, "workdir": ".",
+    task: dict = {"name": _label(spec.name), "num_nodes": spec.nodes, "resources": asked, "workdir": "."}
+    if spec.env:  # SkyPilot sets them for `run` (task envs)
+        task["envs"] = dict(item.partition("=")[::2] for item in spec.env)
+    return {**task,
             "run": line(_bare(spec, ()))}
 
 

@@ -50,15 +50,19 @@ def launcher_args(spec: JobSpec, *, rdzv_from_operator: bool = False) -> list[st
     return args + [*options, "--", *words]
 
 
+def user_env(spec: JobSpec) -> list[Obj]:
+    """The preset's name and the job's --env pairs, as a container's env entries."""
+    env: list[Obj] = [{"name": ENV_PRESET.name, "value": spec.preset}] if spec.preset else []
+    return env + [dict(zip(("name", "value"), item.split("=", 1))) for item in spec.env]
+
+
 def _downward(name: str, path: str) -> Obj:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
 def container(spec: JobSpec, *, name: str = CONTAINER, args: list[str] | None = None,
               downward: tuple[tuple[str, str], ...] = (), port_name: str | None = PORT_NAME) -> Obj:
-    env: list[Obj] = []
-    if spec.preset:
-        env.append({"name": ENV_PRESET.name, "value": spec.preset})
+    env = user_env(spec)
     env += [_downward(n, p) for n, p in downward]
     node = spec.per_node  # CPUs and memory always: a pod that requests nothing runs BestEffort
     resources: dict[str, str] = {"cpu": str(node.cpus), "memory": resources_mod.kube_quantity(node.memory_mi)}
@@ -128,12 +132,25 @@ def volumes(spec: JobSpec) -> list[Obj]:
     return out
 
 
+def site_pod_fields(spec: JobSpec) -> Obj:
+    """--service-account, --priority-class and --image-pull-secret as pod fields."""
+    out: Obj = {}
+    if spec.service_account:
+        out["serviceAccountName"] = spec.service_account
+    if spec.priority_class:
+        out["priorityClassName"] = spec.priority_class
+    if spec.image_pull_secret:
+        out["imagePullSecrets"] = [{"name": spec.image_pull_secret}]
+    return out
+
+
 def pod_spec(spec: JobSpec, **container_kw) -> Obj:
     pod: Obj = {}
     if spec.rdma == "hostnetwork":
         pod["hostNetwork"] = True
         pod["dnsPolicy"] = "ClusterFirstWithHostNet"  # keep cluster DNS: peers are found by service names
     pod["terminationGracePeriodSeconds"] = 30  # torchpod forwards SIGTERM to the workers
+    pod.update(site_pod_fields(spec))
     pod["securityContext"] = pod_security_context(spec)
     pod["containers"] = [container(spec, **container_kw)]
     pod["volumes"] = volumes(spec)
@@ -257,8 +274,8 @@ def train_job(spec: JobSpec) -> Obj:
                     # The TrainJob's own field, kept when v2.2 removed the runtime's
                     # mlPolicy.torch.numProcPerNode (kubeflow/trainer#3239; operators.trainer_nproc)
                     "numProcPerNode": spec.nproc}
-    if spec.preset:
-        trainer["env"] = [{"name": ENV_PRESET.name, "value": spec.preset}]
+    if user_env(spec):
+        trainer["env"] = user_env(spec)
     resources = container(spec).get("resources")
     if resources:
         trainer["resourcesPerNode"] = resources
@@ -268,7 +285,7 @@ def train_job(spec: JobSpec) -> Obj:
         node_container["securityContext"] = security
     patch = {"manager": "torchpod", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{
         "name": "node", "template": {"spec": {"template": {"spec": {
-            "securityContext": pod_security_context(spec), "containers": [node_container],
+            **site_pod_fields(spec), "securityContext": pod_security_context(spec), "containers": [node_container],
             "volumes": volumes(spec)}}}}}]}}}}
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": _meta(spec),
@@ -302,8 +319,8 @@ def runai_command(spec: JobSpec) -> list[str]:
         argv += ["--capability", "IPC_LOCK"]
     if spec.rdma == "device-plugin":
         argv += ["--extended-resource", f"{spec.rdma_resource}=1"]
-    if spec.preset:
-        argv += ["-e", f"{ENV_PRESET.name}={spec.preset}"]
+    for entry in user_env(spec):
+        argv += ["-e", f"{entry['name']}={entry['value']}"]
     return argv + ["--", *launcher_args(spec)]
 
 

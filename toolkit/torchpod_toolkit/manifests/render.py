@@ -16,6 +16,7 @@ import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from torchpod.contract import ENV_PRESET, SITE_DEPS
 from torchpod.errors import InputError, RuntimeFailure
@@ -43,6 +44,8 @@ def invoke_line(spec: JobSpec) -> str:
             continue  # at its default here (spec.check refuses any other value)
         if isinstance(value, bool):
             argv += [flag(name)] if value else []
+        elif how.repeat:
+            argv += [word for item in value for word in (flag(name), item)]
         else:
             argv += [flag(name), option_text(spec, name)]
     return " ".join(hpc.quote(a, ascii_only=True) for a in [*argv, "--", *spec.command])
@@ -304,9 +307,11 @@ def _parser():
             raise InputError(f"{message}; expected the flags of `invoke manifests`")
 
     p = Parser(prog="invoke manifests", add_help=False, allow_abbrev=False)
-    for name, _ in options():
+    for name, how in options():
         if isinstance(default(name), bool):
             p.add_argument(flag(name), dest=name, action="store_true")
+        elif how.repeat:
+            p.add_argument(flag(name), dest=name, action="append")
         else:
             p.add_argument(flag(name), dest=name)
     return p
@@ -329,7 +334,9 @@ def parse_invoke_line(line: str) -> JobSpec:
     for name in required():
         if name not in given:
             raise InputError(f"the line has no {flag(name)}; expected a full `invoke manifests` line")
-    return JobSpec(command=tuple(command), **given)
+    repeated = {name for name, how in options() if how.repeat}
+    fields: dict[str, Any] = {k: tuple(v) if k in repeated else v for k, v in given.items()}
+    return JobSpec(command=tuple(command), **fields)
 
 
 def _existing(path: Path, limit: int) -> bytes | None:

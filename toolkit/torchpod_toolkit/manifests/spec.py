@@ -13,7 +13,7 @@ from typing import Callable
 
 from torchpod import preflight
 from torchpod.arch import normalise_arch
-from torchpod.contract import ETCD_PORT, PREFLIGHT_MODULE, SITE_LIB
+from torchpod.contract import ENV_COMMAND, ENV_PRESET, ETCD_PORT, GPU_VARS, PREFLIGHT_MODULE, SCHEDULER_VARS, SITE_LIB
 from torchpod.errors import InputError
 from torchpod.fabric import by_name as fabric_record
 from torchpod.fabric import presets as presets_mod
@@ -32,6 +32,11 @@ RDZV = ("c10d", "etcd")
 # a SkyPilot task have neither.
 QUEUE_KINDS = ("volcano", "volcano-master", "slurm", "pbs", "pbs-pals", "lsf")
 BATCH_KINDS = ("slurm", "pbs", "pbs-pals", "lsf")
+# The kinds whose pod template this file writes in full: the Run:ai CLI line (the file run:ai
+# submits) has no flag for a service account, a pull secret or a priority class, and a
+# TrainJob's runtimePatches take no priorityClassName (trainer v2.3 CRD, PodSpecPatch).
+POD_KINDS = tuple(k for k in jobs.KUBE if k != "runai")
+PRIORITY_KINDS = tuple(k for k in POD_KINDS if k != "trainer")
 RUNTIMES = jobs.RUNTIMES  # one record per container runtime: hpc.RUNTIMES
 
 
@@ -139,6 +144,7 @@ class Option:
     # the kinds whose job can express it (None: every kind); any other kind refuses a value
     # other than the default in one line, never drops it (spec.check, _check_taken)
     kinds: tuple[str, ...] | None = None
+    repeat: bool = False  # the flag may be given again for another value (a tuple field)
 
 
 def option(default=MISSING, **how):
@@ -229,6 +235,18 @@ class JobSpec:
                                            "node's where the job holds it alone, else "
                                            f"{resources.MEMORY_PER_GPU_MI // 1024}Gi per GPU "
                                            f"({resources.CPU_JOB_MEMORY_MI // 1024}Gi for a CPU job)")
+    # what a site asks of every job: who pays, which service level, which nodes
+    account: str = option("", help="the account the job is charged to: Slurm --account, PBS -A, LSF -P",
+                          kinds=BATCH_KINDS)
+    qos: str = option("", help="Slurm quality of service (--qos)", kinds=("slurm",))
+    constraint: str = option("", help="Slurm node features, e.g. h100&ib (--constraint)", kinds=("slurm",))
+    reservation: str = option("", help="Slurm reservation (--reservation)", kinds=("slurm",))
+    service_account: str = option("", help="the pods' Kubernetes service account", kinds=POD_KINDS)
+    priority_class: str = option("", help="the pods' PriorityClass", kinds=PRIORITY_KINDS)
+    image_pull_secret: str = option("", help="the Secret the kubelet pulls the image with", kinds=POD_KINDS)
+    # NAME=VALUE pairs set for torchpod and the workers on every node (check_env)
+    env: tuple[str, ...] = option((), help="NAME=VALUE set on every node for torchpod and its workers "
+                                           "(repeat the flag for more)", repeat=True)
     # No flag of its own: `--nodes MIN:MAX` sets it. None: the job runs on exactly ``nodes``.
     min_nodes: int | None = None
 
@@ -321,6 +339,8 @@ def cli_options() -> list[tuple[str, object, str]]:
     for name, how in options():
         value = default(name)
         task_default = how.cli_default if how.cli_default is not None else str(value) if how.count else value
+        if how.repeat:  # invoke's iterable flag: None makes it a list, [] when never given
+            task_default = None
         out.append((name, task_default, how.help))
     return out
 
@@ -483,6 +503,56 @@ def _check_names(spec: JobSpec) -> None:
                          "characters)")
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}", _A)
+_FEATURES = re.compile(r"[A-Za-z0-9_.-]+(?:[&|][A-Za-z0-9_.-]+)*", _A)
+# Names a job's environment must leave to the job and its scheduler: what the launcher's
+# detectors and torchrun read (a user's value would be a second, wrong answer), the GPU
+# selection, and what the manifests set themselves (--preset names the preset).
+RESERVED_ENV = frozenset({*(n for names in SCHEDULER_VARS.values() for n in names), *GPU_VARS,
+                          "NVIDIA_DRIVER_CAPABILITIES", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK",
+                          "LOCAL_RANK", "NODE_RANK", ENV_PRESET.name, ENV_COMMAND})
+
+
+def check_env(items) -> tuple[str, ...]:
+    """--env NAME=VALUE, each: a shell-style NAME not reserved (RESERVED_ENV, PET_*) and not
+    given twice, and any VALUE an argv can carry (no NUL, valid Unicode)."""
+    seen: set[str] = set()
+    for item in items:
+        if not isinstance(item, str) or "=" not in item:
+            raise InputError(f"--env={item!r}; expected NAME=VALUE, e.g. --env NCCL_DEBUG=INFO")
+        name, _, value = item.partition("=")
+        if not _ENV_NAME.fullmatch(name):
+            raise InputError(f"--env={item[:80]!r} has name {name[:80]!r}; expected letters, digits and '_', not "
+                             "starting with a digit (at most 128)")
+        if name in RESERVED_ENV or name.startswith("PET_"):
+            raise InputError(f"--env={name}=...: {name} is set by the job and its scheduler, and torchpod reads it; "
+                             "expected another name (--preset, --nodes and torchrun's options say what it holds)")
+        if name in seen:
+            raise InputError(f"--env {name} is given twice; expected each name once")
+        seen.add(name)
+        check_command((value,), empty_ok=True) if value else None
+    return tuple(items)
+
+
+def _check_site_fields(spec: JobSpec) -> None:
+    """The account, QoS, reservation and constraint a batch system reads from a directive
+    line, and the Kubernetes names (service account, priority class, pull secret)."""
+    for name in ("account", "qos", "reservation"):
+        value = getattr(spec, name)
+        if value and (not isinstance(value, str) or not _QUEUE.fullmatch(value) or len(value) > 63):
+            raise InputError(f"{flag(name)}={value!r}; expected a name of a letter or digit, then letters, digits, "
+                             "'_', '.', '-' (at most 63)")
+    if spec.constraint and (not isinstance(spec.constraint, str) or not _FEATURES.fullmatch(spec.constraint)
+                            or len(spec.constraint) > 256):
+        raise InputError(f"--constraint={spec.constraint!r}; expected node features of letters, digits, '_', "
+                         "'.', '-' joined by '&' or '|', e.g. h100&ib (at most 256)")
+    for name in ("service_account", "priority_class", "image_pull_secret"):
+        value = getattr(spec, name)
+        if value and (not isinstance(value, str) or not _DNS1123_SUBDOMAIN.fullmatch(value) or len(value) > 253):
+            raise InputError(f"{flag(name)}={value!r}; expected a Kubernetes object name (a DNS-1123 subdomain: "
+                             "lower-case letters, digits, '-', '.'; at most 253)")
+
+
 def _check_resource(value) -> None:
     """A Kubernetes extended resource: a DNS-1123 subdomain prefix (at most 253), '/', a
     qualified name (at most 63)."""
@@ -530,6 +600,8 @@ def check(spec: JobSpec) -> JobSpec:
         raise InputError(f"--nodes={spec.nodes} with --scheduler volcano-master; expected 2 or more "
                          "(one master task and at least one worker), or --scheduler volcano")
     _check_names(spec)
+    _check_site_fields(spec)
+    spec = replace(spec, env=check_env(spec.env))
     _check_requeue(spec)
     _check_ids(spec)
     if spec.rdma not in RDMA:

@@ -35,7 +35,7 @@ def test_hpc_script_starts_one_launcher_per_node(spec):
     if spec.scheduler == "slurm":
         assert line.startswith("srun --ntasks-per-node=1") and "#SBATCH --ntasks-per-node=1" in text
     elif spec.scheduler == "lsf":
-        assert line.startswith('blaunch -u "$LSB_DJOB_HOSTFILE" -no-shell ') and '#BSUB -R "span[ptile=1]"' in text
+        assert line.startswith('blaunch -u "$LSB_DJOB_HOSTFILE" -no-shell ') and '#BSUB -R "span[ptile=1]' in text
         assert "LSB_DJOB_HOSTFILE:" in line or spec.runtime == "none"  # the host file reaches the container
     elif spec.scheduler == "pbs-pals":
         assert line.startswith('mpiexec -n "$NNODES" --ppn 1') and ":mpiprocs=1" in text

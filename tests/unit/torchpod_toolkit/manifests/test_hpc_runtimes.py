@@ -244,3 +244,22 @@ def test_cancelling_a_docker_job_stops_its_containers(scheduler, tmp_path):
     stopped = [c.args[0] for c in stubs.read_log(log) if c.name == "container-stopped"]
     assert stopped == [name.removeprefix("container-") for name in boxes], (stopped, boxes)
     assert all(name.startswith("container-torchpod-7") for name in boxes), boxes  # named for the job
+
+
+# values the shell, a runtime's own flag parser (Apptainer's --env and srun's --export split
+# on ','), or a comment would take apart: each must reach torchpod whole
+USER_ENV = ("NCCL_DEBUG=INFO", "NCCL_IB_HCA=mlx5_0,mlx5_1", "NOTE=two words $(id) `id` 'q' \"d\"", "EMPTY=")
+
+
+@pytest.mark.parametrize("scheduler,runtime", COMBOS)
+def test_the_jobs_env_reaches_torchpod_on_every_node_exactly(scheduler, runtime, tmp_path):
+    spec = JobSpec(scheduler=scheduler, runtime=runtime, nodes=len(NODES), image=IMAGE, command=("train.py",),
+                   env=USER_ENV)
+    proc, calls, nodefile = run(spec, tmp_path)
+    assert proc.returncode == 0 and proc.stderr == "", (proc.returncode, proc.stderr, calls)
+    envs = environments(calls)
+    assert len(envs) == len(NODES), calls
+    want = dict(item.split("=", 1) for item in USER_ENV)
+    for node, env in enumerate(envs):
+        assert {k: env.get(k) for k in want} == want, (node, {k: env.get(k) for k in want})
+        assert detected(scheduler, env, node, nodefile)[1:] == (node, len(NODES))  # detection as without them

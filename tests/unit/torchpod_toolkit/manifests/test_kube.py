@@ -14,7 +14,7 @@ import yaml
 
 from torchpod.torchrun_flags import split_command_line
 from torchpod_toolkit.manifests import jobs, kube, operators
-from torchpod_toolkit.manifests.spec import MNNVL_KINDS, JobSpec, check
+from torchpod_toolkit.manifests.spec import KUBE, MNNVL_KINDS, JobSpec, check
 
 from manifest_cases import IMAGE, KUBE_SPECS, documents, spec_id
 from paths import ROOT
@@ -213,3 +213,21 @@ def test_every_pod_of_a_preflight_job_runs_the_preflight_module(kind):
         inv = split_command_line(list(pod.args[1:]))
         assert "--module" in inv.passthrough
         assert (inv.script, inv.script_args) == ("torchpod.preflight", ("--floor-gbps", "50"))
+
+
+@pytest.mark.parametrize("kind", [k for k in KUBE if k != "runai"])
+def test_the_sites_pod_fields_and_the_jobs_env_reach_every_pod(kind):
+    spec = next(s for s in KUBE_SPECS if s.scheduler == kind and s.name == "site")
+    job = documents(spec)[-1]
+    pods = [t["spec"] for t in (_pod_templates(job) or [])]
+    if kind == "trainer":  # the TrainJob's patch of the runtime's pod template, and its trainer's env
+        patch = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
+        pods = [patch["template"]["spec"]["template"]["spec"]]
+        envs = [job["spec"]["trainer"]["env"]]
+    else:
+        envs = [p["containers"][0]["env"] for p in pods]
+    assert pods and all(p["serviceAccountName"] == "trainer" and p["imagePullSecrets"] == [{"name": "regcred"}]
+                        for p in pods)
+    assert all(p.get("priorityClassName") == ("training-high" if kind != "trainer" else None) for p in pods)
+    want = [{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "NCCL_IB_HCA", "value": "mlx5_0,mlx5_1"}]
+    assert envs and all(e[:2] == want for e in envs), envs

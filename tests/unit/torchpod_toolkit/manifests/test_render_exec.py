@@ -321,6 +321,8 @@ def hpc_request(draw, scheduler: str, runtime: str, hostile_field: str | None = 
     elif hostile_field == "image":
         fields["image"] = draw(st.one_of(TEXT.map(lambda t: IMAGE + t), TEXT.map(lambda t: "registry.example.com/"
                                                                               "t/p:" + t), TEXT))
+    elif hostile_field == "env":  # a hostile value under a good name, or a hostile pair
+        fields["env"] = (draw(st.one_of(TEXT.map(lambda t: "NOTE=" + t), TEXT)),)
     elif hostile_field:
         fields[hostile_field] = draw(TEXT)
     fields["rdzv"] = "etcd" if fields["etcd_endpoint"] else "c10d"
@@ -334,7 +336,8 @@ def test_any_argv_reaches_torchpod_exactly(scheduler, runtime, data, locale):
     check_hpc(data.draw(hpc_request(scheduler, runtime)), locale)
 
 
-HOSTILE_FIELDS = ["image", "site_lib", "queue", "name", "etcd_endpoint", "walltime", "memory_per_node"]
+HOSTILE_FIELDS = ["image", "site_lib", "queue", "name", "etcd_endpoint", "walltime", "memory_per_node", "env",
+                  "account"]
 
 
 @pytest.mark.parametrize("scheduler,runtime", COMBOS)
@@ -417,13 +420,16 @@ def kube_request(draw) -> JobSpec:
     elif rdzv == "etcd-server":
         fields.update(rdzv="etcd", etcd_server=True)
     hostile = draw(st.sampled_from([None] * 6 + ["image", "name", "namespace", "project", "queue", "etcd_endpoint",
-                                    "rdma_resource", "preset", "memory_per_node"]))
+                                    "rdma_resource", "preset", "memory_per_node", "env", "service_account",
+                                    "image_pull_secret"]))
     if hostile == "image":
         fields["image"] = draw(st.one_of(TEXT.map(lambda t: IMAGE + t), TEXT))
     elif hostile == "etcd_endpoint":
         fields.update(rdzv="etcd", etcd_server=False, etcd_endpoint=draw(TEXT.map(lambda t: t + ":2379")))
     elif hostile == "rdma_resource":
         fields.update(rdma="device-plugin", rdma_resource=draw(TEXT.map(lambda t: "rdma/" + t)))
+    elif hostile == "env":
+        fields["env"] = (draw(st.one_of(TEXT.map(lambda t: "NOTE=" + t), TEXT)),)
     elif hostile:
         fields[hostile] = draw(TEXT)
     return JobSpec(**fields)

@@ -246,7 +246,10 @@ _GIVEN = {
     "pod_security": dict(pod_security="restricted", rdma="hostnetwork"),
     "run_as_user": dict(run_as_user=2000), "run_as_group": dict(run_as_group=2000), "fs_group": dict(fs_group=2000),
     "workload": dict(workload="preflight", command=()), "cpus_per_node": dict(cpus_per_node=12),
-    "memory_per_node": dict(memory_per_node="96Gi"),
+    "memory_per_node": dict(memory_per_node="96Gi"), "account": dict(account="proj-1"), "qos": dict(qos="high"),
+    "constraint": dict(constraint="h100&ib"), "reservation": dict(reservation="maint"),
+    "service_account": dict(service_account="trainer"), "priority_class": dict(priority_class="high"),
+    "image_pull_secret": dict(image_pull_secret="regcred"), "env": dict(env=("NCCL_DEBUG=INFO", "A=x,y z")),
 }
 _ALWAYS_GIVEN = {"scheduler", "nodes", "image"}  # positional: every job names them
 
