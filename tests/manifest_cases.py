@@ -42,6 +42,8 @@ def _specs() -> list[JobSpec]:
     taken = {name: how.kinds for name, how in spec_options()}
     for sched in (*KUBE, *HPC):  # what a site asks of every job, where the kind can say it
         fields = {k: v for k, v in SITE_FIELDS.items() if taken[k] is None or sched in taken[k]}
+        if sched in KUBE and "volume" in fields:  # a pod takes every source; a batch job a host path
+            fields["volume"] = (*fields["volume"], "pvc:checkpoints:/ckpt", "configmap:train-code:/workspace")
         out.append(JobSpec(sched, 2, IMAGE, ("train.py",), name="site", cpus_per_node=24, memory_per_node="200Gi",
                            runtime="none" if sched == "skypilot" else "", **fields))
     return out
@@ -50,7 +52,10 @@ def _specs() -> list[JobSpec]:
 # A value for each site option (account, QoS, ..., the job's environment).
 SITE_FIELDS = {"account": "proj-7", "qos": "high", "constraint": "h100&ib", "reservation": "maint",
                "service_account": "trainer", "priority_class": "training-high", "image_pull_secret": "regcred",
-               "env": ("NCCL_DEBUG=INFO", "NCCL_IB_HCA=mlx5_0,mlx5_1")}
+               "env": ("NCCL_DEBUG=INFO", "NCCL_IB_HCA=mlx5_0,mlx5_1"),
+               "volume": ("hostpath:/scratch/datasets:/data:ro",), "workdir": "/workspace",
+               "node_selector": ("nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3",),
+               "toleration": ("nvidia.com/gpu:NoSchedule", "dedicated=ml:NoExecute")}
 
 
 SPECS = _specs()

@@ -285,6 +285,8 @@ def _binds(spec: JobSpec, forward: tuple[str, ...], *, flags: bool = True) -> li
         if any(ch in host or ch in inside for ch in ",:"):
             raise ValueError(f"bind path {host!r} -> {inside!r} reached hpc.py unchecked")
         out.append(f"{host}:{inside}:ro" if flags else f"{host}:{inside}")
+    for v in spec.volumes:  # --volume hostpath:..., paths podfields held to its grammar (no ',' or ':')
+        out.append(f"{v.source}:{v.path}:ro" if flags and v.read_only else f"{v.source}:{v.path}")
     return out
 
 

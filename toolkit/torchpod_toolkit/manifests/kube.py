@@ -87,7 +87,11 @@ def container(spec: JobSpec, *, name: str = CONTAINER, args: list[str] | None = 
         mounts.append({"name": "devinf", "mountPath": "/dev/infiniband"})
     for i, (_, inside) in enumerate(spec.fabric_binds()):
         mounts.append({"name": f"site-{i}", "mountPath": inside, "readOnly": True})
+    for i, v in enumerate(spec.volumes):  # --volume
+        mounts.append({"name": f"volume-{i}", "mountPath": v.path, **({"readOnly": True} if v.read_only else {})})
     c["volumeMounts"] = mounts
+    if spec.workdir:
+        c["workingDir"] = spec.workdir
     return c
 
 
@@ -129,11 +133,24 @@ def volumes(spec: JobSpec) -> list[Obj]:
         out.append({"name": "devinf", "hostPath": {"path": "/dev/infiniband", "type": "Directory"}})
     for i, (host, _) in enumerate(spec.fabric_binds()):  # the node's aws-ofi-nccl and libfabric
         out.append({"name": f"site-{i}", "hostPath": {"path": host, "type": "Directory"}})
+    for i, v in enumerate(spec.volumes):
+        out.append({"name": f"volume-{i}", **_volume_source(v)})
     return out
 
 
+def _volume_source(v) -> Obj:
+    """A --volume's source: the claim (read-only when the mount is), the host directory
+    (which must exist), or the ConfigMap (its keys as files)."""
+    if v.kind == "pvc":
+        return {"persistentVolumeClaim": {"claimName": v.source, **({"readOnly": True} if v.read_only else {})}}
+    if v.kind == "hostpath":
+        return {"hostPath": {"path": v.source, "type": "Directory"}}
+    return {"configMap": {"name": v.source}}
+
+
 def site_pod_fields(spec: JobSpec) -> Obj:
-    """--service-account, --priority-class and --image-pull-secret as pod fields."""
+    """--service-account, --priority-class, --image-pull-secret, --node-selector and
+    --toleration as pod fields."""
     out: Obj = {}
     if spec.service_account:
         out["serviceAccountName"] = spec.service_account
@@ -141,6 +158,10 @@ def site_pod_fields(spec: JobSpec) -> Obj:
         out["priorityClassName"] = spec.priority_class
     if spec.image_pull_secret:
         out["imagePullSecrets"] = [{"name": spec.image_pull_secret}]
+    if spec.node_selector:
+        out["nodeSelector"] = dict(item.split("=", 1) for item in spec.node_selector)
+    if spec.toleration:
+        out["tolerations"] = [t.as_object() for t in spec.tolerations]
     return out
 
 

@@ -155,11 +155,30 @@ def header(spec: JobSpec, filename: str) -> list[str]:
                      f"{spec.compute_domain_channel} (needs NVIDIA's DRA driver for GPUs >= 25.3, Kubernetes >= 1.32 "
                      f"with DRA, {MNNVL_OPERATORS[spec.scheduler]}); GB200 nodes are aarch64: the image must have "
                      "a linux/arm64 build")
+    lines += script_source(spec)
     lines.append(f"Regenerate: {invoke_line(spec)}")
     for line in lines:  # spec.check's grammars make this hold; a bug must not write a file
         if not all(" " <= ch <= "~" for ch in line):
             raise InputError(f"a header line would hold a character outside printable ASCII: {line!r}")
     return ["# " + line for line in lines]
+
+
+# The image's working directory (docker/Dockerfile WORKDIR): where a pod starts without --workdir.
+IMAGE_WORKDIR = "/workspace"
+
+
+def script_source(spec: JobSpec) -> list[str]:
+    """A note for a Kubernetes job whose script is a relative path with no --volume at (or
+    above) the working directory: nothing in the manifest puts it there, so it must be in
+    the image. (An HPC job binds its submit directory there; an absolute path says itself.)"""
+    if not spec.kube or spec.workload != "train" or spec.command[0].startswith("/"):
+        return []
+    workdir = spec.workdir.rstrip("/") or "/" if spec.workdir else IMAGE_WORKDIR
+    if any(workdir == v.path or workdir.startswith(v.path.rstrip("/") + "/") for v in spec.volumes):
+        return []
+    script = hpc.quote(spec.command[0], ascii_only=True)
+    return [f"Script: {script} is read from {workdir} in the container, where nothing here mounts it: it must be "
+            f"in the image there, or mounted with --volume (e.g. pvc:CLAIM:{workdir} or configmap:NAME:{workdir})"]
 
 
 def printed(outputs: list[Output]) -> tuple[str, list[str]]:

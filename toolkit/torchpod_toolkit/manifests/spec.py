@@ -18,7 +18,7 @@ from torchpod.errors import InputError
 from torchpod.fabric import by_name as fabric_record
 from torchpod.fabric import presets as presets_mod
 
-from . import jobs, resources
+from . import jobs, podfields, resources
 
 # Kubernetes schedulers render YAML; HPC schedulers render a batch script: jobs.KINDS.
 KUBE, HPC = jobs.KUBE, jobs.HPC
@@ -37,6 +37,11 @@ BATCH_KINDS = ("slurm", "pbs", "pbs-pals", "lsf")
 # TrainJob's runtimePatches take no priorityClassName (trainer v2.3 CRD, PodSpecPatch).
 POD_KINDS = tuple(k for k in jobs.KUBE if k != "runai")
 PRIORITY_KINDS = tuple(k for k in POD_KINDS if k != "trainer")
+# A TrainJob's trainer and its runtimePatches' containers have no workingDir (trainer v2.3 CRD).
+WORKDIR_KINDS = PRIORITY_KINDS
+# Volumes: the pods' (a PVC, a host path, a ConfigMap), or a host path bound into an HPC job's
+# container (spec.check refuses the others there, and a job with no container to bind into).
+VOLUME_KINDS = (*POD_KINDS, *BATCH_KINDS)
 RUNTIMES = jobs.RUNTIMES  # one record per container runtime: hpc.RUNTIMES
 
 
@@ -244,6 +249,17 @@ class JobSpec:
     service_account: str = option("", help="the pods' Kubernetes service account", kinds=POD_KINDS)
     priority_class: str = option("", help="the pods' PriorityClass", kinds=PRIORITY_KINDS)
     image_pull_secret: str = option("", help="the Secret the kubelet pulls the image with", kinds=POD_KINDS)
+    volume: tuple[str, ...] = option((), help="a volume mounted in every container: pvc:CLAIM:/MOUNT[:ro], "
+                                              "hostpath:/HOST/PATH:/MOUNT[:ro] or configmap:NAME:/MOUNT (repeat "
+                                              "the flag for more; HPC jobs bind host paths)",
+                                     repeat=True, kinds=VOLUME_KINDS)
+    workdir: str = option("", help="the container's working directory (default: the image's, /workspace)",
+                          kinds=WORKDIR_KINDS)
+    node_selector: tuple[str, ...] = option((), help="KEY=VALUE: run the pods only on nodes with that label "
+                                                     "(repeat the flag for more)", repeat=True, kinds=POD_KINDS)
+    toleration: tuple[str, ...] = option((), help="KEY[=VALUE]:EFFECT: the pods tolerate that taint, e.g. "
+                                                  "nvidia.com/gpu:NoSchedule (repeat the flag for more)",
+                                         repeat=True, kinds=POD_KINDS)
     # NAME=VALUE pairs set for torchpod and the workers on every node (check_env)
     env: tuple[str, ...] = option((), help="NAME=VALUE set on every node for torchpod and its workers "
                                            "(repeat the flag for more)", repeat=True)
@@ -298,6 +314,15 @@ class JobSpec:
         if self.workload == "preflight":
             return ("--module",), (PREFLIGHT_MODULE, *self.command)
         return (), self.command
+
+    @property
+    def volumes(self) -> tuple[podfields.Volume, ...]:
+        """The --volume records (podfields.parse_volumes)."""
+        return podfields.parse_volumes(self.volume)
+
+    @property
+    def tolerations(self) -> tuple[podfields.Toleration, ...]:
+        return tuple(podfields.parse_toleration(t) for t in self.toleration)
 
     @property
     def per_node(self) -> resources.PerNode:
@@ -553,6 +578,20 @@ def _check_site_fields(spec: JobSpec) -> None:
                              "lower-case letters, digits, '-', '.'; at most 253)")
 
 
+def _check_pod_fields(spec: JobSpec) -> None:
+    """--volume, --workdir, --node-selector and --toleration in their grammars; an HPC job
+    binds host paths alone (no PVC or ConfigMap outside Kubernetes)."""
+    volumes = spec.volumes
+    podfields.parse_selectors(spec.node_selector)
+    _ = spec.tolerations
+    if spec.workdir:
+        podfields.check_workdir(spec.workdir)
+    other = next((v for v in volumes if v.kind != "hostpath"), None)
+    if not spec.kube and other is not None:
+        raise InputError(f"--volume {other.kind}:{other.source}:{other.path} with --scheduler {spec.scheduler}: "
+                         "a PVC or ConfigMap is a Kubernetes object; expected hostpath:/HOST/PATH:/MOUNT here")
+
+
 def _check_resource(value) -> None:
     """A Kubernetes extended resource: a DNS-1123 subdomain prefix (at most 253), '/', a
     qualified name (at most 63)."""
@@ -601,7 +640,9 @@ def check(spec: JobSpec) -> JobSpec:
                          "(one master task and at least one worker), or --scheduler volcano")
     _check_names(spec)
     _check_site_fields(spec)
-    spec = replace(spec, env=check_env(spec.env))
+    spec = replace(spec, env=check_env(spec.env), volume=tuple(spec.volume), node_selector=tuple(spec.node_selector),
+                   toleration=tuple(spec.toleration))
+    _check_pod_fields(spec)
     _check_requeue(spec)
     _check_ids(spec)
     if spec.rdma not in RDMA:
@@ -802,6 +843,10 @@ def _check_kind_limits(spec: JobSpec) -> None:
 
 
 def _check_site(spec: JobSpec, runtime: str) -> None:
+    if spec.volume and not spec.kube and runtime == "none":
+        raise InputError(f"--volume {spec.volume[0]} with --runtime none: a host path is bound into a container, "
+                         "and this job runs in the nodes' own environment, which sees the host's paths as they "
+                         "are; expected it left out, or a container runtime")
     if spec.site_lib and runtime == "none":
         raise InputError(f"--site-lib={spec.site_lib} with --runtime none: it is bound into a container, and this "
                          "job runs in the nodes' own environment, where torchpod looks for the plugin itself; "

@@ -231,3 +231,26 @@ def test_the_sites_pod_fields_and_the_jobs_env_reach_every_pod(kind):
     assert all(p.get("priorityClassName") == ("training-high" if kind != "trainer" else None) for p in pods)
     want = [{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "NCCL_IB_HCA", "value": "mlx5_0,mlx5_1"}]
     assert envs and all(e[:2] == want for e in envs), envs
+
+
+@pytest.mark.parametrize("kind", [k for k in KUBE if k != "runai"])
+def test_volumes_selectors_and_tolerations_reach_every_pod(kind):
+    spec = next(s for s in KUBE_SPECS if s.scheduler == kind and s.name == "site")
+    job = documents(spec)[-1]
+    if kind == "trainer":
+        patch = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
+        pods = [patch["template"]["spec"]["template"]["spec"]]
+    else:
+        pods = [t["spec"] for t in _pod_templates(job)]
+    for pod in pods:
+        sources = {v["name"]: v for v in pod["volumes"]}
+        mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
+        assert sources[mounts["/data"]["name"]]["hostPath"] == {"path": "/scratch/datasets", "type": "Directory"}
+        assert sources[mounts["/ckpt"]["name"]]["persistentVolumeClaim"] == {"claimName": "checkpoints"}
+        assert sources[mounts["/workspace"]["name"]]["configMap"] == {"name": "train-code"}
+        assert mounts["/data"]["readOnly"] and mounts["/workspace"]["readOnly"] and "readOnly" not in mounts["/ckpt"]
+        assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+        assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                                      {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoExecute"}]
+        if kind != "trainer":
+            assert pod["containers"][0]["workingDir"] == "/workspace"

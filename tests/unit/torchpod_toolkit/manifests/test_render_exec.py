@@ -179,7 +179,7 @@ def run_job(text: str, tmp: Path, locale: str, work: str = "work",
 
 
 def expected_mounts(spec: JobSpec, work: str, nodefile: str) -> set[tuple[str, str]]:
-    out = {(work, "/workspace"), *spec.fabric_binds()}
+    out = {(work, "/workspace"), *spec.fabric_binds(), *((v.source, v.path) for v in spec.volumes)}
     if spec.scheduler != "slurm":  # the launcher reads PBS_NODEFILE / LSB_DJOB_HOSTFILE inside the container
         out.add((nodefile, nodefile))
     return out
@@ -314,6 +314,9 @@ def hpc_request(draw, scheduler: str, runtime: str, hostile_field: str | None = 
                   walltime=draw(st.sampled_from(["01:00:00", "12:30:00"])),
                   cpus_per_node=draw(st.sampled_from([0, 2, 96])),
                   memory_per_node=draw(st.sampled_from(["", "1536Mi", "64Gi", "2Ti"])))
+    if runtime != "none":  # a host path bound into the container (a job without one refuses it)
+        fields["volume"] = draw(st.sampled_from([(), ("hostpath:/scratch/ds:/data:ro",),
+                                                 ("hostpath:/scratch/a@b:/a", "hostpath:/b+c:/b:ro")]))
     if hostile_field == "site_lib":
         fields.update(preset=SLINGSHOT, site_lib="/" + draw(TEXT))
     elif hostile_field == "etcd_endpoint":
@@ -321,6 +324,9 @@ def hpc_request(draw, scheduler: str, runtime: str, hostile_field: str | None = 
     elif hostile_field == "image":
         fields["image"] = draw(st.one_of(TEXT.map(lambda t: IMAGE + t), TEXT.map(lambda t: "registry.example.com/"
                                                                               "t/p:" + t), TEXT))
+    elif hostile_field == "volume":
+        fields["volume"] = (draw(st.one_of(TEXT.map(lambda t: "hostpath:/" + t + ":/data"),
+                                           TEXT.map(lambda t: "hostpath:/d:/" + t), TEXT)),)
     elif hostile_field == "env":  # a hostile value under a good name, or a hostile pair
         fields["env"] = (draw(st.one_of(TEXT.map(lambda t: "NOTE=" + t), TEXT)),)
     elif hostile_field:
@@ -337,7 +343,7 @@ def test_any_argv_reaches_torchpod_exactly(scheduler, runtime, data, locale):
 
 
 HOSTILE_FIELDS = ["image", "site_lib", "queue", "name", "etcd_endpoint", "walltime", "memory_per_node", "env",
-                  "account"]
+                  "account", "volume"]
 
 
 @pytest.mark.parametrize("scheduler,runtime", COMBOS)
@@ -421,7 +427,7 @@ def kube_request(draw) -> JobSpec:
         fields.update(rdzv="etcd", etcd_server=True)
     hostile = draw(st.sampled_from([None] * 6 + ["image", "name", "namespace", "project", "queue", "etcd_endpoint",
                                     "rdma_resource", "preset", "memory_per_node", "env", "service_account",
-                                    "image_pull_secret"]))
+                                    "image_pull_secret", "volume", "node_selector", "toleration", "workdir"]))
     if hostile == "image":
         fields["image"] = draw(st.one_of(TEXT.map(lambda t: IMAGE + t), TEXT))
     elif hostile == "etcd_endpoint":
@@ -430,6 +436,11 @@ def kube_request(draw) -> JobSpec:
         fields.update(rdma="device-plugin", rdma_resource=draw(TEXT.map(lambda t: "rdma/" + t)))
     elif hostile == "env":
         fields["env"] = (draw(st.one_of(TEXT.map(lambda t: "NOTE=" + t), TEXT)),)
+    elif hostile in ("volume", "node_selector", "toleration"):
+        fields[hostile] = (draw(st.one_of(TEXT, TEXT.map(lambda t: "pvc:" + t + ":/data"),
+                                          TEXT.map(lambda t: "k=" + t), TEXT.map(lambda t: t + ":NoSchedule"))),)
+    elif hostile == "workdir":
+        fields["workdir"] = draw(st.one_of(TEXT, TEXT.map(lambda t: "/" + t)))
     elif hostile:
         fields[hostile] = draw(TEXT)
     return JobSpec(**fields)

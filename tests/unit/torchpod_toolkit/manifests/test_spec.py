@@ -250,6 +250,9 @@ _GIVEN = {
     "constraint": dict(constraint="h100&ib"), "reservation": dict(reservation="maint"),
     "service_account": dict(service_account="trainer"), "priority_class": dict(priority_class="high"),
     "image_pull_secret": dict(image_pull_secret="regcred"), "env": dict(env=("NCCL_DEBUG=INFO", "A=x,y z")),
+    "volume": dict(volume=("hostpath:/scratch/ds:/data:ro",)), "workdir": dict(workdir="/workspace/project"),
+    "node_selector": dict(node_selector=("nvidia.com/gpu.product=H100",)),
+    "toleration": dict(toleration=("nvidia.com/gpu:NoSchedule",)),
 }
 _ALWAYS_GIVEN = {"scheduler", "nodes", "image"}  # positional: every job names them
 
