@@ -18,36 +18,25 @@ contract.SETTINGS (one table: name, meaning, default); torchrun's own PET_* also
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
-import socket
 import stat
 import sys
 import textwrap
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from . import __version__, bench_allreduce, doctor, gpus, home, preflight, readers, script
-from .contract import (
-    ENV_DOCTOR,
-    ENV_HOSTNAME,
-    ENV_PREFLIGHT,
-    ENV_SYSFS_ROOT,
-    PREFLIGHT_MODULE,
-    SETTINGS,
-    SYSFS_ROOT_DEFAULT,
-    Setting,
-    setting,
-)
+from . import __version__, bench_allreduce, doctor, gpus, preflight, script
+from .contract import ENV_DOCTOR, ENV_PREFLIGHT, PREFLIGHT_MODULE, SETTINGS, Setting, setting
 from .errors import InputError, RuntimeFailure, TorchpodError, one_line
-from .gpus import needs_probe
+from .facts import HELPER_TIMEOUT_S, configured_sysfs, gather_facts, gpu_count, sysfs_root
 from .plan import REPLACES, LaunchPlan, command, preflight_first, to_json, to_shell
 from .resolve import resolve
-from .schedulers import slurm
-from .schedulers.common import Facts
 from .supervise import supervise
 from .torchrun_flags import Invocation, split_command_line
+
+# The launcher's entry, and the facts it gathers (torchpod.facts) under the names callers
+# have always imported from here.
+__all__ = ["main", "gather_facts", "HELPER_TIMEOUT_S"]
 
 _COMMANDS = """\
 usage: torchpod run [TORCHRUN OPTIONS] [--] SCRIPT [ARGS...]
@@ -83,94 +72,6 @@ BENCHES = {"allreduce": "torchpod.bench_allreduce"}  # workloads: run through to
 # starts a worker that would refuse them after the rendezvous
 WORKLOAD_OPTIONS = {BENCHES["allreduce"]: bench_allreduce.check_options, PREFLIGHT_MODULE: preflight.check_options}
 DOCTOR_OPTIONS = ("--sysfs-root", "--nccl-log", "--format")
-
-
-# The one bound on a helper tool, for the plan's reading and the doctor's (readers.py says why).
-HELPER_TIMEOUT_S = readers.HELPER_TIMEOUT_S
-
-
-def gather_facts(env: Mapping[str, str]) -> Facts:
-    """Ask the machine what the pure resolver needs: hostname, GPUs, Slurm hosts. The
-    doctor takes these from here too, and reads only what it checks beyond them itself
-    (doctor.gather), through the same runner and bound (readers.run_helpers).
-
-    The helper tools run side by side under one deadline (HELPER_TIMEOUT_S), so a launch
-    waits that long at most, however many of them hang."""
-    hostname = setting(env, ENV_HOSTNAME) or socket.gethostname()
-    helpers: dict[str, list[str]] = {}
-    if needs_probe(env) and shutil.which("nvidia-smi"):
-        helpers["gpus"] = ["nvidia-smi", "-L"]
-    nodelist = slurm.nodelist(env)
-    if nodelist and _expandable(*nodelist) and shutil.which("scontrol"):
-        helpers["slurm"] = ["scontrol", "show", "hostnames", nodelist[1]]
-    answers = readers.run_helpers(helpers)
-    notes: list[str] = []
-    gpu_count = slurm_hosts = None
-    if "gpus" in answers:
-        out, why = answers["gpus"]
-        if out is not None and not why:
-            gpu_count = sum(1 for line in out.splitlines() if line.startswith("GPU "))
-        else:
-            notes.append(f"nvidia-smi -L {why}: GPUs not counted")
-    if "slurm" in answers and nodelist is not None:
-        out, why = answers["slurm"]
-        if out is not None and not why and out.split():
-            slurm_hosts = tuple(out.split())
-        else:
-            notes.append(f"scontrol show hostnames {why or 'printed nothing'}: "
-                         f"{nodelist[0]} expanded by torchpod's parser")
-    given = setting(env, ENV_SYSFS_ROOT)
-    sysfs = sysfs_root(ENV_SYSFS_ROOT.name, given) if given else Path(SYSFS_ROOT_DEFAULT)
-    home_ok, tmp_ok, writable = home.probe(env)
-    return Facts(hostname=hostname, gpu_count=gpu_count, slurm_hosts=slurm_hosts, sysfs_root=sysfs,
-                 uid=os.getuid(), home_writable=home_ok, tmp_writable=tmp_ok, writable_tmp=writable,
-                 torchrun_signals=torchrun_accepts("--signals-to-handle"), notes=tuple(notes))
-
-
-def sysfs_root(source: str, value: str) -> Path:
-    """A sysfs root the user named: a directory, or nothing there (a node without sysfs reads
-    as one without RDMA devices, and the doctor names the path it looked under); a FIFO,
-    file or device there is refused, never read as an empty sysfs."""
-    path = Path(value)
-    try:
-        st = path.lstat()
-    except FileNotFoundError:
-        return path
-    except OSError as exc:
-        raise InputError(f"{source}={value!r} cannot be read ({exc.strerror or exc}); expected a directory "
-                         "holding sysfs, e.g. /sys") from None
-    if not stat.S_ISDIR(st.st_mode) and not path.is_dir():  # a link to a directory is one
-        raise InputError(f"{source}={value!r} is not a directory; expected a directory holding sysfs, e.g. /sys")
-    return path
-
-
-def _expandable(name: str, value: str) -> bool:
-    """Whether `scontrol show hostnames` may expand the list: not when it names more hosts
-    than torchpod would take (gigabytes of output before the deadline); a list torchpod's
-    parser rejects goes to scontrol, whose grammar is the reference."""
-    try:
-        return slurm.hostlist_size(name, value) <= slurm.MAX_HOSTS
-    except InputError:
-        return True
-
-
-def torchrun_accepts(option: str) -> bool:
-    """Whether the installed torch's torchrun defines ``option``, read from its source.
-
-    Importing torch.distributed.run to ask its parser costs a second or more per launch;
-    the option's spelling in run.py answers the same question. No torch: True (the
-    launch then fails on the missing torch, which is the real problem).
-    """
-    spec = importlib.util.find_spec("torch")  # locates without importing
-    if spec is None or not spec.submodule_search_locations:
-        return True
-    run_py = Path(next(iter(spec.submodule_search_locations))) / "distributed" / "run.py"
-    try:
-        text = readers.read_text(run_py, what=f"torch's {str(run_py)!r}", expected="torch's own run.py",
-                                 cap=readers.DATA_CAP)
-    except TorchpodError:
-        return True
-    return f'"{option}"' in text
 
 
 def child_env(env: Mapping[str, str], plan: LaunchPlan) -> dict[str, str]:
@@ -279,9 +180,8 @@ def _doctor_options(args: list[str]) -> dict[str, str]:
 def run_doctor(args: list[str], env: dict[str, str]) -> int:
     opts = _doctor_options(args)
     verdict = doctor.read_log(opts["--nccl-log"]) if "--nccl-log" in opts else None
-    facts = gather_facts(env)
-    sysfs = sysfs_root("--sysfs-root", opts["--sysfs-root"]) if "--sysfs-root" in opts else facts.sysfs_root
-    fabric, checks = doctor.preflight(env, doctor.gather(env, sysfs, gpus.visible(env, facts.gpu_count)[0]))
+    sysfs = sysfs_root("--sysfs-root", opts["--sysfs-root"]) if "--sysfs-root" in opts else configured_sysfs(env)
+    fabric, checks = doctor.preflight(env, doctor.gather(env, sysfs, gpus.visible(env, gpu_count(env))[0]))
     print(doctor.report(checks, verdict, opts.get("--format", "text")))
     return doctor.exit_code(fabric, checks, verdict)
 

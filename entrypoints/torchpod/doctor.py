@@ -101,7 +101,7 @@ class Machine:
 
 
 def gather(env: Mapping[str, str], sysfs_root: Path, gpu_count: int | None) -> Machine:
-    """Read what the doctor checks beyond cli.gather_facts (the only impure part of the
+    """Read what the doctor checks beyond torchpod.facts (the only impure part of the
     doctor): ``gpu_count`` comes from there (gpus.visible), never counted again here."""
     soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     try:

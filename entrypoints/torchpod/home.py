@@ -9,7 +9,7 @@ time they cache something. torchpod moves HOME (and TMPDIR, when /tmp is not wri
 writable temporary directory for torchrun and the workers, and says so in a note; a HOME
 that works is never touched.
 
-``probe`` is the impure edge (cli.gather_facts calls it); ``decide`` is pure.
+``probe`` is the impure edge (facts.gather_facts calls it); ``decide`` is pure.
 """
 
 from __future__ import annotations

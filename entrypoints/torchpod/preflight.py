@@ -52,12 +52,14 @@ from datetime import timedelta
 from typing import Any, Mapping, Sequence
 from xml.sax.saxutils import escape
 
-from .bench_allreduce import Parser, parse_bytes, sizes, whole
+from . import doctor, gpus
+from .bench_allreduce import Parser, _row, parse_bytes, sizes, whole
 from .contract import ENV_PREFLIGHT_UNDECIDED, RESULT_PREFIX, setting
 from .errors import InputError, one_line
 from .fabric import presets
 from .fabric.findings import Severity
 from .fabric.presets import RING, Floor
+from .facts import gather_facts
 from .localise import Pair, Verdict, figure, localise
 from .localise import ring as localise_ring
 from .plan import THEN, THEN_MODES
@@ -296,9 +298,6 @@ def _checked(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def _doctor_rows(env: Mapping[str, str]) -> list[dict]:
     """This node's doctor checks, as `torchpod doctor` runs them (read-only use)."""
-    from . import doctor, gpus
-    from .cli import gather_facts
-
     facts = gather_facts(env)
     _, checks = doctor.preflight(env, doctor.gather(env, facts.sysfs_root, gpus.visible(env, facts.gpu_count)[0]))
     return [c.as_dict() for c in checks]
@@ -358,8 +357,6 @@ def _measure(torch, dist, args: argparse.Namespace, env: Mapping[str, str], devi
              sweep_at: Sequence[int]) -> tuple[list[dict], Verdict, list, list[float]]:
     """Doctor rows per node, the pairs' verdict, the sweep and each round's seconds (this
     rank's clock, groups' creation and the gather included): the parts that need the group."""
-    from .bench_allreduce import _row
-
     me = {"rank": dist.get_rank(), "node": int(env.get("GROUP_RANK", "0")), "local": int(env.get("LOCAL_RANK", "0")),
           "hostname": socket.gethostname()}
     me["checks"] = _doctor_rows(env) if me["local"] == 0 else []

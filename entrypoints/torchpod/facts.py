@@ -1,0 +1,132 @@
+"""What the machine says, asked once per command: the hostname, the GPUs `nvidia-smi`
+lists, the hosts `scontrol` expands, the sysfs root, where this user can write and
+whether the installed torchrun takes --signals-to-handle.
+
+The one impure step before the pure resolver (resolve.py): the launcher's commands and
+the preflight workload both take their facts from here, through the one bounded runner
+for helper tools (readers.run_helpers), so neither imports the other's module.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import socket
+import stat
+from pathlib import Path
+from typing import Mapping
+
+from . import home, readers
+from .contract import ENV_HOSTNAME, ENV_SYSFS_ROOT, SYSFS_ROOT_DEFAULT, setting
+from .errors import InputError, TorchpodError
+from .gpus import needs_probe
+from .schedulers import slurm
+from .schedulers.common import Facts
+
+# The one bound on a helper tool, for the plan's reading and the doctor's (readers.py says why).
+HELPER_TIMEOUT_S = readers.HELPER_TIMEOUT_S
+
+
+def gather_facts(env: Mapping[str, str]) -> Facts:
+    """Ask the machine what the pure resolver needs: hostname, GPUs, Slurm hosts. The
+    doctor takes these from here too, and reads only what it checks beyond them itself
+    (doctor.gather), through the same runner and bound (readers.run_helpers).
+
+    The helper tools run side by side under one deadline (HELPER_TIMEOUT_S), so a launch
+    waits that long at most, however many of them hang."""
+    hostname = setting(env, ENV_HOSTNAME) or socket.gethostname()
+    nodelist = slurm.nodelist(env)
+    gpu_count, slurm_hosts, notes = _answers(readers.run_helpers(_helpers(env, nodelist)), nodelist)
+    home_ok, tmp_ok, writable = home.probe(env)
+    return Facts(hostname=hostname, gpu_count=gpu_count, slurm_hosts=slurm_hosts, sysfs_root=configured_sysfs(env),
+                 uid=os.getuid(), home_writable=home_ok, tmp_writable=tmp_ok, writable_tmp=writable,
+                 torchrun_signals=torchrun_accepts("--signals-to-handle"), notes=notes)
+
+
+def gpu_count(env: Mapping[str, str]) -> int | None:
+    """The GPUs `nvidia-smi -L` lists, when the environment leaves the count to it (the
+    doctor's one helper of gather_facts'); None when not asked or it did not answer."""
+    return _answers(readers.run_helpers(_helpers(env, None)), None)[0]
+
+
+def _helpers(env: Mapping[str, str], nodelist: tuple[str, str] | None) -> dict[str, list[str]]:
+    helpers: dict[str, list[str]] = {}
+    if needs_probe(env) and shutil.which("nvidia-smi"):
+        helpers["gpus"] = ["nvidia-smi", "-L"]
+    if nodelist and _expandable(*nodelist) and shutil.which("scontrol"):
+        helpers["slurm"] = ["scontrol", "show", "hostnames", nodelist[1]]
+    return helpers
+
+
+def _answers(answers: Mapping[str, tuple[str | None, str]], nodelist: tuple[str, str] | None
+             ) -> tuple[int | None, tuple[str, ...] | None, tuple[str, ...]]:
+    """(GPUs listed, Slurm hosts expanded, notes on the helpers that did not answer)."""
+    notes: list[str] = []
+    count = hosts = None
+    if "gpus" in answers:
+        out, why = answers["gpus"]
+        if out is not None and not why:
+            count = sum(1 for line in out.splitlines() if line.startswith("GPU "))
+        else:
+            notes.append(f"nvidia-smi -L {why}: GPUs not counted")
+    if "slurm" in answers and nodelist is not None:
+        out, why = answers["slurm"]
+        if out is not None and not why and out.split():
+            hosts = tuple(out.split())
+        else:
+            notes.append(f"scontrol show hostnames {why or 'printed nothing'}: "
+                         f"{nodelist[0]} expanded by torchpod's parser")
+    return count, hosts, tuple(notes)
+
+
+def configured_sysfs(env: Mapping[str, str]) -> Path:
+    """TORCHPOD_SYSFS_ROOT (checked by sysfs_root), else /sys."""
+    given = setting(env, ENV_SYSFS_ROOT)
+    return sysfs_root(ENV_SYSFS_ROOT.name, given) if given else Path(SYSFS_ROOT_DEFAULT)
+
+
+def sysfs_root(source: str, value: str) -> Path:
+    """A sysfs root the user named: a directory, or nothing there (a node without sysfs reads
+    as one without RDMA devices, and the doctor names the path it looked under); a FIFO,
+    file or device there is refused, never read as an empty sysfs."""
+    path = Path(value)
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return path
+    except OSError as exc:
+        raise InputError(f"{source}={value!r} cannot be read ({exc.strerror or exc}); expected a directory "
+                         "holding sysfs, e.g. /sys") from None
+    if not stat.S_ISDIR(st.st_mode) and not path.is_dir():  # a link to a directory is one
+        raise InputError(f"{source}={value!r} is not a directory; expected a directory holding sysfs, e.g. /sys")
+    return path
+
+
+def _expandable(name: str, value: str) -> bool:
+    """Whether `scontrol show hostnames` may expand the list: not when it names more hosts
+    than torchpod would take (gigabytes of output before the deadline); a list torchpod's
+    parser rejects goes to scontrol, whose grammar is the reference."""
+    try:
+        return slurm.hostlist_size(name, value) <= slurm.MAX_HOSTS
+    except InputError:
+        return True
+
+
+def torchrun_accepts(option: str) -> bool:
+    """Whether the installed torch's torchrun defines ``option``, read from its source.
+
+    Importing torch.distributed.run to ask its parser costs a second or more per launch;
+    the option's spelling in run.py answers the same question. No torch: True (the
+    launch then fails on the missing torch, which is the real problem).
+    """
+    spec = importlib.util.find_spec("torch")  # locates without importing
+    if spec is None or not spec.submodule_search_locations:
+        return True
+    run_py = Path(next(iter(spec.submodule_search_locations))) / "distributed" / "run.py"
+    try:
+        text = readers.read_text(run_py, what=f"torch's {str(run_py)!r}", expected="torch's own run.py",
+                                 cap=readers.DATA_CAP)
+    except TorchpodError:
+        return True
+    return f'"{option}"' in text
