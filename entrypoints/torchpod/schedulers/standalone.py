@@ -12,6 +12,7 @@ from ..errors import InputError
 from ..options import UserOptions
 from . import markers
 from .common import Detection, Env, Facts, NodeCount, get, stable_id
+from .detectors import DETECTORS
 
 NAME = "standalone"
 STRONG = False
@@ -46,9 +47,7 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
             if get(env, name) is not None and env[name].strip() != harmless
         ]
         if stray:
-            from . import NAMES  # the package imports this module; read the list when called
-
-            known = ", ".join(n for n in NAMES if n not in ("explicit", NAME))
+            known = ", ".join(d.NAME for d in DETECTORS if d.NAME != "explicit")
             shown = ", ".join(f"{n}={v!r}" for n, v in stray)
             raise InputError(
                 f"{shown} {'is' if len(stray) == 1 else 'are'} set but no scheduler recognised "
@@ -73,8 +72,6 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
 def _refuse_markers(env: Env) -> None:
     """A multi-node marker that reached standalone (no detector claimed it, or no detector
     exists for its platform) is refused: a world of one would train alone, silently."""
-    from . import SCHEDULERS  # the package imports this module; read the tuple when called
-
-    found = markers.set_markers(env, markers.catalogue(SCHEDULERS))
+    found = markers.set_markers(env, markers.catalogue(DETECTORS))
     if found:
         raise InputError(markers.refusal(found, env))
