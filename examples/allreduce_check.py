@@ -37,6 +37,8 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=1, help="repeat the checked all-reduce this many times")
     parser.add_argument("--step-seconds", type=float, default=0.0, help="sleep between steps (keeps the job running)")
     parser.add_argument("--timeout", type=float, default=120.0, help="collective timeout, seconds")
+    parser.add_argument("--report-env", action="append", default=[], metavar="NAME",
+                        help="put this variable's value in the result (did the job's environment reach the worker?)")
     args = parser.parse_args(argv)
 
     device = setup(args.timeout)
@@ -70,7 +72,7 @@ def main(argv=None) -> int:
         f"(world {world} on {nodes} hosts)")
     # cpus: the CPUs this worker may run on (its affinity mask: what the batch system bound it to)
     result("allreduce_check", ok=ok, reasons=reasons, nodes=nodes, hosts=sorted(set(hosts)),
-           cpus=len(os.sched_getaffinity(0)),
+           cpus=len(os.sched_getaffinity(0)), env={name: os.environ.get(name) for name in args.report_env},
            size=args.size, steps=args.steps, t_start=T_START, t_init=t_init,
            t_first_allreduce=t_first, init_s=round(t_init - T_START, 3))
     dist.destroy_process_group()

@@ -50,10 +50,17 @@ def test_generated_sbatch_script_runs_one_launcher_per_node(slurm_cluster):
     assert out.count("torchpod: slurm: node ") == NODES, out[-4000:]  # one launcher on each node
 
 
+# a value srun's --export and Apptainer's --env would split, and a shell would run
+NOTE = "a,b c $(id) 'q'"
+
+
 def _cpus_seen(slurm_cluster, **options) -> list[int]:
-    """Render the Slurm job with ``options``, run it, and return the CPUs each rank's affinity
-    mask holds (the nodes bind every task to its CPUs: slurm.slurm_conf, task/affinity)."""
-    check = (f"{EXAMPLES}/allreduce_check.py", "--expect-world", str(NODES), "--expect-nodes", str(NODES))
+    """Render the Slurm job with ``options`` and --env NOTE=..., run it, and return the CPUs
+    each rank's affinity mask holds (the nodes bind every task to its CPUs: slurm.slurm_conf,
+    task/affinity); every rank must have seen NOTE whole."""
+    check = (f"{EXAMPLES}/allreduce_check.py", "--expect-world", str(NODES), "--expect-nodes", str(NODES),
+             "--report-env", "NOTE")
+    options = {**options, "env": (f"NOTE={NOTE}",)}
     (script,) = render(JobSpec("slurm", NODES, IMAGE, check, name="cpus", gpus_per_node=0, runtime="none",
                                walltime="00:10:00", **options))
     jobid = slurm_cluster.submit(script.text, script.name)
@@ -62,10 +69,11 @@ def _cpus_seen(slurm_cluster, **options) -> list[int]:
     assert state == "COMPLETED", f"job {jobid}: {state}\n{out[-6000:]}\n{slurm_cluster.logs()}"
     results = [r for r in runner.parse_results(out) if r["workload"] == "allreduce_check"]
     assert sorted(r["rank"] for r in results) == list(range(NODES)) and all(r["ok"] for r in results), out[-4000:]
+    assert [r["env"] for r in results] == [{"NOTE": NOTE}] * NODES, results  # the job's --env, on every worker
     return [r["cpus"] for r in results]
 
 
-def test_the_generated_step_runs_on_every_cpu_of_its_node_and_on_what_it_asked_for(slurm_cluster):
+def test_the_generated_step_runs_on_every_cpu_of_its_node_and_on_what_it_asked_for_with_its_env(slurm_cluster):
     """By default the job holds its nodes (--exclusive) and its step gets every CPU of each;
     given --cpus-per-node 1, the step is bound to one, as srun's default would bind it: so
     the CPUs seen are what the script asked for, not an accident of the nodes."""
