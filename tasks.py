@@ -608,6 +608,22 @@ def measurements(c, check=False):
     print(f"{'wrote' if changed else 'unchanged'} {page.relative_to(ROOT)}")
 
 
+@_task(name="build")
+def kube_build(c):
+    """Build the control plane's programs (etcd, kube-apiserver, ...) from kube/'s Go module.
+
+    Each missing program is one `go build` (niced, one package at a time) into a cache
+    outside the checkout, keyed by kube/go.mod, kube/go.sum and the Go version; each
+    build's time is printed. An unchanged module builds nothing."""
+    from torchpod_toolkit.kube import build as kube_build_mod
+
+    try:
+        plan = kube_build_mod.plan_for(ROOT, os.environ)
+        print(kube_build_mod.table(kube_build_mod.build(plan, os.environ)))
+    except TorchpodError as exc:
+        raise _abort(exc) from None
+
+
 def _alias(canonical: _Task, path: str) -> _Task:
     """``canonical`` under the name it had before namespaces: the same body, flags (repeatable
     ones too) and help, and a first line that names the namespaced form."""
@@ -624,6 +640,7 @@ def _namespace() -> Collection:
         Collection("image", build, push, wheels, lock),
         Collection("jobs", manifests),
         Collection("cluster", demo),
+        Collection("kube", kube_build),
         Collection("bench", *(benches[name] for name in sorted(benches))),
     )
     for old, path in ALIASES.items():

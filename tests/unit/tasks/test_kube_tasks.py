@@ -1,0 +1,61 @@
+"""The ``kube`` namespace of tasks.py: ``kube.build`` hands the checkout and the environment to
+torchpod_toolkit.kube.build, prints its table, and turns its errors into one line and the
+error's exit code. Nothing is compiled: the toolkit's steps are stand-ins."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+from invoke import Context, Exit
+
+from torchpod.errors import InputError
+from torchpod_toolkit.kube import build
+
+from paths import ROOT
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("tasks_kube_under_test", ROOT / "tasks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TASKS = _load()
+
+
+def test_kube_build_is_a_task_of_the_kube_namespace_with_no_flags():
+    task = TASKS.ns["kube.build"]
+    assert task.body is TASKS.kube_build.body
+    assert task.get_arguments() == []
+
+
+def test_kube_build_builds_the_checkouts_module_and_prints_the_table(monkeypatch, capsys):
+    seen = {}
+
+    def plan_for(root, env):
+        seen["root"] = root
+        return "plan"
+
+    def fake_build(plan, env):
+        seen["plan"] = plan
+        return [build.Built("etcd", None), build.Built("kube-apiserver", 61.0)]
+
+    monkeypatch.setattr(build, "plan_for", plan_for)
+    monkeypatch.setattr(build, "build", fake_build)
+    TASKS.ns["kube.build"](Context())
+    assert seen == {"root": ROOT, "plan": "plan"}
+    assert capsys.readouterr().out.splitlines()[1:] == [f"{'etcd':<26}{'present':>10}",
+                                                        f"{'kube-apiserver':<26}{'61':>10}"]
+
+
+def test_kube_build_reports_a_bad_module_in_one_line(monkeypatch):
+    def plan_for(root, env):
+        raise InputError("kube/go.mod: require k8s.io/kubernetes (none);\nexpected a release vX.Y.Z")
+
+    monkeypatch.setattr(build, "plan_for", plan_for)
+    with pytest.raises(Exit) as caught:
+        TASKS.ns["kube.build"](Context())
+    assert caught.value.code == 2
+    assert caught.value.message == "torchpod: kube/go.mod: require k8s.io/kubernetes (none); expected a release vX.Y.Z"

@@ -1,0 +1,6 @@
+"""A real Kubernetes control plane for the tests: its programs built from Go modules.
+
+``build`` turns the Go module in ``kube/`` (``go.mod``/``go.sum`` pin k8s.io/kubernetes,
+every k8s.io staging module and etcd) into programs in a cache outside the checkout, keyed
+by what decides their bytes. Build host only: nothing here reaches an image.
+"""
