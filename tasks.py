@@ -495,15 +495,21 @@ def _signature(options):
     return wrap
 
 
-# Short flags for the options people type most, and the letters invoke had given the others
-# (kept for users' scripts); --site-lib, --out and --force have none.
-MANIFEST_SHORT = {"name": "a", "etcd_server": "c", "rdma_resource": "d", "preset": "e", "refresh": "f",
-                  "gpus_per_node": "g", "image": "i", "namespace": "m", "nodes": "n", "project": "o",
-                  "privileged": "p", "queue": "q", "rdma": "r", "scheduler": "s", "etcd_endpoint": "t",
-                  "runtime": "u", "walltime": "w", "rdzv": "z"}
+# Short flags chosen for what people type most and would guess (-o for the output folder,
+# -e and -v as docker spells env and volume); none for an option that rewrites or overwrites
+# files (--refresh, --force) or opens the host (--privileged): those are typed out.
+MANIFEST_SHORT = {"scheduler": "s", "nodes": "n", "image": "i", "gpus_per_node": "g", "out": "o", "env": "e",
+                  "volume": "v", "queue": "q", "walltime": "w"}
 
 
-@_task(short=MANIFEST_SHORT, help={name: text for name, _, text in _MANIFEST_OPTIONS},
+def _with_default(text: str, value) -> str:
+    """A flag's help with its default, unless the text says it already or there is none."""
+    if isinstance(value, bool) or value in (None, "", ()) or "default" in text:
+        return text
+    return f"{text} (default: {value})"
+
+
+@_task(short=MANIFEST_SHORT, help={name: _with_default(text, value) for name, value, text in _MANIFEST_OPTIONS},
        iterable=[name for name, how in manifest_option_records() if how.repeat])
 @_signature(_MANIFEST_OPTIONS)
 def manifests(c, **opts):

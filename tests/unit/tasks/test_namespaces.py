@@ -46,10 +46,9 @@ SHORT = {
     "lock": {"arch": "a", "check": "k", "image": "i", "wheels_only": "w"},
     "test": {"build_images": "b", "pytest_args": "p", "tier": "t"},
     "demo": {"gpus": "g", "manifest": "m", "nodes": "n", "scheduler": "s", "timeout": "t", "workload": "w"},
-    "manifests": {"name": "a", "etcd_server": "c", "rdma_resource": "d", "preset": "e", "refresh": "f",
-                  "gpus_per_node": "g", "image": "i", "namespace": "m", "nodes": "n", "project": "o",
-                  "privileged": "p", "queue": "q", "rdma": "r", "scheduler": "s", "etcd_endpoint": "t",
-                  "runtime": "u", "walltime": "w", "rdzv": "z"},
+    # chosen, not inherited: what a user would guess; nothing that rewrites files or opens the host
+    "manifests": {"scheduler": "s", "nodes": "n", "image": "i", "gpus_per_node": "g", "out": "o", "env": "e",
+                  "volume": "v", "queue": "q", "walltime": "w"},
     "bench-rendezvous": {"nodes": "n", "repeats": "r"},
     "measurements": {"check": "c"},
 }
@@ -110,6 +109,26 @@ def test_every_old_name_is_its_namespaced_task(old, new):
 @pytest.mark.parametrize("name", SHORT)
 def test_short_flags_are_the_ones_users_had(name):
     assert _shorts(name) == SHORT[name]
+
+
+# Options that rewrite or overwrite files, or open the host to a container: typed out in full.
+NO_SHORT = {"refresh", "force", "privileged"}
+
+
+@pytest.mark.parametrize("name", ["manifests", "jobs.manifests"])
+def test_no_option_that_rewrites_files_or_opens_the_host_has_a_letter(name):
+    shorts = _shorts(name)
+    assert not NO_SHORT & set(shorts), shorts
+
+
+@pytest.mark.parametrize("name", ["manifests", "jobs.manifests"])
+def test_every_default_is_in_the_help(name):
+    from torchpod_toolkit.manifests.spec import cli_options
+
+    for attr, arg in _arguments(name).items():
+        default = dict((n, d) for n, d, _ in cli_options()).get(attr)
+        if default not in (None, "", False, ()):
+            assert f"default: {default}" in arg.help or "default" in arg.help, (attr, arg.help)
 
 
 @pytest.mark.parametrize("name", sorted(NS.task_names))

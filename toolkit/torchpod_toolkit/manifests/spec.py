@@ -198,7 +198,7 @@ class JobSpec:
                               kinds=KUBE)
     preset: str = option("", help="a shape preset (torchpod/fabric/presets.json): the launcher applies its "
                                   "NCCL settings")
-    rdzv: str = option("c10d", help="c10d (default) or etcd")
+    rdzv: str = option("c10d", help="the rendezvous: c10d or etcd")
     # HOST:PORT of an existing etcd with the v2 API; spec.check fills in the etcd Pod's for --etcd-server
     etcd_endpoint: str = option("", help="HOST:PORT of an etcd serving the v2 API (with --rdzv etcd)",
                                 only=lambda s: not s.etcd_server)
