@@ -14,7 +14,7 @@ from there, so that torchrun can restart the whole group after a node fails
   last finished epoch and resumes *at* it, running that epoch twice after every restart.
 - The snapshot also keeps ``EPOCH_LOG`` (every epoch finished, in order, across restarts),
   so a test can prove that no finished epoch was lost or repeated.
-- The loss is mean squared error: the seed's cross-entropy over a single output is always
+- The loss is mean squared error: a cross-entropy over a single output is always
   zero. ``--epoch-seconds`` slows an epoch down (spread over its steps) so a fault can land
   mid-training.
 - SIGUSR1 asks for a stop (Slurm's ``--signal`` ahead of the time limit, which torchpod's

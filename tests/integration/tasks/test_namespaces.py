@@ -1,4 +1,4 @@
-"""The namespaced tasks from the command line (issue 19, Must 8): `invoke --list` names
+"""The namespaced tasks from the command line: `invoke --list` names
 every namespaced task and every old name, each bench task runs its own script with the
 words after `--`, and the old names and short flags still work as users typed them."""
 

@@ -1,4 +1,4 @@
-"""tasks.py in namespaces (issue 19, Must 8), read through invoke's Collection API: every
+"""tasks.py in namespaces, read through invoke's Collection API: every
 bench/*.py has a ``bench.*`` task, every command name from before the namespaces resolves
 to the same task with the same flags, short flags are declared (never ``-`` and never a
 letter that moved), and the words a bench or ``test`` task passes on are quoted."""
@@ -31,7 +31,7 @@ TASKS = _load()
 NS = TASKS.ns
 
 # Today's command names (README, docs/, .ci/run, users' scripts) -> the namespaced task; `lock` is
-# the name issue 22 gives `invoke lock`.
+# `invoke lock` under its own name.
 OLD_NAMES = {"build": "image.build", "push": "image.push", "wheels": "image.wheels", "lock": "image.lock",
              "manifests": "jobs.manifests", "demo": "cluster.demo", "bench-rendezvous": "bench.rendezvous",
              "test": "test", "measurements": "measurements"}

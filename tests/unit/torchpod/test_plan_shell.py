@@ -1,5 +1,5 @@
 """`torchpod plan --format shell` is safe to eval: only comments and assignments, whatever
-the environment holds, and every value round-trips exactly (issue 18, Must 2).
+the environment holds, and every value round-trips exactly.
 
 bash itself is the judge: the plan is eval'd in a clean bash, which must run no command
 (a marker file never appears), export exactly the JSON plan's ``env`` and leave

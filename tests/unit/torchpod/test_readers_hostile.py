@@ -4,7 +4,7 @@ is exactly one line `torchpod: error: ...` naming the file, never a hang (a hang
 test instead of the suite). The in-process cases for each kind of file sit beside the module
 that reads it (schedulers/test_pbs_hostile, test_volcano_hostile, fabric/test_sysfs_hostile,
 test_nccl_log_hostile, test_values_hostile, test_netplugin_hostile, test_doctor_hostile);
-tests/hostile_reads.py holds the harness they share (issue 18, item 3)."""
+tests/hostile_reads.py holds the harness they share."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hostile scheduler environments: each silently wrong plan of issue 18 (Must 4) with an
+"""Hostile scheduler environments: each way a hostile environment could make a silently wrong plan, with an
 example, and a property over every variable any scheduler reads: `torchpod plan` ends
 with a plan or one line, never a traceback."""
 

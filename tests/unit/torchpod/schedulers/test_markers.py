@@ -1,4 +1,4 @@
-"""torchpod.schedulers.markers: the catalogue of multi-node markers (issue 20, Must 1).
+"""torchpod.schedulers.markers: the catalogue of multi-node markers.
 
 Walks the catalogue: each marker alone, with values a platform could set and values no
 platform would, gives a detection or a one-line refusal, never a one-node plan; a

@@ -1,7 +1,7 @@
 """shellcheck (Debian's package) finds nothing in any job script `invoke manifests` writes:
 every HPC scheduler x runtime under a few option sets (and the Run:ai submit script, and
 the bash of a SkyPilot task's ``run``), with
-ordinary and hostile arguments, and every script kept in manifests/ (issue 18, Must 7).
+ordinary and hostile arguments, and every script kept in manifests/.
 
 One shellcheck run reads every file (it starts in about 0.2 s; once per file would be most
 of this module's time); each case then reports its own file's findings. Without shellcheck

@@ -1,4 +1,4 @@
-"""`invoke manifests` under hostile input (issue 18, Must 7): every generated job script is
+"""`invoke manifests` under hostile input: every generated job script is
 executed, and every Kubernetes file parsed, to see what it really does with the user's text.
 
 HPC: for every scheduler x runtime the script runs under bash in a temporary job directory
@@ -353,7 +353,7 @@ def test_any_option_value_is_refused_or_carried_exactly(scheduler, runtime, data
     check_hpc(data.draw(hpc_request(scheduler, runtime, field)), locale)
 
 
-# One example per class the issue reproduced (issue 18, "Unintended code runs").
+# One example per class of value that would run code or break a file if pasted into one.
 ARGV_CASES = {
     "newline escapes the header": ("train.py", "x\ntouch P\n#"),
     "newline then a builtin": ("train.py", '\n: >"$MARK"\n#'),

@@ -1,4 +1,4 @@
-"""`invoke manifests` against hostile input (issue 18): every value is held to its grammar
+"""`invoke manifests` against hostile input: every value is held to its grammar
 before anything is built, the header's Regenerate line carries any argv as escaped
 printable ASCII and reads back exactly, scripts quote by construction, YAML gains no
 document or key from an argument, and files are written all or none, never over work.
