@@ -131,7 +131,8 @@ TIERS = ("unit", "integration", "image", "cluster")
 REPOSITORY_TESTS = {"unit/test_layout.py", "unit/test_docs.py", "unit/test_packaging.py",
                     "unit/test_function_length.py", "integration/test_launcher_e2e.py",
                     "unit/test_needs.py",  # the suite's own helper (tests/needs.py)
-                    "integration/test_setup.py", "unit/test_layer_scan.py"}
+                    "integration/test_setup.py", "unit/test_layer_scan.py",
+                    "unit/test_words.py"}
 # A second file for one module, split by what it feeds the module (hostile input,
 # hypothesis properties, scripts run for real, shellcheck, scripts run under stand-ins of
 # the container runtimes): test_<module>_<suffix>.py.
