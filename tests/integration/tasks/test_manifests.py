@@ -4,6 +4,7 @@ quoting after `--`, writes nothing on bad input, and every HPC script is valid b
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -15,6 +16,7 @@ from torchpod_toolkit.manifests.spec import HPC, RUNTIMES, JobSpec
 from tasks_cli import invoke
 
 IMAGE = "registry.example.com/torchpod/pytorch:2.13.0-cuda13.0"
+ROOT_DOCS = Path(__file__).resolve().parents[3] / "docs"
 
 
 def test_invoke_manifests_writes_what_render_makes(tmp_path):
@@ -127,3 +129,27 @@ def test_a_repeated_flag_keeps_every_value_under_either_task_name(task):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == render(JobSpec("slurm", 2, IMAGE, ("train.py",), runtime="none",
                                          env=("NCCL_DEBUG=INFO", "NCCL_IB_HCA=mlx5_0,mlx5_1")))[0].text
+
+
+def _first_job_commands() -> list[tuple[str, list[str]]]:
+    """(page, argv) of the `invoke manifests` command each first-job page tells a user to run."""
+    import shlex
+
+    out = []
+    for page in sorted((ROOT_DOCS / "first-job").glob("*.md")):
+        text = page.read_text(encoding="utf-8").replace("\\\n", " ")
+        (line,) = [ln for ln in text.splitlines() if ln.startswith("invoke manifests ")]
+        out.append((page.name, shlex.split(line)[1:]))
+    return out
+
+
+@pytest.mark.parametrize("page, argv", _first_job_commands(), ids=[p for p, _ in _first_job_commands()])
+def test_each_first_job_page_renders_the_files_it_names(page, argv, tmp_path):
+    """The command runs as written (with -o pointing here) and writes the file the page submits."""
+    at = argv.index("-o")
+    argv[at + 1] = str(tmp_path / "job")
+    proc = invoke(*argv)
+    assert proc.returncode == 0, proc.stderr
+    text = (ROOT_DOCS / "first-job" / page).read_text(encoding="utf-8")
+    written = sorted(p.name for p in (tmp_path / "job").iterdir())
+    assert written and all(name in text for name in written if not name.endswith(".runai.sh")), (written, page)
