@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from . import __version__, bench_allreduce, doctor, gpus, preflight, script
-from .contract import ENV_DOCTOR, ENV_PREFLIGHT, PREFLIGHT_MODULE, SETTINGS, Setting, setting
+from .contract import ENV_DOCTOR, ENV_PREFLIGHT, PREFLIGHT_MODULE, SETTINGS, Setting, check_settings, switch
 from .errors import InputError, RuntimeFailure, TorchpodError, one_line
 from .facts import HELPER_TIMEOUT_S, configured_sysfs, gather_facts, gpu_count, sysfs_root
 from .plan import REPLACES, LaunchPlan, command, preflight_first, to_json, to_shell
@@ -128,6 +128,8 @@ def _dispatch(args: list[str], env: dict[str, str]) -> int:
     if first in ("-h", "--help", "help"):
         print(USAGE)
         return 0
+    command = first if first in SUBCOMMANDS else "run"
+    check_settings(env, command)
     if first == "plan":
         inv = check_workload(split_command_line(args[1:], own_options=("--format",)))
         fmt = inv.own.get("--format", "json")
@@ -192,17 +194,15 @@ NO_SCRIPT = ("no script given; expected `torchpod run [TORCHRUN OPTIONS] SCRIPT 
 
 def with_preflight(env: Mapping[str, str], plan: LaunchPlan) -> LaunchPlan:
     """The plan itself, or under TORCHPOD_PREFLIGHT=1 the plan whose workers run preflight first."""
-    value = setting(env, ENV_PREFLIGHT)
-    if value not in ("", "0", "1"):
-        raise InputError(f"{ENV_PREFLIGHT.name}={value!r} is not a switch; expected 1 (preflight first) or 0")
-    if value == "1":  # the workers would each refuse a bad TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED after the rendezvous
-        preflight.allow_undecided(False, env)
-    return preflight_first(plan) if value == "1" else plan
+    if not switch(env, ENV_PREFLIGHT):
+        return plan
+    preflight.allow_undecided(False, env)  # else each worker would refuse a bad value after the rendezvous
+    return preflight_first(plan)
 
 
 def run(inv: Invocation, env: dict[str, str], cwd: Path) -> int:
     facts = gather_facts(env)
-    if setting(env, ENV_DOCTOR) == "1":
+    if switch(env, ENV_DOCTOR):
         _, checks = doctor.preflight(env, doctor.gather(env, facts.sysfs_root, gpus.visible(env, facts.gpu_count)[0]))
         refused = doctor.refusal(checks)
         if refused:

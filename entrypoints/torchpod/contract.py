@@ -8,18 +8,24 @@ imports them from here (tests/unit/test_layout.py enforces it) rather than from 
 launcher module first needed them.
 
 Standard library only, no I/O, nothing read at import: a module of constants and one
-table. ``torchpod --help``'s environment section is generated from :data:`SETTINGS`.
+table. Each setting declares the form its value takes, and every reader goes through
+:func:`setting` (or :func:`switch`, :func:`number`), so a switch set to ``yes`` means the same
+everywhere: it is refused in one line. ``torchpod --help``'s environment section, and each
+command's, is generated from :data:`SETTINGS`.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 from .arch import ARCHES, Arch, normalise_arch  # arch.py owns the names (one normalising function)
+from .errors import InputError  # a leaf too: the one error family a refused value is
 
 __all__ = [
-    "ARCHES", "Arch", "normalise_arch", "Setting", "SETTINGS", "OUTPUTS", "setting",
+    "ARCHES", "Arch", "normalise_arch", "Setting", "SETTINGS", "OUTPUTS", "setting", "switch", "number",
+    "check_settings", "Form", "SWITCH", "PORT", "SECONDS", "NAME", "HOST", "PATHS", "TEXT", "COMMANDS",
     "ENV_SCHEDULER", "ENV_RDZV_PORT", "ENV_RDZV_TIMEOUT", "ENV_HOSTNAME", "ENV_SYSFS_ROOT",
     "ENV_PRESET", "ENV_DOCTOR", "ENV_PREFLIGHT", "ENV_PREFLIGHT_UNDECIDED", "ENV_SITE_LIB", "ENV_COMMAND",
     "RESULT_PREFIX",
@@ -96,35 +102,87 @@ JOBSET_LABEL_ENV: Mapping[str, str] = {
 
 # --- the environment variables torchpod reads -----------------------------------------
 @dataclass(frozen=True)
+class Form:
+    """How a setting's text is read: what it is, the form a refusal names, and the test
+    the text (surrounding blanks removed, never blank) must pass."""
+
+    what: str  # "a switch"
+    expected: str  # "0 or 1"
+    accepts: Callable[[str], bool]
+
+
+def _matching(pattern: str) -> Callable[[str], bool]:
+    compiled = re.compile(pattern, re.ASCII)  # fullmatch: '$' would let a trailing newline in
+    return lambda text: compiled.fullmatch(text) is not None
+
+
+def _whole(lo: int, hi: int) -> Callable[[str], bool]:
+    # ASCII digits only: int() also takes '٣' and '²', which torchrun, NCCL and the shell do not
+    return lambda text: re.fullmatch(r"[+]?[0-9]{1,18}", text, re.ASCII) is not None and lo <= int(text) <= hi
+
+
+def _printable(text: str) -> bool:
+    """No control, format or line-separator character: a value that can end a line or drive
+    a terminal never reaches a message, a plan or a child's environment."""
+    return all(ch.isprintable() for ch in text)
+
+
+SWITCH = Form("a switch", "1 or 0", lambda text: text in ("0", "1"))
+PORT = Form("a TCP port", "a whole number 1-65535", _whole(1, 65535))
+SECONDS = Form("a number of seconds", "a whole number of seconds, at least 1", _whole(1, 10**9))
+NAME = Form("a name", "letters, digits, '.', '_' and '-'", _matching(r"[A-Za-z0-9_.-]{1,128}"))
+HOST = Form("a host name", "a name as the host list spells it: letters, digits, '.', '-', '_' and ':'",
+            _matching(r"[A-Za-z0-9_.:-]{1,253}"))
+PATHS = Form("a path", "paths (':'-separated where several are taken) without control characters", _printable)
+TEXT = Form("text", "printable text, without control characters", _printable)
+
+# The launcher's commands, and which of them read a setting. bench and preflight are
+# `run` with a workload of torchpod's own, so they read everything `run` reads.
+COMMANDS = ("plan", "run", "doctor", "bench", "preflight")
+_LAUNCHING = ("plan", "run", "bench", "preflight")
+_RUNNING = ("run", "bench", "preflight")
+_FABRIC = (*_LAUNCHING, "doctor")
+
+
+@dataclass(frozen=True)
 class Setting:
-    """One TORCHPOD_* variable the launcher reads: its name, what it does, its default."""
+    """One TORCHPOD_* variable the launcher reads: its name, what it does, its default, the
+    form its value takes and the commands that read it (each command's --help lists them)."""
 
     name: str
     meaning: str
     default: str | None = None  # None: unset means "not given" (detection decides)
+    form: Form = TEXT
+    commands: tuple[str, ...] = ()
 
 
 ENV_SCHEDULER = Setting("TORCHPOD_SCHEDULER", "force a scheduler instead of detecting one "
-                        "(one of torchpod.schedulers' names, e.g. slurm, volcano, standalone)")
+                        "(one of torchpod.schedulers' names, e.g. slurm, volcano, standalone, or auto)",
+                        form=NAME, commands=_LAUNCHING)
 ENV_RDZV_PORT = Setting("TORCHPOD_RDZV_PORT", "port of the rendezvous endpoints torchpod builds from "
-                        "host lists", str(RDZV_PORT_DEFAULT))
-ENV_RDZV_TIMEOUT = Setting("TORCHPOD_RDZV_TIMEOUT", "seconds to wait for all nodes to join the rendezvous")
+                        "host lists", str(RDZV_PORT_DEFAULT), form=PORT, commands=_LAUNCHING)
+ENV_RDZV_TIMEOUT = Setting("TORCHPOD_RDZV_TIMEOUT", "seconds to wait for all nodes to join the rendezvous",
+                           form=SECONDS, commands=_LAUNCHING)
 ENV_HOSTNAME = Setting("TORCHPOD_HOSTNAME", "this node's name as the scheduler's host list spells it",
-                       "the hostname")
-ENV_SYSFS_ROOT = Setting("TORCHPOD_SYSFS_ROOT", "where sysfs is read for RDMA devices", SYSFS_ROOT_DEFAULT)
+                       "the hostname", form=HOST, commands=_LAUNCHING)
+ENV_SYSFS_ROOT = Setting("TORCHPOD_SYSFS_ROOT", "where sysfs is read for RDMA devices", SYSFS_ROOT_DEFAULT,
+                         form=PATHS, commands=_FABRIC)
 ENV_PRESET = Setting("TORCHPOD_PRESET", "a machine shape whose NCCL fabric settings to apply "
-                     "(torchpod/fabric/presets.json)")
-ENV_DOCTOR = Setting("TORCHPOD_DOCTOR", "1: `run` refuses to start when the doctor's preflight fails", "0")
+                     "(torchpod/fabric/presets.json)", form=NAME, commands=_FABRIC)
+ENV_DOCTOR = Setting("TORCHPOD_DOCTOR", "1: `run` refuses to start when the doctor's preflight fails", "0",
+                     form=SWITCH, commands=_RUNNING)
 ENV_PREFLIGHT = Setting("TORCHPOD_PREFLIGHT", "1: `run` runs torchpod.preflight on every node first, in the "
-                        "job's own workers, and starts the script only when no node failed", "0")
+                        "job's own workers, and starts the script only when no node failed", "0",
+                        form=SWITCH, commands=_LAUNCHING)
 ENV_PREFLIGHT_UNDECIDED = Setting("TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED", "1: preflight passes when its pairs cannot "
                                   "tell slow nodes from fast (two nodes without --floor-gbps, no pair above the "
                                   "floor, a node between a quarter and half the best pair), as --allow-undecided "
-                                  "does; 0: it fails, naming the pairs", "0")
+                                  "does; 0: it fails, naming the pairs", "0", form=SWITCH, commands=_LAUNCHING)
 ENV_SITE_LIB = Setting("TORCHPOD_SITE_LIB", "':'-separated directories holding the site's NCCL net plugin "
-                       f"and libfabric (else {SITE_LIB} and {SITE_DEPS}, then the vendors' host paths)")
+                       f"and libfabric (else {SITE_LIB} and {SITE_DEPS}, then the vendors' host paths)",
+                       form=PATHS, commands=_FABRIC)
 ENV_NET_PIN = Setting("TORCHPOD_NCCL_NET_PIN", "1: on InfiniBand/RoCE pin NCCL_NET=IB so a job that cannot use "
-                      "RDMA fails at init; 0: let NCCL fall back to sockets", "1")
+                      "RDMA fails at init; 0: let NCCL fall back to sockets", "1", form=SWITCH, commands=_FABRIC)
 
 # Every variable torchpod reads, in the order --help lists them.
 SETTINGS: tuple[Setting, ...] = (ENV_SCHEDULER, ENV_RDZV_PORT, ENV_RDZV_TIMEOUT, ENV_HOSTNAME, ENV_SYSFS_ROOT,
@@ -156,5 +214,31 @@ OUTPUTS = (ENV_COMMAND, RESULT_PREFIX.strip())
 
 
 def setting(env: Mapping[str, str], which: Setting) -> str:
-    """The variable's value with surrounding blanks removed; "" when unset or blank."""
-    return (env.get(which.name) or "").strip()
+    """The variable's value with surrounding blanks removed, once its form accepts it; ""
+    when unset or blank (a job script that forwards an unset name hands it over blank).
+    A value its form refuses is one line naming the variable, the value and the form."""
+    value = (env.get(which.name) or "").strip()
+    if value and not which.form.accepts(value):
+        shown = value if len(value) <= 80 else value[:80] + "..."
+        raise InputError(f"{which.name}={shown!r} is not {which.form.what}; expected {which.form.expected} "
+                         f"({which.meaning})")
+    return value
+
+
+def switch(env: Mapping[str, str], which: Setting) -> bool:
+    """A SWITCH setting: True for 1, False for 0, its default when unset or blank."""
+    return (setting(env, which) or which.default or "0") == "1"
+
+
+def number(env: Mapping[str, str], which: Setting) -> int | None:
+    """A whole-number setting (PORT, SECONDS); None when unset or blank."""
+    value = setting(env, which)
+    return int(value) if value else None
+
+
+def check_settings(env: Mapping[str, str], command: str) -> None:
+    """Every setting ``command`` reads, checked against its form before the command starts,
+    so a bad value is refused the same way whichever step would have read it first."""
+    for which in SETTINGS:
+        if command in which.commands:
+            setting(env, which)

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from . import nccl_log, netplugin, readers
-from .contract import SYSFS_ROOT_DEFAULT
+from .contract import ENV_DOCTOR, ENV_SITE_LIB, SYSFS_ROOT_DEFAULT
 from .errors import InputError
 from .fabric import FABRICS, FabricReport, by_name, detect_fabric, driver, imex, names, ncclconf, site
 from .fabric.findings import Finding, Severity
@@ -233,7 +233,7 @@ def _probe_checks(env: Mapping[str, str], fabric: FabricReport, probe: dict) -> 
         errors = "; ".join(t["error"] for t in probe.get("tried") or ()) or probe.get("crashed") or "not found"
         return [_row("net-plugin", "not-loaded", FAIL, f"{fabric.fabric} needs the aws-ofi-nccl NCCL net plugin; "
                      f"NCCL would load none ({why}): {errors}",
-                     f"bind-mount the site's plugin and libfabric at {site.SITE_LIB} (or set TORCHPOD_SITE_LIB), "
+                     f"bind-mount the site's plugin and libfabric at {site.SITE_LIB} (or set {ENV_SITE_LIB.name}), "
                      "or use an image variant that carries one")]
     out = [_row("net-plugin", "ok", OK, f"{probe.get('path')} loads with RTLD_NOW ({why})")]
     want, chosen = probe.get("wanted") or [], probe.get("chosen")
@@ -393,6 +393,6 @@ def refusal(checks: Sequence[Check]) -> str | None:
     failed = [c for c in checks if c.finding.severity is FAIL]
     if not failed:
         return None
-    return ("TORCHPOD_DOCTOR=1 and the preflight failed: " + "; ".join(f"{c.name}: {c.detail} (fix: {c.fix})"
-                                                                        for c in failed)
+    return (f"{ENV_DOCTOR.name}=1 and the preflight failed: "
+            + "; ".join(f"{c.name}: {c.detail} (fix: {c.fix})" for c in failed)
             + "; run `torchpod doctor` for every check")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 from . import __version__
-from .contract import PREFLIGHT_MODULE
+from .contract import ENV_DOCTOR, ENV_PREFLIGHT, PREFLIGHT_MODULE
 from .errors import InputError
 from .supervise import FORWARDED_NAMES, TERMINATING_NAMES
 from .values import Endpoint, NodeCount
@@ -118,11 +118,11 @@ def preflight_first(plan: LaunchPlan) -> LaunchPlan:
     if plan.script is None or (plan.script == PREFLIGHT_MODULE and "--module" in plan.passthrough):
         return plan
     if str(plan.nnodes) == "1":
-        return replace(plan, notes=plan.notes + ("TORCHPOD_PREFLIGHT=1: one node, no pair of nodes to compare: "
-                                                 "preflight skipped (TORCHPOD_DOCTOR=1 checks this node)",))
+        return replace(plan, notes=plan.notes + (f"{ENV_PREFLIGHT.name}=1: one node, no pair of nodes to compare: "
+                                                 f"preflight skipped ({ENV_DOCTOR.name}=1 checks this node)",))
     mode = next((word for flag, word in _MODES if flag in plan.passthrough), "script")
     kept = tuple(p for p in plan.passthrough if p not in _MODE_FLAGS)
-    note = (f"TORCHPOD_PREFLIGHT=1: every worker runs {PREFLIGHT_MODULE} first and starts "
+    note = (f"{ENV_PREFLIGHT.name}=1: every worker runs {PREFLIGHT_MODULE} first and starts "
             f"{plan.script!r} only when no node failed (exit 1 names the failing nodes)")
     return replace(plan, passthrough=kept + ("--module",), script=PREFLIGHT_MODULE,
                    script_args=(THEN, mode, plan.script, *plan.script_args), notes=plan.notes + (note,))

@@ -54,7 +54,7 @@ from xml.sax.saxutils import escape
 
 from . import doctor, gpus
 from .bench_allreduce import Parser, _row, parse_bytes, sizes, whole
-from .contract import ENV_PREFLIGHT_UNDECIDED, RESULT_PREFIX, setting
+from .contract import ENV_PREFLIGHT_UNDECIDED, RESULT_PREFIX, switch
 from .errors import InputError, one_line
 from .fabric import presets
 from .fabric.findings import Severity
@@ -127,11 +127,8 @@ def undecided_reasons(verdict: Verdict, accepted: bool) -> list[dict]:
 def allow_undecided(flag: bool, env: Mapping[str, str]) -> bool:
     """``--allow-undecided``, or TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED=1 (TORCHPOD_PREFLIGHT=1's
     workers get no preflight options); a value other than 0 or 1 is bad input."""
-    value = setting(env, ENV_PREFLIGHT_UNDECIDED)
-    if value not in ("", "0", "1"):
-        raise InputError(f"{ENV_PREFLIGHT_UNDECIDED.name}={value[:40]!r} is not a switch; expected 1 (accept a "
-                         "preflight that cannot tell slow nodes from fast) or 0")
-    return flag or value == "1"
+    accepted = switch(env, ENV_PREFLIGHT_UNDECIDED)  # checked even when the flag says it already
+    return flag or accepted
 
 
 def floor_reasons(sweep: Sequence[Mapping[str, Any]], floor: Floor | None, preset: str, backend: str) -> list[dict]:

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from typing import Generic, Mapping, TypeVar
 
 from . import home, schedulers
-from .contract import ENV_RDZV_TIMEOUT, TORCHRUN_MASTER_PORT
+from .contract import ENV_RDZV_TIMEOUT, ENV_SCHEDULER, TORCHRUN_MASTER_PORT, number
 from .errors import InputError
 from .fabric import detect_fabric
 from .gpus import default_nproc
 from .options import Given, UserOptions, read_user_options
 from .plan import LaunchPlan
-from .schedulers.common import LOOPBACK, Detection, Facts, get, parse_int, stable_id
+from .schedulers.common import LOOPBACK, Detection, Facts, stable_id
 from .supervise import FORWARDED_NAMES, TERMINATING_NAMES
 from .torchrun_flags import Invocation
 from .values import Endpoint, NodeCount, check_host
@@ -59,7 +59,7 @@ def decide_nnodes(det: Detection, user: UserOptions) -> Step[NodeCount]:
     if det.single_node and nnodes.hi > 1:
         raise InputError(
             f"{source}={nnodes!r} contradicts standalone (one node); expected 1; drop "
-            "--standalone / TORCHPOD_SCHEDULER=standalone, or give a rendezvous endpoint"
+            f"--standalone / {ENV_SCHEDULER.name}=standalone, or give a rendezvous endpoint"
         )
     if det.hosts is not None and not nnodes.lo <= len(det.hosts) <= nnodes.hi:
         raise InputError(
@@ -194,9 +194,8 @@ def decide_conf(env: Mapping[str, str], det: Detection, user: UserOptions, backe
     notes: list[str] = []
     if backend == "c10d" and node is not None:
         conf["is_host"] = "true" if node == 0 else "false"
-    timeout = get(env, ENV_RDZV_TIMEOUT.name)
-    if timeout is not None:
-        seconds = parse_int(*timeout, minimum=1, hint="seconds to wait for all nodes")
+    seconds = number(env, ENV_RDZV_TIMEOUT)
+    if seconds is not None:
         conf["timeout" if backend in ("static", "etcd") else "join_timeout"] = str(seconds)
     if user.rdzv_conf is not None:
         given = dict(user.rdzv_conf.value)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
+from ..contract import ENV_PRESET, ENV_SITE_LIB
 from . import hca, presets, site
 from .findings import Finding, Severity, info, user
 from .netpin import with_net_pin
@@ -88,7 +89,7 @@ def with_plugin(env: Mapping[str, str], report: FabricReport, libs: site.SiteLib
         notes.append(info("site.plugin.image", f"NCCL_NET_PLUGIN={own_plugin}: this image's own plugin "
                           "(nothing injected)"))
     else:
-        notes.append(info("site.plugin.none", "no NCCL net plugin: none injected (TORCHPOD_SITE_LIB, "
+        notes.append(info("site.plugin.none", f"no NCCL net plugin: none injected ({ENV_SITE_LIB.name}, "
                           f"{site.SITE_LIB}, /opt/amazon/{{ofi-nccl,efa}}, /opt/cray/libfabric) and this image "
                           "carries none: NCCL will use sockets"))
         return FabricReport(report.fabric, tuple(merged.items()), tuple(notes))
@@ -130,7 +131,7 @@ def with_preset(env: Mapping[str, str], report: FabricReport, inventory: Invento
         return report
     merged = dict(report.env)
     notes = list(report.findings)
-    notes.append(info("preset.chosen", f"TORCHPOD_PRESET={preset.name}: {preset.source}"))
+    notes.append(info("preset.chosen", f"{ENV_PRESET.name}={preset.name}: {preset.source}"))
     if report.fabric not in (None, preset.fabric):
         notes.append(info("preset.other-fabric", f"preset {preset.name} is for {preset.fabric} but this node shows "
                           f"{report.fabric}"))

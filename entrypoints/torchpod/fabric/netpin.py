@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ..contract import ENV_NET_PIN, setting
-from ..errors import InputError
+from ..contract import ENV_NET_PIN, switch
 from .findings import info
 from .registry import FABRICS
 from .report import FabricReport
@@ -31,12 +30,8 @@ SOCKET_NET = "Socket"  # the internal sockets network (src/transport/net_socket.
 
 def pin_wanted(env: Mapping[str, str]) -> bool:
     """TORCHPOD_NCCL_NET_PIN: "1" (default; unset or blank) pins, "0" does not; anything else is
-    bad input."""
-    given = setting(env, ENV_NET_PIN) or str(ENV_NET_PIN.default)
-    if given not in ("0", "1"):
-        raise InputError(f"{ENV_NET_PIN.name}={given!r}: expected 0 (let NCCL fall back to sockets) or 1 "
-                         "(pin NCCL_NET=IB, the default)")
-    return given == "1"
+    bad input (contract.switch)."""
+    return switch(env, ENV_NET_PIN)
 
 
 def with_net_pin(env: Mapping[str, str], report: FabricReport) -> FabricReport:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Mapping
 
 from .. import readers
-from ..contract import ENV_PRESET
+from ..contract import ENV_PRESET, setting
 from ..errors import InputError
 from .registry import NAMES, by_name
 
@@ -136,7 +136,7 @@ def shipped() -> dict[str, Preset]:
 
 def chosen(env: Mapping[str, str]) -> Preset | None:
     """The preset TORCHPOD_PRESET names, None when unset, an error for an unknown name."""
-    name = (env.get(ENV_PRESET.name) or "").strip()
+    name = setting(env, ENV_PRESET)
     if not name:
         return None
     presets = shipped()

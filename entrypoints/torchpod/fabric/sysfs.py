@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import readers
+from ..contract import ENV_SYSFS_ROOT
 from ..errors import InputError
 
 IPV4_MAPPED = "0000:0000:0000:0000:0000:ffff:"
@@ -87,7 +88,7 @@ class Inventory:
 NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,63}", re.ASCII)
 _INDEX_RE = re.compile(r"[0-9]{1,9}", re.ASCII)  # ports and GID slots: ASCII digits, never '²'
 _GID_RE = re.compile(r"[0-9a-f]{4}(?::[0-9a-f]{4}){7}", re.ASCII)
-_ATTR_EXPECTED = "a kernel attribute file under sysfs (TORCHPOD_SYSFS_ROOT / --sysfs-root)"
+_ATTR_EXPECTED = f"a kernel attribute file under sysfs ({ENV_SYSFS_ROOT.name} / --sysfs-root)"
 
 
 def _read(path: Path) -> str | None:

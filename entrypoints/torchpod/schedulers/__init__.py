@@ -83,7 +83,7 @@ def choose(env: Env, user: UserOptions) -> tuple[Detector, str]:
     """The scheduler module for ``env`` and why it was chosen."""
     module = requested(env, user)
     if module is not None:
-        how = ENV_SCHEDULER.name if get(env, ENV_SCHEDULER.name) or user.standalone is None else user.standalone.source
+        how = ENV_SCHEDULER.name if setting(env, ENV_SCHEDULER) or user.standalone is None else user.standalone.source
         return module, f"scheduler {module.NAME} ({how})"
     strong = [m for m in SCHEDULERS if m.STRONG and m.claims(env, user)]
     if len(strong) > 1:

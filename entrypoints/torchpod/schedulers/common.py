@@ -12,7 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..contract import ENV_RDZV_PORT, EPHEMERAL_PORTS, RDZV_PORT_DEFAULT, SYSFS_ROOT_DEFAULT
+from ..contract import (
+    ENV_HOSTNAME,
+    ENV_RDZV_PORT,
+    EPHEMERAL_PORTS,
+    RDZV_PORT_DEFAULT,
+    SYSFS_ROOT_DEFAULT,
+    number,
+    setting,
+)
 from ..errors import InputError
 from ..options import split_master_addr
 from ..values import (  # noqa: F401 - re-exported for the detectors
@@ -95,10 +103,9 @@ def index_below(var: tuple[str, str], count: int, *, of: str, hint: str, tail: s
 def rdzv_port(env: Env) -> tuple[int, tuple[str, ...]]:
     """The port for endpoints torchpod builds itself (TORCHPOD_RDZV_PORT, else
     contract.RDZV_PORT_DEFAULT)."""
-    found = get(env, ENV_RDZV_PORT.name)
-    if found is None:
+    port = number(env, ENV_RDZV_PORT)
+    if port is None:
         return RDZV_PORT_DEFAULT, ()
-    port = parse_port(found[0], found[1], hint=f"e.g. {ENV_RDZV_PORT.name}={RDZV_PORT_DEFAULT}")
     notes: tuple[str, ...] = ()
     if port in _EPHEMERAL:
         notes = (
@@ -134,7 +141,7 @@ def master_endpoint(env: Env, addr_names: Sequence[str], port_names: Sequence[st
         port, how = given.port, f"the port in {addr[0]}"
     else:
         port, notes = rdzv_port(env)
-        how = ENV_RDZV_PORT.name if get(env, ENV_RDZV_PORT.name) else f"default {RDZV_PORT_DEFAULT}"
+        how = ENV_RDZV_PORT.name if setting(env, ENV_RDZV_PORT) else f"default {RDZV_PORT_DEFAULT}"
     ep = Endpoint(given.host, port)
     if given.port is not None:
         notes = (f"{addr[0]}={addr[1]} holds a port: host {given.host}, port {given.port}",) + notes
@@ -166,7 +173,7 @@ def find_host(hosts: Sequence[str], *names: str) -> int | None:
         if len({lowered[i] for i in found}) > 1:
             raise InputError(
                 f"this node's name {name!r} matches {hosts[found[0]]!r} and {hosts[found[1]]!r} of the "
-                "node list by short name; expected one match: set TORCHPOD_HOSTNAME to this node's "
+                f"node list by short name; expected one match: set {ENV_HOSTNAME.name} to this node's "
                 "name exactly as the node list spells it"
             )
         if found:

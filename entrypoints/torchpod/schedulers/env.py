@@ -15,6 +15,7 @@ refused before any detection (schedulers.refuse_torchrun_worker), not misread.
 
 from __future__ import annotations
 
+from ..contract import ENV_SCHEDULER
 from ..errors import InputError
 from ..options import UserOptions
 from .common import Detection, Env, Facts, NodeCount, get, master_endpoint, parse_int, stable_id
@@ -36,7 +37,7 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
         raise InputError(
             f"{missing[0]} is not set, and the env:// convention needs it; expected MASTER_ADDR "
             "(the first node), WORLD_SIZE (the number of nodes) and RANK (this node's index); "
-            "set them, or unset TORCHPOD_SCHEDULER to detect the scheduler"
+            f"set them, or unset {ENV_SCHEDULER.name} to detect the scheduler"
         )
     nodes = parse_int("WORLD_SIZE", world[1], minimum=1, hint="the number of nodes (pods)")
     rank = parse_int("RANK", rank_var[1], hint="this node's index")

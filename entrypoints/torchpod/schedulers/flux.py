@@ -17,7 +17,7 @@ exported by the job), and without one resolve() stops with one line naming them.
 
 from __future__ import annotations
 
-from ..contract import RDZV_PORT_DEFAULT
+from ..contract import ENV_SCHEDULER, RDZV_PORT_DEFAULT
 from ..errors import InputError
 from ..options import UserOptions
 from .common import Detection, Env, Facts, NodeCount, get, index_below, master_endpoint, parse_int, stable_id
@@ -69,7 +69,7 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     count = get(env, "FLUX_JOB_NNODES")
     if count is None:
         seen = get(env, *MARKERS)
-        why = f"{seen[0]} is set but" if seen else f"TORCHPOD_SCHEDULER={NAME!r}, and"
+        why = f"{seen[0]} is set but" if seen else f"{ENV_SCHEDULER.name}={NAME!r}, and"
         raise InputError(
             f"{why} FLUX_JOB_NNODES is missing; expected the job's node count, which the Flux "
             "job shell sets; start torchpod with `flux run -N <nodes> --tasks-per-node=1`"

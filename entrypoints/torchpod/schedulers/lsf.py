@@ -21,7 +21,7 @@ rank JSM_NAMESPACE_LOCAL_RANK (per process): above 0 is a second launcher on thi
 from __future__ import annotations
 
 from .. import readers
-from ..contract import SCHEDULER_VARS
+from ..contract import ENV_HOSTNAME, ENV_SCHEDULER, SCHEDULER_VARS
 from ..errors import InputError
 from ..options import UserOptions
 from .common import (
@@ -92,7 +92,7 @@ def allocation(env: Env) -> tuple[list[tuple[str, int]], str]:
         return parse_mcpu_hosts(mcpu[1]), "LSB_MCPU_HOSTS"
     job = get(env, "LSB_JOBID")
     raise InputError(
-        (f"LSB_JOBID={job[1]!r} is set but" if job else f"TORCHPOD_SCHEDULER={NAME!r}, and")
+        (f"LSB_JOBID={job[1]!r} is set but" if job else f"{ENV_SCHEDULER.name}={NAME!r}, and")
         + " no host list is; expected LSB_DJOB_HOSTFILE, LSB_DJOB_RANKFILE or LSB_MCPU_HOSTS; "
         "start torchpod inside the LSF job with blaunch or jsrun"
     )
@@ -118,7 +118,7 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
             f"this host {facts.hostname!r} is not among the compute hosts of {where} "
             f"({', '.join(hosts[:8])}); expected this node's short or full name"
             + (f" ({launch!r} is the launch node and runs no GPU work)" if launch else "")
-            + "; start torchpod on each host with blaunch or `jsrun -r 1`, or set TORCHPOD_HOSTNAME"
+            + f"; start torchpod on each host with blaunch or `jsrun -r 1`, or set {ENV_HOSTNAME.name}"
         )
     local = get(env, "JSM_NAMESPACE_LOCAL_RANK")
     if local is not None and parse_int(*local) > 0:

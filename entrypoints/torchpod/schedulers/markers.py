@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from ..contract import ENV_SCHEDULER
 from .common import Env, get
 
 
@@ -52,7 +53,7 @@ UNPLANNED: tuple[Marker, ...] = (
 )
 
 NEEDS = ("expected a platform torchpod plans, or the job described explicitly: "
-         "TORCHPOD_SCHEDULER=env with MASTER_ADDR, WORLD_SIZE (nodes) and RANK (this node), "
+         f"{ENV_SCHEDULER.name}=env with MASTER_ADDR, WORLD_SIZE (nodes) and RANK (this node), "
          "or torchrun's --nnodes, --node-rank and --rdzv-endpoint")
 
 

@@ -10,7 +10,7 @@ rank is a node index. MPI names no rendezvous host: forward it with
 
 from __future__ import annotations
 
-from ..contract import RDZV_PORT_DEFAULT
+from ..contract import ENV_SCHEDULER, RDZV_PORT_DEFAULT
 from ..errors import InputError
 from ..options import UserOptions
 from .common import Detection, Env, Facts, NodeCount, get, master_endpoint, parse_int, stable_id
@@ -29,7 +29,7 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     rank = get(env, "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
     if size is None or rank is None:
         seen = (rank or size)
-        why = f"{seen[0]} is set but" if seen else "TORCHPOD_SCHEDULER=mpi, and"
+        why = f"{seen[0]} is set but" if seen else f"{ENV_SCHEDULER.name}={NAME}, and"
         raise InputError(
             f"{why} the MPI world size or rank is missing; expected both "
             "OMPI_COMM_WORLD_SIZE and OMPI_COMM_WORLD_RANK (or PMI_SIZE and PMI_RANK); "

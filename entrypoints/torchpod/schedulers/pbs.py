@@ -22,7 +22,7 @@ against the hostname whenever the hostname names a node, and a disagreement is a
 from __future__ import annotations
 
 from .. import readers
-from ..contract import SCHEDULER_VARS
+from ..contract import ENV_HOSTNAME, SCHEDULER_VARS
 from ..errors import InputError
 from ..options import UserOptions
 from .common import (
@@ -80,7 +80,7 @@ def _ambiguous(found: list[int], hosts: tuple[str, ...], hostname: str, nodefile
     named = " and ".join(repr(hosts[i]) for i in found[:4])
     return InputError(
         f"this host {hostname!r} matches {named} in PBS_NODEFILE={nodefile!r}; expected exactly "
-        "one line for this node; set TORCHPOD_HOSTNAME to this node's full name as listed, or "
+        f"one line for this node; set {ENV_HOSTNAME.name} to this node's full name as listed, or "
         "start the launchers with pbsdsh -u / `mpiexec --ppn 1`, which set PBS_NODENUM / PALS_NODEID"
     )
 
@@ -111,7 +111,7 @@ def node_index(env: Env, facts: Facts, hosts: tuple[str, ...], nodefile: str) ->
             f"this host {facts.hostname!r} is not in PBS_NODEFILE={nodefile!r} "
             f"(hosts: {', '.join(hosts[:8])}); expected this node's short or full name; "
             "start torchpod on the allocated nodes (pbsdsh -u / mpiexec --ppn 1) or set "
-            "TORCHPOD_HOSTNAME to this node's listed name"
+            f"{ENV_HOSTNAME.name} to this node's listed name"
         )
     return found[0], f"hostname {facts.hostname!r}"
 

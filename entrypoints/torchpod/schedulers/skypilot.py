@@ -10,6 +10,7 @@ SKYPILOT_NUM_GPUS_PER_NODE. Its own distributed example takes the rendezvous hos
 
 from __future__ import annotations
 
+from ..contract import ENV_SCHEDULER
 from ..errors import InputError
 from ..options import UserOptions
 from .common import Detection, Endpoint, Env, Facts, NodeCount, check_host, get, parse_int, rdzv_port, stable_id
@@ -30,7 +31,7 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     ips, rank = get(env, "SKYPILOT_NODE_IPS"), get(env, "SKYPILOT_NODE_RANK")
     if ips is None or rank is None:
         seen = get(env, *MARKERS)
-        why = f"{seen[0]} is set but" if seen else f"TORCHPOD_SCHEDULER={NAME!r}, and"
+        why = f"{seen[0]} is set but" if seen else f"{ENV_SCHEDULER.name}={NAME!r}, and"
         raise InputError(
             f"{why} SKYPILOT_NODE_IPS or SKYPILOT_NODE_RANK is missing; expected both (every "
             "node's IP, one a line, and this node's index); start torchpod from the task's run section"

@@ -15,7 +15,7 @@ import itertools
 import math
 import re
 
-from ..contract import ENV_SCHEDULER, SCHEDULER_VARS
+from ..contract import ENV_HOSTNAME, ENV_SCHEDULER, SCHEDULER_VARS
 from ..errors import InputError
 from ..options import UserOptions
 from .common import (
@@ -241,7 +241,7 @@ def _node_index(env: Env, facts: Facts, hosts: tuple[str, ...], list_var: tuple[
         raise InputError(
             f"SLURM_NODEID is not set and this host {facts.hostname!r} is not in "
             f"{list_var[0]}={list_var[1]!r}; expected one of {', '.join(hosts[:8])}; "
-            "start torchpod with srun, or set TORCHPOD_HOSTNAME to this node's listed name"
+            f"start torchpod with srun, or set {ENV_HOSTNAME.name} to this node's listed name"
         )
     return found, (f"node index {found} from matching hostname {facts.hostname!r}",)
 
@@ -251,7 +251,7 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     job_id = job[1] if job else ""
     list_var = nodelist(env)
     if list_var is None:
-        why = "SLURM_JOB_ID is set but" if job else "TORCHPOD_SCHEDULER=slurm, and"
+        why = "SLURM_JOB_ID is set but" if job else f"{ENV_SCHEDULER.name}={NAME}, and"
         raise InputError(
             f"{why} SLURM_JOB_NODELIST is empty or missing; expected the "
             "allocation's host list, e.g. 'gpu[001-004]'; run inside an sbatch/salloc "

@@ -52,7 +52,7 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
             raise InputError(
                 f"{shown} {'is' if len(stray) == 1 else 'are'} set but no scheduler recognised "
                 f"them; expected either a known scheduler ({known}) or an explicit rendezvous; "
-                "set TORCHPOD_SCHEDULER=<name>, pass --nnodes/--rdzv-endpoint, or unset them "
+                f"set {ENV_SCHEDULER.name}=<name>, pass --nnodes/--rdzv-endpoint, or unset them "
                 "to run on one node"
             )
         _refuse_markers(env)

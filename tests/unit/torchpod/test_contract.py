@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import torchpod.cli as cli
 from torchpod import contract
 from torchpod.contract import SETTINGS
+from torchpod.errors import InputError
 
 from needs import module
 from paths import ROOT
@@ -69,6 +70,25 @@ def test_the_launcher_reads_settings_through_the_table():
     assert readers == set(), "read TORCHPOD_* through contract.ENV_*.name"
 
 
+# A setting read by its table name but around its parser, e.g. get(env, ENV_X.name) or
+# env.get(ENV_X.name): every reader goes through contract.setting, switch or number.
+RAW_READ = re.compile(r"(?:\bget\(\s*\w+,\s*|\.get\(\s*|\benv\[\s*)ENV_[A-Z_]+\.name")
+
+
+def test_the_launcher_reads_settings_only_through_their_parser():
+    readers = {str(p.relative_to(LAUNCHER)) for p in _sources(LAUNCHER, "*.py")
+               if p.name != "contract.py" and RAW_READ.search(p.read_text())}
+    assert readers == set(), "read a setting with contract.setting, switch or number"
+    assert RAW_READ.search("found = get(env, ENV_RDZV_PORT.name)") and RAW_READ.search("env.get(ENV_PRESET.name)")
+
+
+def test_messages_take_setting_names_from_the_table():
+    # prose (docstrings, comments) may name a setting; a message builds it from contract.ENV_*.name
+    found = {str(p.relative_to(LAUNCHER)): NAME.findall(_code_only(p)) for p in _sources(LAUNCHER, "*.py")
+             if p.name != "contract.py"}
+    assert {k: v for k, v in found.items() if set(v) - set(contract.OUTPUTS)} == {}
+
+
 @pytest.mark.parametrize("name, value, needle", [
     ("TORCHPOD_SCHEDULER", "cobalt", "is not a known scheduler"),
     ("TORCHPOD_RDZV_PORT", "70000", "TORCHPOD_RDZV_PORT"),
@@ -100,10 +120,46 @@ def test_every_setting_set_blank_reads_as_unset(capsys):
 
 @settings(deadline=None, max_examples=200)
 @given(st.text())
-def test_setting_is_the_value_without_surrounding_blanks(value):
+def test_setting_is_the_value_without_surrounding_blanks_or_one_line_naming_it(value):
     for s in SETTINGS:
-        assert contract.setting({s.name: value}, s) == value.strip()
         assert contract.setting({}, s) == ""
+        try:
+            got = contract.setting({s.name: value}, s)
+        except InputError as exc:
+            message = str(exc)
+            assert value.strip() and not s.form.accepts(value.strip())
+            assert message.startswith(f"{s.name}=") and f"expected {s.form.expected}" in message
+            assert message.isprintable(), message  # the value is quoted: no control character leaks
+            continue
+        assert got == value.strip() and (not got or s.form.accepts(got))
+
+
+@pytest.mark.parametrize("which, good, bad", [
+    (contract.ENV_DOCTOR, ["0", "1", " 1 "], ["yes", "true", "on", "2", "\u0661", "1\n0"]),
+    (contract.ENV_RDZV_PORT, ["1", "29400", "65535"], ["0", "65536", "http", "\u0662\u0669\u0664", "294\n00"]),
+    (contract.ENV_RDZV_TIMEOUT, ["1", "900"], ["0", "soon", "-5", "1.5", "1e3"]),
+    (contract.ENV_SCHEDULER, ["slurm", "auto", "Slurm"], ["slurm;id", "sl urm", "\x1b[2J", "\u0455lurm"]),
+    (contract.ENV_HOSTNAME, ["gpu001", "n1.cluster", "fd00::2"], ["gpu 1", "n1\tn2", "$(id)"]),
+    (contract.ENV_SITE_LIB, ["/site/lib:/site/deps", "/opt/é"], ["/site\n/lib", "/a\x00b", "/a\u2028b"]),
+])
+def test_each_form_accepts_its_grammar_and_refuses_the_rest(which, good, bad):
+    for value in good:
+        contract.setting({which.name: value}, which)
+    for value in bad:
+        with pytest.raises(InputError, match=f"^{which.name}=.* is not {which.form.what}; expected "):
+            contract.setting({which.name: value}, which)
+
+
+def test_a_switch_is_its_default_when_unset_and_a_number_is_an_int():
+    assert contract.switch({}, contract.ENV_NET_PIN) is True and contract.switch({}, contract.ENV_DOCTOR) is False
+    assert contract.switch({"TORCHPOD_NCCL_NET_PIN": " 0"}, contract.ENV_NET_PIN) is False
+    assert contract.number({"TORCHPOD_RDZV_PORT": "+29401"}, contract.ENV_RDZV_PORT) == 29401
+    assert contract.number({"TORCHPOD_RDZV_PORT": " "}, contract.ENV_RDZV_PORT) is None
+
+
+def test_every_setting_is_read_by_a_known_command():
+    for s in SETTINGS:
+        assert s.commands and set(s.commands) <= set(contract.COMMANDS), s.name
 
 
 @settings(deadline=None, max_examples=50)
@@ -152,7 +208,11 @@ def test_no_shared_literal_outside_the_contract(path):
 def test_the_contract_is_a_leaf_of_the_standard_library():
     tree = ast.parse((LAUNCHER / "contract.py").read_text())
     relative = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level}
-    assert relative <= {"arch"}, relative  # arch.py owns the architecture names; the contract re-exports them
+    # arch.py owns the architecture names (re-exported); errors.py the one family a refused value raises
+    assert relative <= {"arch", "errors"}, relative
+    for leaf, allowed in (("arch", {"errors"}), ("errors", set())):
+        leaf_tree = ast.parse((LAUNCHER / f"{leaf}.py").read_text())
+        assert {n.module for n in ast.walk(leaf_tree) if isinstance(n, ast.ImportFrom) and n.level} <= allowed, leaf
     assert contract.ARCHES is __import__("torchpod.arch").arch.ARCHES
 
 
