@@ -4,7 +4,6 @@ quoting after `--`, writes nothing on bad input, and every HPC script is valid b
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
@@ -13,10 +12,10 @@ from torchpod_toolkit.manifests import jobs
 from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import HPC, RUNTIMES, JobSpec
 
+from paths import ROOT
 from tasks_cli import invoke
 
 IMAGE = "registry.example.com/torchpod/pytorch:2.13.0-cuda13.0"
-ROOT_DOCS = Path(__file__).resolve().parents[3] / "docs"
 
 
 def test_invoke_manifests_writes_what_render_makes(tmp_path):
@@ -136,7 +135,7 @@ def _first_job_commands() -> list[tuple[str, list[str]]]:
     import shlex
 
     out = []
-    for page in sorted((ROOT_DOCS / "first-job").glob("*.md")):
+    for page in sorted((ROOT / "docs" / "first-job").glob("*.md")):
         text = page.read_text(encoding="utf-8").replace("\\\n", " ")
         (line,) = [ln for ln in text.splitlines() if ln.startswith("invoke manifests ")]
         out.append((page.name, shlex.split(line)[1:]))
@@ -150,6 +149,6 @@ def test_each_first_job_page_renders_the_files_it_names(page, argv, tmp_path):
     argv[at + 1] = str(tmp_path / "job")
     proc = invoke(*argv)
     assert proc.returncode == 0, proc.stderr
-    text = (ROOT_DOCS / "first-job" / page).read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "first-job" / page).read_text(encoding="utf-8")
     written = sorted(p.name for p in (tmp_path / "job").iterdir())
     assert written and all(name in text for name in written if not name.endswith(".runai.sh")), (written, page)

@@ -578,6 +578,17 @@ def _check_site_fields(spec: JobSpec) -> None:
                              "lower-case letters, digits, '-', '.'; at most 253)")
 
 
+def _check_job_fields(spec: JobSpec) -> JobSpec:
+    """The names, the site's fields and what the job brings to its pods, each in its grammar;
+    the repeated options as tuples."""
+    _check_names(spec)
+    _check_site_fields(spec)
+    spec = replace(spec, env=check_env(spec.env), volume=tuple(spec.volume), node_selector=tuple(spec.node_selector),
+                   toleration=tuple(spec.toleration))
+    _check_pod_fields(spec)
+    return spec
+
+
 def _check_pod_fields(spec: JobSpec) -> None:
     """--volume, --workdir, --node-selector and --toleration in their grammars; an HPC job
     binds host paths alone (no PVC or ConfigMap outside Kubernetes)."""
@@ -638,11 +649,7 @@ def check(spec: JobSpec) -> JobSpec:
     if spec.scheduler == "volcano-master" and spec.nodes < 2:
         raise InputError(f"--nodes={spec.nodes} with --scheduler volcano-master; expected 2 or more "
                          "(one master task and at least one worker), or --scheduler volcano")
-    _check_names(spec)
-    _check_site_fields(spec)
-    spec = replace(spec, env=check_env(spec.env), volume=tuple(spec.volume), node_selector=tuple(spec.node_selector),
-                   toleration=tuple(spec.toleration))
-    _check_pod_fields(spec)
+    spec = _check_job_fields(spec)
     _check_requeue(spec)
     _check_ids(spec)
     if spec.rdma not in RDMA:

@@ -133,8 +133,9 @@ def test_the_manifests_task_is_generated_from_the_options():
     names = list(params)[1:]
     assert names[:len(spec_mod.options())] == [n for n, _ in spec_mod.options()]
     assert names[len(spec_mod.options()):] == ["out", "refresh", "force"]
-    for name, default, text in spec_mod.cli_options():
-        assert params[name].default == default and task.help[name] == text
+    for name, default, text in spec_mod.cli_options():  # the help is the option's, its default said
+        assert params[name].default == default and task.help[name].startswith(text)
+        assert task.help[name] == text or task.help[name] == f"{text} (default: {default})"
     assert task.help["scheduler"] == jobs.choices()
     assert params["nodes"].default == "2" and params["gpus_per_node"].default == "8"
 
