@@ -26,6 +26,7 @@ from typing import NoReturn
 
 from .contract import RESULT_PREFIX
 from .errors import InputError, one_line
+from .words import plural
 
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -51,7 +52,7 @@ def bus_factor(world: int) -> float:
 
 
 def table(rows: list[dict], world: int, backend: str) -> str:
-    head = (f"# all_reduce, float32 sum, {world} ranks, {backend}; busbw = algbw * 2(n-1)/n\n"
+    head = (f"# all_reduce, float32 sum, {plural(world, 'rank')}, {backend}; busbw = algbw * 2(n-1)/n\n"
             f"{'size (B)':>12} {'count':>11} {'time (us)':>11} {'algbw (GB/s)':>13} {'busbw (GB/s)':>13}")
     lines = [head] + [f"{r['bytes']:>12} {r['count']:>11} {r['time_us']:>11.1f} {r['algbw_gbps']:>13.3f} "
                       f"{r['busbw_gbps']:>13.3f}" for r in rows]

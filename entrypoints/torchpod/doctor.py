@@ -41,6 +41,7 @@ from .contract import ENV_DOCTOR, ENV_SITE_LIB, SYSFS_ROOT_DEFAULT
 from .errors import InputError
 from .fabric import FABRICS, FabricReport, by_name, detect_fabric, driver, imex, names, ncclconf, site
 from .fabric.findings import Finding, Severity
+from .words import plural
 
 OK, WARN, FAIL = Severity.OK, Severity.WARN, Severity.FAIL
 GiB = 1 << 30
@@ -187,7 +188,7 @@ def _rdma_checks(fabric: FabricReport, m: Machine) -> list[Check]:
         return []
     out = []
     if m.uverbs:
-        out.append(_row("uverbs", "ok", OK, f"{len(m.uverbs)} device nodes under /dev/infiniband"))
+        out.append(_row("uverbs", "ok", OK, f"{plural(len(m.uverbs), 'device node')} under /dev/infiniband"))
     else:
         out.append(_row("uverbs", "missing", FAIL, "no /dev/infiniband/uverbs* in this container: NCCL cannot open "
                         "the RDMA devices sysfs shows", "mount /dev/infiniband (hostPath) or request the RDMA "
@@ -335,7 +336,7 @@ def preflight(env: Mapping[str, str], m: Machine) -> tuple[FabricReport, list[Ch
         checks.append(_row("gpus", "none", WARN, "no GPU visible: NCCL cannot run here (gloo will)",
                            "run with the GPUs exposed (--gpus all, nvidia.com/gpu resources)"))
     else:
-        checks.append(_row("gpus", "ok", OK, f"{m.gpu_count} GPUs visible"))
+        checks.append(_row("gpus", "ok", OK, f"{plural(m.gpu_count, 'GPU')} visible"))
     return fabric, checks
 
 

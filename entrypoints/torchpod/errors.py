@@ -38,4 +38,5 @@ def one_line(error: BaseException | str) -> str:
     if len(text) <= MESSAGE_HEAD + MESSAGE_TAIL + 40:
         return text
     cut = len(text) - MESSAGE_HEAD - MESSAGE_TAIL
-    return f"{text[:MESSAGE_HEAD]} ... [{cut} characters left out] ... {text[-MESSAGE_TAIL:]}"
+    noun = "character" if cut == 1 else "characters"  # a leaf: torchpod.words is not imported here
+    return f"{text[:MESSAGE_HEAD]} ... [{cut} {noun} left out] ... {text[-MESSAGE_TAIL:]}"

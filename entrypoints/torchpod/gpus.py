@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
+from .words import plural
+
 _NO_GPU = {"", "none", "void", "no-dev-files"}
 
 
@@ -41,16 +43,18 @@ def visible(env: Mapping[str, str], listed: int | None) -> tuple[int, str]:
     cuda = env.get("CUDA_VISIBLE_DEVICES")
     if cuda is not None:
         n = visible_count(cuda)
-        return (n, f"{n} GPUs in CUDA_VISIBLE_DEVICES") if n else (0, f"CUDA_VISIBLE_DEVICES={cuda!r} hides every GPU")
+        if not n:
+            return 0, f"CUDA_VISIBLE_DEVICES={cuda!r} hides every GPU"
+        return n, f"{plural(n, 'GPU')} in CUDA_VISIBLE_DEVICES"
     nvidia = env.get("NVIDIA_VISIBLE_DEVICES")
     if nvidia is not None and nvidia.strip().lower() in _NO_GPU:
         return 0, f"NVIDIA_VISIBLE_DEVICES={nvidia!r} exposes no GPU"
     if nvidia is not None and nvidia.strip().lower() != "all":
         n = visible_count(nvidia)
         if n:
-            return n, f"{n} GPUs in NVIDIA_VISIBLE_DEVICES"
+            return n, f"{plural(n, 'GPU')} in NVIDIA_VISIBLE_DEVICES"
     if listed:
-        return listed, f"{listed} GPUs listed by `nvidia-smi -L`"
+        return listed, f"{plural(listed, 'GPU')} listed by `nvidia-smi -L`"
     return 0, "no GPU visible"
 
 

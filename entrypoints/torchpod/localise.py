@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from .errors import InputError
+from .words import plural
 
 Pair = tuple[int, int]
 Measure = Callable[[Sequence[Pair]], Mapping[Pair, Any]]
@@ -189,8 +190,9 @@ def _undecided(n: int, floor: float | None, rounds: Sequence[Round], fast: set[i
                                       "proven fast to retest the others against")
     left = set(range(n)) - fast - named
     if floor is None and len(named) > n // 2:
-        return set(), named | left, (f"{len(named)} of {n} nodes are under a quarter of the best pair: without "
-                                     f"a floor a slow majority and one fast pair look alike ({_pair_list(every)})")
+        return set(), named | left, (f"{len(named)} of {plural(n, 'node')} are under a quarter of the best pair: "
+                                     "without a floor a slow majority and one fast pair look alike "
+                                     f"({_pair_list(every)})")
     if not left:
         return named, left, ""
     theirs = [(p, v) for p, v in every if set(p) & left]

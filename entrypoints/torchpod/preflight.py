@@ -63,6 +63,7 @@ from .facts import gather_facts
 from .localise import Pair, Verdict, figure, localise
 from .localise import ring as localise_ring
 from .plan import THEN, THEN_MODES
+from .words import plural
 
 PREFIX = "torchpod.preflight"  # the store keys of preflight's own process group
 WARN, FAIL = Severity.WARN.value, Severity.FAIL.value  # the doctor's statuses (Check.as_dict)
@@ -80,8 +81,8 @@ def _pair_reasons(index: int, verdict: Verdict) -> list[dict]:
         fast = set(verdict.fast)
         against = [(p, v) for p, v in verdict.pairs_of(index) if v < verdict.slow_under and set(p) - {index} <= fast]
         return [{"code": "preflight.slow-node", "status": FAIL,
-                 "detail": f"under {verdict.slow_under:.3f} GB/s with {len({q for p, _ in against for q in p}) - 1} "
-                           "nodes proven fast: "
+                 "detail": f"under {verdict.slow_under:.3f} GB/s with "
+                           f"{plural(len({q for p, _ in against for q in p}) - 1, 'node')} proven fast: "
                            f"{_pairs_text(against)} ({verdict.rule})",
                  "fix": "check this node's NIC, link speed and cabling (ethtool, ibstat); drain it and rerun "
                         "preflight"}]
@@ -138,14 +139,14 @@ def floor_reasons(sweep: Sequence[Mapping[str, Any]], floor: Floor | None, prese
     when it was NCCL's own choice (tree or NVLS can beat a ring on 2 nodes)."""
     if floor is None:
         return []
-    cited = f"preset {preset}: {floor.busbw_gbps:g} GB/s at {floor.bytes} bytes ({floor.source})"
+    cited = f"preset {preset}: {floor.busbw_gbps:g} GB/s at {plural(floor.bytes, 'byte')} ({floor.source})"
     if backend != "nccl":
         return [{"code": "preflight.floor.not-judged", "status": Severity.INFO.value,
                  "detail": f"{cited} is an NCCL figure on GPUs; {backend} is not judged against it", "fix": ""}]
     row = next((r for r in sweep if r.get("bytes") == floor.bytes), None)
     if row is None:
-        raise InputError(f"preflight sweep has no row at {floor.bytes} bytes; expected one for the {cited}")
-    busbw = figure(f"preflight sweep at {floor.bytes} bytes", row.get("busbw_gbps"))
+        raise InputError(f"preflight sweep has no row at {plural(floor.bytes, 'byte')}; expected one for the {cited}")
+    busbw = figure(f"preflight sweep at {plural(floor.bytes, 'byte')}", row.get("busbw_gbps"))
     if busbw >= floor.busbw_gbps:
         return [{"code": "preflight.floor.met", "status": Severity.OK.value,
                  "detail": f"{busbw:.1f} GB/s >= {cited}", "fix": ""}]
@@ -206,7 +207,8 @@ def _round_line(rnd: Mapping[str, Any]) -> str:
 def report(result: Mapping[str, Any]) -> str:
     """The text rank 0 prints: one line per node, every round's pairs, the sweep, the job's
     lines and the verdict: the failing nodes, "none", or "undecided" when the pairs cannot tell."""
-    lines = [f"# torchpod preflight: {len(result['nodes'])} nodes, {result['backend']}, rule: {result['rule']}"]
+    lines = [f"# torchpod preflight: {plural(len(result['nodes']), 'node')}, {result['backend']}, "
+             f"rule: {result['rule']}"]
     for v in result["nodes"]:
         lines.append(f"node {v['node']} ({v['hostname']}): {v['status']}")
         lines += [f"  {r['status']:4} {r['code']}: {r['detail']}" + (f" | fix: {r['fix']}" if r["fix"] else "")
@@ -230,7 +232,7 @@ def assemble(nodes: Sequence[Mapping[str, Any]], verdict: Verdict, sweep: Sequen
     """The JSON report from what the run measured (pure). ``pairs`` holds the ring's pairs as
     it always has; ``rounds`` every round, the ring's included."""
     if len(nodes) != verdict.nodes:
-        raise InputError(f"preflight has {len(nodes)} nodes but the pairs were measured for {verdict.nodes}; "
+        raise InputError(f"preflight has {plural(len(nodes), 'node')} but the pairs were measured for {verdict.nodes}; "
                          "expected the same count")
     judged = verdicts(nodes, verdict)
     ring = verdict.rounds[:len(localise_ring(verdict.nodes))]
@@ -339,7 +341,8 @@ def _write(args: argparse.Namespace, result: dict) -> None:
             json.dump(result, f, indent=2)
     if args.svg:
         with open(args.svg, "w") as f:
-            f.write(svg([(f"all_reduce, {len(result['nodes'])} nodes, {result['backend']}", result["sweep"])]))
+            label = f"all_reduce, {plural(len(result['nodes']), 'node')}, {result['backend']}"
+            f.write(svg([(label, result["sweep"])]))
 
 
 def sweep_sizes(args: argparse.Namespace, floor: Floor | None, backend: str) -> list[int]:

@@ -33,6 +33,7 @@ import time
 from typing import Iterator, Mapping, Sequence
 
 from .errors import InputError
+from .words import plural
 
 KiB, MiB = 1 << 10, 1 << 20
 NODE_FILE_CAP = 16 * MiB  # PBS_NODEFILE, /etc/volcano/*.host: ~100 bytes per slot line
@@ -66,7 +67,7 @@ class Unreadable(InputError):
 
 
 def size_text(n: int) -> str:
-    return f"{n >> 20} MiB" if n >= MiB and n % MiB == 0 else f"{n >> 10} KiB" if n >= KiB else f"{n} bytes"
+    return f"{n >> 20} MiB" if n >= MiB and n % MiB == 0 else f"{n >> 10} KiB" if n >= KiB else plural(n, 'byte')
 
 
 def kind_of(mode: int) -> str:
@@ -83,7 +84,7 @@ def _check(st: os.stat_result, what: str, expected: str, cap: int | None) -> Non
     if not stat.S_ISREG(st.st_mode):
         raise InputError(f"{what} is {kind_of(st.st_mode)}; expected a regular file: {expected}")
     if cap is not None and st.st_size > cap:
-        raise InputError(f"{what} is {st.st_size} bytes, over the {size_text(cap)} cap for this file; "
+        raise InputError(f"{what} is {plural(st.st_size, 'byte')}, over the {size_text(cap)} cap for this file; "
                          f"expected {expected}")
 
 

@@ -27,6 +27,7 @@ from .schedulers.common import LOOPBACK, Detection, Facts, stable_id
 from .supervise import FORWARDED_NAMES, TERMINATING_NAMES
 from .torchrun_flags import Invocation
 from .values import Endpoint, NodeCount, check_host
+from .words import plural
 
 T = TypeVar("T")
 
@@ -63,7 +64,7 @@ def decide_nnodes(det: Detection, user: UserOptions) -> Step[NodeCount]:
         )
     if det.hosts is not None and not nnodes.lo <= len(det.hosts) <= nnodes.hi:
         raise InputError(
-            f"{source}={str(nnodes)!r} does not fit the {len(det.hosts)} hosts {det.scheduler} "
+            f"{source}={str(nnodes)!r} does not fit the {plural(len(det.hosts), 'host')} {det.scheduler} "
             f"lists; expected {len(det.hosts)} (or MIN:MAX around it); drop the override or "
             "fix the allocation"
         )
@@ -88,7 +89,7 @@ def decide_node(det: Detection, user: UserOptions, nnodes: NodeCount) -> Step[Pl
         if det.hosts is not None and node != det.node_rank:
             if node >= len(det.hosts):
                 raise InputError(
-                    f"{source}={node} is outside the {len(det.hosts)} hosts {det.scheduler} "
+                    f"{source}={node} is outside the {plural(len(det.hosts), 'host')} {det.scheduler} "
                     f"lists; expected 0-{len(det.hosts) - 1}"
                 )
             local_addr = det.hosts[node]

@@ -20,6 +20,7 @@ import sys
 from typing import Sequence
 
 from .contract import ENV_RDZV_TIMEOUT
+from .words import plural
 
 PREFIX = "torchpod: error: "
 
@@ -28,7 +29,7 @@ def describe_timeout(settings, state, node, closed: bool = False) -> str:
     """The one line for a c10d/dynamic rendezvous join timeout (or a close by the node that
     timed out first: the others then see RendezvousClosedError, not the timeout)."""
     lo, hi = settings.min_nodes, settings.max_nodes
-    expected = str(lo) if lo == hi else f"{lo} to {hi}"
+    expected = plural(lo, "node") if lo == hi else f"{lo} to {plural(hi, 'node')}"
     came = None
     if state is not None:
         try:
@@ -41,7 +42,7 @@ def describe_timeout(settings, state, node, closed: bool = False) -> str:
     what = (f"was closed or lost by its store's host (node 0; it waits up to {seconds} s)"
             if closed else f"timed out after {seconds} s")
     return (
-        f"rendezvous {settings.run_id!r} {what}: expected {expected} nodes, "
+        f"rendezvous {settings.run_id!r} {what}: expected {expected}, "
         f"{arrived} (this node: {getattr(node, 'addr', '?')}); every node must run torchpod with "
         "the same job; check that the missing nodes started, can resolve and reach the "
         f"rendezvous endpoint, or raise {ENV_RDZV_TIMEOUT.name}"

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from ..errors import InputError
 from ..options import UserOptions
+from ..words import plural
 from .common import Detection, Env, Facts, NodeCount, get, index_below, master_endpoint, parse_int, stable_id
 
 NAME = "azureml"
@@ -64,10 +65,10 @@ def _nodes(env: Env, notes: list[str]) -> int:
         nodes = parse_int(*count, minimum=1, hint="AzureML sets the job's instance count")
         if world is not None and parse_int(*world, minimum=1) != nodes:
             raise InputError(
-                f"WORLD_SIZE={world[1]!r} processes on AZUREML_NODE_COUNT={nodes} nodes: AzureML runs "
+                f"WORLD_SIZE={world[1]!r} processes on AZUREML_NODE_COUNT={plural(nodes, 'node')}: AzureML runs "
                 f"several copies of torchpod per node; expected WORLD_SIZE={nodes}; {_FIX}"
             )
-        notes.append(f"{nodes} nodes from AZUREML_NODE_COUNT")
+        notes.append(f"{plural(nodes, 'node')} from AZUREML_NODE_COUNT")
         return nodes
     if world is None:
         raise InputError(
@@ -90,7 +91,7 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
             "NODE_RANK is not set in this AzureML job; expected this node's index (0 for the first "
             "node); set distribution: {type: pytorch} on the command job"
         )
-    node = index_below(node_var, nodes, of=f"the {nodes} nodes", hint="AzureML sets this node's index",
+    node = index_below(node_var, nodes, of=f"the {plural(nodes, 'node')}", hint="AzureML sets this node's index",
                        tail="; were the variables copied from another job?")
     master = master_endpoint(env, ("MASTER_ADDR",), ("MASTER_PORT",))
     if master is None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from ..contract import ENV_SCHEDULER, RDZV_PORT_DEFAULT
 from ..errors import InputError
 from ..options import UserOptions
+from ..words import plural
 from .common import Detection, Env, Facts, NodeCount, get, index_below, master_endpoint, parse_int, stable_id
 
 NAME = "flux"
@@ -51,7 +52,7 @@ def node_index(env: Env, nnodes: int) -> tuple[int, str]:
     size = get(env, "FLUX_JOB_SIZE")
     if size is not None and parse_int(*size, minimum=1) != nnodes:
         raise InputError(
-            f"FLUX_JOB_SIZE={size[1]!r} tasks on FLUX_JOB_NNODES={nnodes} nodes; expected one task "
+            f"FLUX_JOB_SIZE={size[1]!r} tasks on FLUX_JOB_NNODES={plural(nnodes, 'node')}; expected one task "
             "per node; use `flux run -N <nodes> --tasks-per-node=1`"
         )
     rank = get(env, "FLUX_TASK_RANK")

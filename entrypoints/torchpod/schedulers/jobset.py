@@ -32,6 +32,7 @@ from __future__ import annotations
 from ..contract import JOBSET_LABEL_ENV
 from ..errors import InputError
 from ..options import UserOptions
+from ..words import plural
 from .common import (
     Detection,
     Endpoint,
@@ -79,7 +80,7 @@ def _layout(env: Env, user: UserOptions) -> tuple[NodeCount, int, int, int, int]
                          f"expected the number of Jobs in the JobSet; {_downward('GLOBAL_REPLICAS')}")
     glob = int_var(env, "JOB_GLOBAL_INDEX", hint="the Job's index over the whole JobSet")
     if glob is None and jobs > 1:
-        raise InputError(f"JOB_GLOBAL_INDEX is not set in this JobSet pod of {jobs} Jobs; expected this "
+        raise InputError(f"JOB_GLOBAL_INDEX is not set in this JobSet pod of {plural(jobs, 'Job')}; expected this "
                          f"Job's index over the JobSet; {_downward('JOB_GLOBAL_INDEX')}")
     glob = glob or 0
     if glob >= jobs:
@@ -101,7 +102,7 @@ def _layout(env: Env, user: UserOptions) -> tuple[NodeCount, int, int, int, int]
         per_job = nnodes.hi // jobs
     if pod >= per_job:
         raise InputError(
-            f"JOB_COMPLETION_INDEX={pod} is outside the {per_job} pods of each Job ({user.nnodes.source}="
+            f"JOB_COMPLETION_INDEX={pod} is outside the {plural(per_job, 'pod')} of each Job ({user.nnodes.source}="
             f"{nnodes} over GLOBAL_REPLICAS={jobs}); expected 0-{per_job - 1}"
         )
     return nnodes, glob * per_job + pod, jobs, glob, pod
@@ -109,8 +110,8 @@ def _layout(env: Env, user: UserOptions) -> tuple[NodeCount, int, int, int, int]
 
 def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     nnodes, node, jobs, glob, pod = _layout(env, user)
-    notes = [f"node {node} = JOB_GLOBAL_INDEX {glob} x {nnodes.hi // jobs} pods per Job + "
-             f"JOB_COMPLETION_INDEX {pod} (JobSet of {jobs} Jobs)"]
+    notes = [f"node {node} = JOB_GLOBAL_INDEX {glob} x {plural(nnodes.hi // jobs, 'pod')} per Job + "
+             f"JOB_COMPLETION_INDEX {pod} (JobSet of {plural(jobs, 'Job')})"]
     js, rjob, job_idx = get(env, "JOBSET_NAME"), get(env, "REPLICATED_JOB_NAME"), get(env, "JOB_INDEX")
     name = js[1] if js else None
     if name is None and rjob is not None and job_idx is not None:

@@ -24,6 +24,7 @@ from .. import readers
 from ..contract import ENV_HOSTNAME, ENV_SCHEDULER, SCHEDULER_VARS
 from ..errors import InputError
 from ..options import UserOptions
+from ..words import plural
 from .common import (
     Detection,
     Endpoint,
@@ -126,7 +127,7 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
             f"JSM_NAMESPACE_LOCAL_RANK={local[1]!r}: jsrun started more than one launcher on this "
             "host; expected 0 (torchrun starts one process per GPU itself); use `jsrun -r 1`"
         )
-    notes = [f"{len(hosts)} distinct hosts in {source}; this is {hosts[index]!r}, node {index} "
+    notes = [f"{plural(len(hosts), 'distinct host')} in {source}; this is {hosts[index]!r}, node {index} "
              f"(hostname {facts.hostname!r})"]
     if launch:
         notes.append(f"{launch!r}, listed first with one slot, is the launch node: left out")

@@ -25,6 +25,7 @@ from .. import readers
 from ..contract import ENV_HOSTNAME, SCHEDULER_VARS
 from ..errors import InputError
 from ..options import UserOptions
+from ..words import plural
 from .common import (
     Detection,
     Endpoint,
@@ -93,7 +94,7 @@ def node_index(env: Env, facts: Facts, hosts: tuple[str, ...], nodefile: str) ->
         index = parse_int(var[0], var[1], hint="this node's index in the job's node list")
         if index >= len(hosts):
             raise InputError(
-                f"{var[0]}={var[1]!r} is outside the {len(hosts)} hosts of PBS_NODEFILE={nodefile!r}; "
+                f"{var[0]}={var[1]!r} is outside the {plural(len(hosts), 'host')} of PBS_NODEFILE={nodefile!r}; "
                 f"expected 0-{len(hosts) - 1}"
             )
         if found and index not in found:

@@ -24,6 +24,7 @@ import json
 from .. import readers
 from ..errors import InputError
 from ..options import UserOptions
+from ..words import plural
 from .common import Detection, Endpoint, Env, Facts, NodeCount, check_host, get, parse_int, rdzv_port, stable_id
 
 NAME = "sagemaker"
@@ -69,7 +70,7 @@ def read_resource_config(facts: Facts) -> tuple[tuple[str, str], tuple[str, str]
     current = config.get("current_host") if isinstance(config, dict) else None
     if not isinstance(current, str) or not isinstance(hosts, list):
         raise InputError(f"{what} is not a JSON object with hosts and current_host; expected {CONFIG_EXPECTED}")
-    return (f"{what} hosts", json.dumps(hosts)), (f"{what} current_host", current)
+    return (what + " hosts", json.dumps(hosts)), (what + " current_host", current)
 
 
 def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
@@ -89,7 +90,7 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
             f"{', '.join(hosts[:8])}; both come from the same training job's resourceconfig.json"
         )
     index = hosts.index(current[1])
-    notes = [f"{len(hosts)} hosts in {raw[0]}; this is {current[1]!r}, node {index} ({current[0]}); "
+    notes = [f"{plural(len(hosts), 'host')} in {raw[0]}; this is {current[1]!r}, node {index} ({current[0]}); "
              f"{hosts[0]!r} holds the rendezvous"]
     nproc = None
     gpus = get(env, "SM_NUM_GPUS")

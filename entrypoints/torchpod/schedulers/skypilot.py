@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..contract import ENV_SCHEDULER
 from ..errors import InputError
 from ..options import UserOptions
+from ..words import plural
 from .common import Detection, Endpoint, Env, Facts, NodeCount, check_host, get, parse_int, rdzv_port, stable_id
 
 NAME = "skypilot"
@@ -43,15 +44,15 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     count = get(env, "SKYPILOT_NUM_NODES")
     if count is not None and parse_int(*count, minimum=1) != len(hosts):
         raise InputError(
-            f"SKYPILOT_NUM_NODES={count[1]!r} disagrees with the {len(hosts)} addresses of "
+            f"SKYPILOT_NUM_NODES={count[1]!r} disagrees with the {plural(len(hosts), 'address', 'addresses')} of "
             f"SKYPILOT_NODE_IPS={ips[1]!r}; expected one IP per node"
         )
     if index >= len(hosts):
         raise InputError(
-            f"SKYPILOT_NODE_RANK={rank[1]!r} is outside the {len(hosts)} addresses of "
+            f"SKYPILOT_NODE_RANK={rank[1]!r} is outside the {plural(len(hosts), 'address', 'addresses')} of "
             f"SKYPILOT_NODE_IPS; expected 0-{len(hosts) - 1}"
         )
-    notes = [f"{len(hosts)} nodes in SKYPILOT_NODE_IPS; this is {hosts[index]}, node {index} "
+    notes = [f"{plural(len(hosts), 'node')} in SKYPILOT_NODE_IPS; this is {hosts[index]}, node {index} "
              f"(SKYPILOT_NODE_RANK); the head node {hosts[0]} holds the rendezvous"]
     nproc = None
     gpus = get(env, "SKYPILOT_NUM_GPUS_PER_NODE")

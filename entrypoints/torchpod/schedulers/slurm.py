@@ -18,6 +18,7 @@ import re
 from ..contract import ENV_HOSTNAME, ENV_SCHEDULER, SCHEDULER_VARS
 from ..errors import InputError
 from ..options import UserOptions
+from ..words import plural
 from .common import (
     Detection,
     Endpoint,
@@ -130,7 +131,7 @@ def expand_hostlist(name: str, value: str) -> tuple[str, ...]:
     entries = _parse(name, value)
     total = sum(math.prod(_count(p) for p in parts) for parts in entries)
     if total > MAX_HOSTS:
-        raise _bad(name, value, f"it names {total} hosts, more than the {MAX_HOSTS} torchpod expands")
+        raise _bad(name, value, f"it names {plural(total, 'host')}, more than the {MAX_HOSTS} torchpod expands")
     hosts: list[str] = []
     for parts in entries:
         choices = [
@@ -218,7 +219,7 @@ def refuse_second_task(env: Env, index: int) -> None:
         counts = expand_tasks_per_node(*tasks)
         if index < len(counts) and counts[index] > 1:
             raise InputError(
-                f"SLURM_STEP_TASKS_PER_NODE={tasks[1]!r} starts {counts[index]} launchers on "
+                f"SLURM_STEP_TASKS_PER_NODE={tasks[1]!r} starts {plural(counts[index], 'launcher')} on "
                 "this node; expected 1 (torchrun starts the per-GPU processes itself); use "
                 "`srun --ntasks-per-node=1 torchpod run ...`"
             )
@@ -232,7 +233,7 @@ def _node_index(env: Env, facts: Facts, hosts: tuple[str, ...], list_var: tuple[
         index = parse_int(*node_var, hint="Slurm sets it to this node's index in the step")
         if index >= len(hosts):
             raise InputError(
-                f"SLURM_NODEID={node_var[1]!r} is outside the {len(hosts)} hosts of "
+                f"SLURM_NODEID={node_var[1]!r} is outside the {plural(len(hosts), 'host')} of "
                 f"{list_var[0]}; expected 0-{len(hosts) - 1}"
             )
         return index, ()
@@ -264,7 +265,7 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
         count = parse_int(*count_var, minimum=1)
         if count != len(hosts):
             raise InputError(
-                f"{count_var[0]}={count_var[1]!r} does not match the {len(hosts)} hosts in "
+                f"{count_var[0]}={count_var[1]!r} does not match the {plural(len(hosts), 'host')} in "
                 f"{list_var[0]}={list_var[1]!r}; expected equal counts; are the variables "
                 "from different steps?"
             )

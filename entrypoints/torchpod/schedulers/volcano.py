@@ -33,6 +33,7 @@ from pathlib import Path
 from .. import readers
 from ..errors import InputError
 from ..options import UserOptions
+from ..words import plural
 from .common import (
     Detection,
     Endpoint,
@@ -92,7 +93,7 @@ def task_hosts(env: Env, facts: Facts) -> tuple[dict[str, tuple[str, ...]], str]
             num = get(env, f"VC_{m.group(1)}_NUM")
             if num is not None and parse_int(*num) != len(hosts):
                 raise InputError(
-                    f"{num[0]}={num[1]!r} does not match the {len(hosts)} hosts in {key}; "
+                    f"{num[0]}={num[1]!r} does not match the {plural(len(hosts), 'host')} in {key}; "
                     "expected equal counts; were these set by the same Volcano job?"
                 )
             tasks[m.group(1)] = hosts
@@ -152,7 +153,7 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     world = get(env, "WORLD_SIZE")
     if world is not None and world[1] != str(len(hosts_t)):
         notes.append(
-            f"WORLD_SIZE={world[1]} differs from the {len(hosts_t)} hosts listed; using the host lists"
+            f"WORLD_SIZE={world[1]} differs from the {plural(len(hosts_t), 'host')} listed; using the host lists"
         )
     job = hosts_t[0].split(".", 1)[1] if "." in hosts_t[0] else short(hosts_t[0])
     return Detection(
@@ -191,7 +192,7 @@ def _node(env: Env, facts: Facts, tasks, order, offsets, source: str) -> tuple[i
         if task_index >= len(tasks[mine]):
             raise InputError(
                 f"{index_var[0]}={index_var[1]!r} is outside VC_{mine}_HOSTS "
-                f"({len(tasks[mine])} hosts); expected 0-{len(tasks[mine]) - 1}; "
+                f"({plural(len(tasks[mine]), 'host')}); expected 0-{len(tasks[mine]) - 1}; "
                 "were the variables copied from another pod?"
             )
         node = offsets[mine] + task_index
@@ -209,7 +210,7 @@ def _node(env: Env, facts: Facts, tasks, order, offsets, source: str) -> tuple[i
     if node >= total:
         raise InputError(
             f"node index {node} (from {index_var[0]}={index_var[1]!r}) is outside the "
-            f"{total} hosts of tasks {', '.join(order)}; expected 0-{total - 1}"
+            f"{plural(total, 'host')} of tasks {', '.join(order)}; expected 0-{total - 1}"
         )
     return node, note
 
@@ -232,7 +233,7 @@ def _pytorch_plugin_node(env: Env, order, total: int) -> tuple[int, str]:
     pods = parse_int("WORLD_SIZE", world[1], minimum=1, hint=hint)
     if pods != total:
         raise InputError(
-            f"WORLD_SIZE={world[1]!r} differs from the {total} hosts of tasks {', '.join(order)}; expected "
+            f"WORLD_SIZE={world[1]!r} differs from the {plural(total, 'host')} of tasks {', '.join(order)}; expected "
             "equal counts (the pytorch plugin counts its master and worker tasks); name the tasks "
             "master and worker, or add the env plugin: `plugins: {env: [], svc: []}`"
         )

@@ -79,6 +79,8 @@ def test_plan_shell_with_script_quotes_arguments(capsys):
         (["plan", "--", "t.py"], {"TORCHPOD_PREFLIGHT": "1\n$(id)"}, "TORCHPOD_PREFLIGHT="),
         (["plan", "--", "t.py"], {"TORCHPOD_PREFLIGHT": "1", "TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED": "yes"},
          "TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED='yes' is not a switch"),
+        (["plan", "--nnodes", "2"], {**SLURM, "SLURM_JOB_NODELIST": "gpu002", "SLURM_NODEID": "0"},
+         "--nnodes='2' does not fit the 1 host slurm lists; expected 1 "),
     ],
 )
 def test_bad_input_exits_2_with_one_line(argv, env, needle, capsys):
