@@ -59,7 +59,7 @@ def decide_nnodes(det: Detection, user: UserOptions) -> Step[NodeCount]:
     nnodes, source = user.nnodes.value, user.nnodes.source
     if det.single_node and nnodes.hi > 1:
         raise InputError(
-            f"{source}={nnodes!r} contradicts standalone (one node); expected 1; drop "
+            f"{source}={str(nnodes)!r} contradicts standalone (one node); expected 1; drop "
             f"--standalone / {ENV_SCHEDULER.name}=standalone, or give a rendezvous endpoint"
         )
     if det.hosts is not None and not nnodes.lo <= len(det.hosts) <= nnodes.hi:

@@ -3,6 +3,7 @@ torch's own parser accepts, or raises TorchpodError. Nothing else escapes."""
 
 from __future__ import annotations
 
+import re
 import tempfile
 from pathlib import Path
 
@@ -59,6 +60,9 @@ FLAGS = st.lists(
 )
 
 
+REPR = re.compile(r"\b(?:NodeCount|Endpoint|Given|Detection|LaunchPlan|UserOptions|Facts)\(")
+
+
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     env=st.dictionaries(st.sampled_from(NAMES), VALUES, max_size=10),
@@ -74,6 +78,8 @@ def test_resolver_returns_a_torch_valid_plan_or_a_torchpod_error(env, flags, hos
         plan = resolve(env, facts, split_command_line([*argv, "train.py"]))
     except TorchpodError as exc:
         assert "\n" not in str(exc).strip()
+        # values as the user spells them ("2", "1:4", "node0:29400"), never a Python repr
+        assert not REPR.search(str(exc)), str(exc)
         return
     torch_accepts(plan.torchrun_args)
     # never a silent world of one when the user or scheduler asked for more
