@@ -32,6 +32,7 @@ from torchpod.errors import InputError, RuntimeFailure
 from . import commands, locks, sbom, sources, wheelhouse
 from .commands import Builder
 from .definitions import ImageDef
+from .proc import run
 
 DEFAULT_CA_BUNDLES = (Path("/etc/ssl/certs/ca-certificates.crt"), Path("/etc/pki/tls/certs/ca-bundle.crt"))
 BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
@@ -67,22 +68,6 @@ def user_cache() -> Path:
 
 def host_arch() -> Arch:
     return normalise_arch(platform.machine(), what="this host's architecture (uname -m)")
-
-
-def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None, quiet: bool = False,
-        what: str | None = None) -> str:
-    """Run a command, streaming its output unless ``quiet``; raise naming it on failure."""
-    full_env = {**os.environ, **(env or {})}
-    proc = subprocess.run(list(argv), env=full_env, text=True,
-                          stdout=subprocess.PIPE if quiet else None,
-                          stderr=subprocess.STDOUT if quiet else None)
-    if proc.returncode != 0:
-        tail = ""
-        if quiet and proc.stdout:
-            tail = ": " + proc.stdout.strip().splitlines()[-1][:300]
-        raise RuntimeFailure(f"{what or argv[0]} failed (exit {proc.returncode}){tail}; "
-                             f"command: {' '.join(argv[:6])} ...")
-    return proc.stdout or ""
 
 
 def run_build(argv: Sequence[str], *, env: Mapping[str, str] | None = None, quiet: bool = False,

@@ -29,6 +29,7 @@ from torchpod.errors import InputError, RuntimeFailure
 from . import commands
 from .definitions import ImageDef
 from .locks import Lock, Wheel
+from .proc import run
 from .sources import sha256_of
 
 STAGE = Path(".cache") / "wheels" / "payload"  # in the build context; docker/Dockerfile mounts it
@@ -68,8 +69,6 @@ def _requirements(folder: Path, wheels: Sequence[Wheel]) -> Path:
 def fill(defn: ImageDef, arch: Arch, lock: Lock, *, home: Path, ca_bundle: Path | None, offline: bool,
          python: str = sys.executable) -> int:
     """Download (hash-checked) what the wheelhouse lacks for ``lock``; the number of files fetched."""
-    from .engine import run
-
     absent = missing(home, lock)
     if not absent:
         return 0
@@ -126,8 +125,6 @@ BUILT_WHEEL_EPOCH = "315532800"
 
 def build_wheel(python: str, sdist: Path, out: Path, pip_args: Sequence[str], env: Mapping[str, str]) -> None:
     """``pip wheel`` of one stored sdist into ``out``, reproducibly (BUILT_WHEEL_EPOCH)."""
-    from .engine import run
-
     run([python, "-m", "pip", "wheel", "--isolated", "--disable-pip-version-check", "--no-deps",
          "--wheel-dir", str(out), *pip_args, str(sdist)], env={**env, "SOURCE_DATE_EPOCH": BUILT_WHEEL_EPOCH},
         what=f"pip wheel of {sdist.name}")
