@@ -15,8 +15,8 @@ from paths import ROOT
 LAUNCHER = ROOT / "entrypoints" / "torchpod"
 TOOLKIT = ROOT / "toolkit" / "torchpod_toolkit"
 
-# The launcher runs in the image on the standard library alone (torch is imported only by
-# torchpod.torchrun and torchpod.probe, torchvision by the probe, inside the image).
+# The launcher runs on the standard library; torch and torchvision exist only inside the image
+# (which launcher modules import them: ARCHITECTURE.md, checked by test_imports.py).
 STDLIB = set(sys.stdlib_module_names)
 LAUNCHER_MAY_IMPORT = STDLIB | {"torchpod", "torch", "torchvision"}
 
@@ -132,7 +132,8 @@ REPOSITORY_TESTS = {"unit/test_layout.py", "unit/test_docs.py", "unit/test_packa
                     "unit/test_function_length.py", "integration/test_launcher_e2e.py",
                     "unit/test_needs.py",  # the suite's own helper (tests/needs.py)
                     "integration/test_setup.py", "unit/test_layer_scan.py",
-                    "unit/test_words.py"}
+                    "unit/test_words.py",
+                    "unit/test_imports.py"}  # both packages' import graph
 # A second file for one module, split by what it feeds the module (hostile input,
 # hypothesis properties, scripts run for real, shellcheck, scripts run under stand-ins of
 # the container runtimes): test_<module>_<suffix>.py.
