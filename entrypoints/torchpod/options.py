@@ -54,15 +54,25 @@ NPROC_WORDS = ("auto", "cpu", "gpu", "xpu")
 
 
 def _raw(env: Mapping[str, str], inv: Invocation, dest: str) -> tuple[str, str] | None:
-    """(value, source) of one option: the flag wins over PET_<DEST>."""
+    """(value, source) of one option: the flag wins over PET_<DEST>. A value holding a
+    control character (a newline, an escape) is refused here, for every option: torchrun
+    would take it into its own argument (``--rdzv-conf``, ``--rdzv-id``) and its logs."""
     if dest in inv.options:
         flag = f"--{dest.replace('_', '-')}"
         value = inv.options[dest].strip()
         if value == "":
             raise InputError(f"{flag} is empty; expected a value, e.g. {flag}=VALUE")
-        return value, flag
-    found = get(env, f"PET_{dest.upper()}")
-    return None if found is None else (found[1], found[0])
+        found: tuple[str, str] | None = (flag, value)
+    else:
+        found = get(env, f"PET_{dest.upper()}")
+    if found is None:
+        return None
+    source, value = found
+    bad = next((ch for ch in value if not ch.isprintable()), None)
+    if bad is not None:
+        raise InputError(f"{source}={value[:80]!r} holds the control character {bad!r}; expected printable "
+                         "text on one line, as torchrun's own options take it")
+    return value, source
 
 
 def parse_conf(source: str, value: str) -> tuple[tuple[str, str], ...]:

@@ -79,6 +79,7 @@ def test_plan_shell_with_script_quotes_arguments(capsys):
         (["plan", "--", "t.py"], {"TORCHPOD_PREFLIGHT": "1\n$(id)"}, "TORCHPOD_PREFLIGHT="),
         (["plan", "--", "t.py"], {"TORCHPOD_PREFLIGHT": "1", "TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED": "yes"},
          "TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED='yes' is not a switch"),
+        (["plan"], {"PET_RDZV_CONF": "join_timeout=30\nis_host=true"}, "PET_RDZV_CONF='join_timeout=30\\nis_host"),
         (["plan", "--standalone", "--nnodes", "2"], {}, "--nnodes='2' contradicts standalone (one node)"),
         (["plan", "--standalone", "--nnodes", "1:4"], {}, "--nnodes='1:4' contradicts standalone (one node)"),
         (["plan", "--nnodes", "2"], {**SLURM, "SLURM_JOB_NODELIST": "gpu002", "SLURM_NODEID": "0"},

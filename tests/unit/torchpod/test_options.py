@@ -88,3 +88,30 @@ def test_any_text_in_a_pet_variable_is_a_value_or_one_line_naming_it(name, text)
     else:
         given_ = getattr(got, name.removeprefix("PET_").lower())
         assert (given_ is None) == (text.strip() == "") and (given_ is None or given_.source == name)
+
+
+@pytest.mark.parametrize("argv, env, source", [
+    ((), {"PET_RDZV_CONF": "join_timeout=30\nis_host=true"}, "PET_RDZV_CONF"),
+    (("--rdzv-conf", "join_timeout=30,\x1b[2Jis_host=true"), {}, "--rdzv-conf"),
+    ((), {"PET_RDZV_ID": "job\r42"}, "PET_RDZV_ID"),
+    (("--rdzv-id=job\u202e42",), {}, "--rdzv-id"),  # a format character: turns the text around
+    ((), {"PET_RDZV_CONF": "timeout=1\u2028x=y"}, "PET_RDZV_CONF"),  # a line separator
+])
+def test_a_control_character_in_any_option_is_refused_in_one_line(argv, env, source):
+    with pytest.raises(InputError) as err:
+        options(*argv, env=env)
+    message = str(err.value)
+    assert message.startswith(f"{source}=") and "control character" in message and message.isprintable()
+
+
+def test_a_conf_on_one_line_still_reads_and_blanks_around_it_are_dropped():
+    got = options(env={"PET_RDZV_CONF": "join_timeout=30,is_host=true\n", "PET_RDZV_ID": " job-42 "})
+    assert got.rdzv_conf.value == (("join_timeout", "30"), ("is_host", "true")) and got.rdzv_id.value == "job-42"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(min_size=1, max_size=20).filter(lambda t: not t.strip().isprintable()))
+def test_any_conf_or_id_with_a_control_character_inside_is_refused(value):
+    for name in ("PET_RDZV_CONF", "PET_RDZV_ID"):
+        with pytest.raises(InputError, match=f"^{name}="):
+            options(env={name: value})

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
@@ -26,7 +27,10 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 import torchpod.cli as cli
-from torchpod.plan import comment_text
+from torchpod.plan import comment_text, to_shell
+from torchpod.resolve import resolve
+from torchpod.schedulers.common import Facts
+from torchpod.torchrun_flags import split_command_line
 
 from fabric_cases import FIXTURES as FABRICS
 from fabric_cases import write_node
@@ -167,13 +171,19 @@ def test_eval_of_the_shell_plan_runs_nothing_and_sets_exactly_the_plan(base, ext
 
 
 def test_a_newline_in_a_note_stays_in_its_comment(tmp_path):
+    # a control character in a torchrun option is refused before it can reach a note...
     env = {"MASTER_ADDR": "10.0.0.1", "WORLD_SIZE": "2", "RANK": "0", "NPROC_PER_NODE": "2",
            "PET_RDZV_ID": "job\ntouch MARKER\n#", "TORCHPOD_HOSTNAME": "n1",
            "TORCHPOD_SYSFS_ROOT": str(SYSFS["none"])}
-    code, out, _ = main(["plan", "--format", "shell"], env)
-    assert code == 0
-    assert any(ln.startswith("# PET_RDZV_ID=job\\ntouch MARKER\\n# overrides") for ln in out.splitlines()), out
-    check_plan_evals_to_its_json(env, [])
+    code, out, err = main(["plan", "--format", "shell"], env)
+    assert code == 2 and out == "" and err.startswith("torchpod: error: PET_RDZV_ID='job\\ntouch MARKER")
+    # ...and a note that holds one anyway stays inside its comment, escaped
+    del env["PET_RDZV_ID"]
+    plan = resolve(env, Facts(hostname="n1", sysfs_root=SYSFS["none"]), split_command_line([]))
+    text = to_shell(replace(plan, notes=("job\ntouch MARKER\n#",)), sys.executable)
+    assert "# job\\ntouch MARKER\\n#" in text.splitlines()
+    eval_in_bash(text, tmp_path)
+    assert not (tmp_path / "MARKER").exists()
 
 
 def test_roce_gid_index_is_exported_and_the_command_round_trips():
