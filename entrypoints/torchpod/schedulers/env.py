@@ -2,8 +2,8 @@
 nothing that names the system that set them.
 
 Pod-level, not process-level: WORLD_SIZE is the number of nodes (pods) and RANK this
-node's index, as Run:ai documents for `runai submit-dist pytorch` ("Environment Variables
-inside a Run:ai Workload"), as Alibaba PAI-DLC and Baidu AIHC inject into PyTorchJob
+node's index, as Run:ai documents for its distributed PyTorch jobs (`runai training pytorch
+submit`; "Environment Variables inside a Run:ai Workload"), as Alibaba PAI-DLC and Baidu AIHC inject into PyTorchJob
 pods, and as kubeflow/training-operator set them before v1.7
 (pkg/controller.v1/pytorch/envvar.go, master counted as node 0). NPROC_PER_NODE, where a
 platform sets it, is the process count per node. Claimed only when all three of

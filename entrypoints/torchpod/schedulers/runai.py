@@ -1,6 +1,7 @@
-"""Run:ai distributed PyTorch (`runai submit-dist pytorch`).
+"""Run:ai distributed PyTorch (`runai training pytorch submit`).
 
-Run:ai (`runai submit-dist pytorch`) sets pod-level WORLD_SIZE (number of pods, the master
+Run:ai (its CLI reference, v2.18+: `runai training pytorch submit NAME --workers N`) sets
+pod-level WORLD_SIZE (number of pods, the master
 counted as one), RANK (this pod's index, master 0), MASTER_ADDR (the master pod's IP) and
 MASTER_PORT, next to its own markers. Its documentation ("Environment Variables inside a Run:ai Workload",
 docs.run.ai) names RUNAI_NUM_OF_GPUS plus JOB_NAME / JOB_UUID in older releases; newer
@@ -25,6 +26,9 @@ MARKERS = ("RUNAI_JOB_NAME", "RUNAI_JOB_UUID", "RUNAI_PROJECT", "RUNAI_NUM_OF_GP
 # a job of several nodes (WORLD_SIZE/MASTER_ADDR do, and standalone refuses those stray).
 MULTI_NODE_MARKERS: tuple[str, ...] = ()
 JOB_IDS = ("RUNAI_JOB_UUID", "JOB_UUID", "RUNAI_JOB_NAME", "JOB_NAME")
+# How a distributed PyTorch job is submitted (the Run:ai CLI reference, v2.18+), as the
+# job files `invoke manifests --scheduler runai` writes submit it.
+SUBMIT = "runai training pytorch submit"
 
 
 def claims(env: Env, user: UserOptions) -> bool:
@@ -47,20 +51,20 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     else:
         raise InputError(
             "WORLD_SIZE is not set in this Run:ai pod; expected the number of pods; submit "
-            "with `runai submit-dist pytorch --workers N`"
+            f"with `{SUBMIT} --workers N`"
         )
     rank = get(env, "PET_NODE_RANK", "RANK")
     if rank is None:
         raise InputError(
             "RANK is not set in this Run:ai pod; expected the pod's index (master 0); "
-            "submit with `runai submit-dist pytorch`"
+            f"submit with `{SUBMIT}`"
         )
     node = parse_int(rank[0], rank[1], hint="Run:ai sets the pod index")
     master = master_endpoint(env, ("MASTER_ADDR", "PET_MASTER_ADDR"), ("MASTER_PORT", "PET_MASTER_PORT"))
     if master is None:
         raise InputError(
             "MASTER_ADDR is not set in this Run:ai pod; expected the master pod's address; "
-            "submit with `runai submit-dist pytorch`"
+            f"submit with `{SUBMIT}`"
         )
     ep, ep_notes = master
     job = get(env, *JOB_IDS)

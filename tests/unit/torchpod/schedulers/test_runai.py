@@ -41,3 +41,19 @@ def test_claims_on_its_markers(env):
 ])
 def test_does_not_claim_without_them(env):
     assert not runai.claims(env, user_options(env))
+
+
+@pytest.mark.parametrize("env, missing", [
+    ({"RUNAI_JOB_NAME": "j", "MASTER_ADDR": "m", "RANK": "0"}, "WORLD_SIZE"),
+    ({"RUNAI_JOB_NAME": "j", "WORLD_SIZE": "2", "MASTER_ADDR": "m"}, "RANK"),
+    ({"RUNAI_JOB_NAME": "j", "WORLD_SIZE": "2", "RANK": "1"}, "MASTER_ADDR"),
+])
+def test_a_broken_pod_is_told_to_submit_with_the_current_cli(env, missing):
+    # the Run:ai CLI the project's job files use (`runai training pytorch submit`), not the retired one
+    from torchpod.errors import InputError
+    from torchpod.schedulers.common import Facts
+
+    with pytest.raises(InputError) as err:
+        runai.detect(env, Facts(), user_options(env))
+    assert str(err.value).startswith(f"{missing} is not set") and "`runai training pytorch submit" in str(err.value)
+    assert "submit-dist" not in str(err.value)
