@@ -630,6 +630,35 @@ def kube_build(c):
         raise _abort(exc) from None
 
 
+@_task(name="up", help={"timeout": "seconds to wait for every component's health check"})
+def kube_up(c, timeout=180):
+    """Start etcd, kube-apiserver, kube-controller-manager and kube-scheduler from kube.build's binaries.
+
+    In a new folder under /tmp, certificates made at start, loopback only; prints the
+    kubeconfig, the start time and the memory each component holds. `invoke kube.down` stops it."""
+    from torchpod_toolkit.kube import build as kube_build_mod
+    from torchpod_toolkit.kube import plane as plane_mod
+
+    try:
+        plan = kube_build_mod.plan_for(ROOT, os.environ)
+        print(plane_mod.report(plane_mod.up(plan.bindir, kube_build_mod.cache_root(os.environ), float(timeout))))
+    except TorchpodError as exc:
+        raise _abort(exc) from None
+
+
+@_task(name="down")
+def kube_down(c):
+    """Stop the control plane `invoke kube.up` started and remove its folder."""
+    from torchpod_toolkit.kube import build as kube_build_mod
+    from torchpod_toolkit.kube import plane as plane_mod
+
+    try:
+        stopped = plane_mod.down(kube_build_mod.cache_root(os.environ))
+    except TorchpodError as exc:
+        raise _abort(exc) from None
+    print(f"stopped the control plane in {stopped.root}" if stopped else "no control plane was started")
+
+
 def _alias(canonical: _Task, path: str) -> _Task:
     """``canonical`` under the name it had before namespaces: the same body, flags (repeatable
     ones too) and help, and a first line that names the namespaced form."""
@@ -646,7 +675,7 @@ def _namespace() -> Collection:
         Collection("image", build, push, wheels, lock),
         Collection("jobs", manifests),
         Collection("cluster", demo),
-        Collection("kube", kube_build),
+        Collection("kube", kube_build, kube_up, kube_down),
         Collection("bench", *(benches[name] for name in sorted(benches))),
     )
     for old, path in ALIASES.items():

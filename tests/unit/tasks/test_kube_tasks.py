@@ -59,3 +59,31 @@ def test_kube_build_reports_a_bad_module_in_one_line(monkeypatch):
         TASKS.ns["kube.build"](Context())
     assert caught.value.code == 2
     assert caught.value.message == "torchpod: kube/go.mod: require k8s.io/kubernetes (none); expected a release vX.Y.Z"
+
+
+def test_kube_up_starts_from_the_build_cache_and_prints_the_report(monkeypatch, capsys, tmp_path):
+    from torchpod_toolkit.kube import plane
+
+    seen = {}
+    record = plane.Plane(root=tmp_path, ports=plane.Ports(1, 2, 3, 4, 5), pids={}, binaries={}, seconds=4.2)
+    monkeypatch.setattr(build, "plan_for", lambda root, env: build.Plan(ROOT / "kube", "go", "v1.37.2", (),
+                                                                         tmp_path / "bin"))
+    monkeypatch.setattr(build, "cache_root", lambda env: tmp_path / "cache")
+
+    def up(bindir, cache, timeout):
+        seen.update(bindir=bindir, cache=cache, timeout=timeout)
+        return record
+
+    monkeypatch.setattr(plane, "up", up)
+    TASKS.ns["kube.up"](Context(), timeout="30")
+    assert seen == {"bindir": tmp_path / "bin", "cache": tmp_path / "cache", "timeout": 30.0}
+    assert "started in   4.2 s" in capsys.readouterr().out
+
+
+def test_kube_down_says_what_it_stopped_or_that_nothing_ran(monkeypatch, capsys, tmp_path):
+    from torchpod_toolkit.kube import plane
+
+    monkeypatch.setattr(build, "cache_root", lambda env: tmp_path)
+    monkeypatch.setattr(plane, "down", lambda cache: None)
+    TASKS.ns["kube.down"](Context())
+    assert capsys.readouterr().out == "no control plane was started\n"

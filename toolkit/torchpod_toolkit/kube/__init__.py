@@ -2,5 +2,7 @@
 
 ``build`` turns the Go module in ``kube/`` (``go.mod``/``go.sum`` pin k8s.io/kubernetes,
 every k8s.io staging module and etcd) into programs in a cache outside the checkout, keyed
-by what decides their bytes. Build host only: nothing here reaches an image.
+by what decides their bytes; ``plane`` starts etcd, kube-apiserver,
+kube-controller-manager and kube-scheduler from them on loopback, in a throwaway folder
+with certificates made at start. Build host only: nothing here reaches an image.
 """
