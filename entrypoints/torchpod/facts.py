@@ -81,25 +81,30 @@ def _answers(answers: Mapping[str, tuple[str | None, str]], nodelist: tuple[str,
 
 
 def configured_sysfs(env: Mapping[str, str]) -> Path:
-    """TORCHPOD_SYSFS_ROOT (checked by sysfs_root), else /sys."""
+    """TORCHPOD_SYSFS_ROOT (checked by sysfs_root; nothing there reads as no RDMA), else /sys."""
     given = setting(env, ENV_SYSFS_ROOT)
-    return sysfs_root(ENV_SYSFS_ROOT.name, given) if given else Path(SYSFS_ROOT_DEFAULT)
+    return sysfs_root(ENV_SYSFS_ROOT.name, given, missing_ok=True) if given else Path(SYSFS_ROOT_DEFAULT)
 
 
-def sysfs_root(source: str, value: str) -> Path:
-    """A sysfs root the user named: a directory, or nothing there (a node without sysfs reads
-    as one without RDMA devices, and the doctor names the path it looked under); a FIFO,
-    file or device there is refused, never read as an empty sysfs."""
+def sysfs_root(source: str, value: str, *, missing_ok: bool = False) -> Path:
+    """A sysfs root the user named: a directory; a FIFO, file or device there is refused,
+    never read as an empty sysfs. Nothing there is refused too (``doctor --sysfs-root``: a
+    typo must not read as a node without RDMA devices), unless ``missing_ok``:
+    TORCHPOD_SYSFS_ROOT, which a job script hands every node alike, reads a node without it
+    as one without RDMA devices, and the doctor names the path it looked under."""
     path = Path(value)
+    expected = "expected an existing directory holding sysfs, e.g. /sys"
     try:
         st = path.lstat()
     except FileNotFoundError:
-        return path
-    except OSError as exc:
-        raise InputError(f"{source}={value!r} cannot be read ({exc.strerror or exc}); expected a directory "
-                         "holding sysfs, e.g. /sys") from None
+        if missing_ok:
+            return path
+        raise InputError(f"{source}={value!r} does not exist; {expected}") from None
+    except (OSError, ValueError) as exc:  # a name too long, a component that is a file, a NUL
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InputError(f"{source}={value!r} cannot be read ({why}); {expected}") from None
     if not stat.S_ISDIR(st.st_mode) and not path.is_dir():  # a link to a directory is one
-        raise InputError(f"{source}={value!r} is not a directory; expected a directory holding sysfs, e.g. /sys")
+        raise InputError(f"{source}={value!r} is not a directory; {expected}")
     return path
 
 

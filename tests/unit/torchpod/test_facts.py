@@ -48,6 +48,10 @@ def test_the_sysfs_root_is_a_directory(tmp_path):
     assert facts.sysfs_root("--sysfs-root", str(tmp_path)) == tmp_path
     assert facts.configured_sysfs({}) == Path("/sys")
     assert facts.configured_sysfs({"TORCHPOD_SYSFS_ROOT": f" {tmp_path} "}) == tmp_path
+    with pytest.raises(InputError, match=r"^--sysfs-root='.*nowhere' does not exist; expected an existing directory"):
+        facts.sysfs_root("--sysfs-root", str(tmp_path / "nowhere"))
+    # the setting a job script hands every node alike: a node without the path has no RDMA
+    assert facts.configured_sysfs({"TORCHPOD_SYSFS_ROOT": str(tmp_path / "nowhere")}) == tmp_path / "nowhere"
     (tmp_path / "file").write_text("")
     with pytest.raises(InputError, match=r"^--sysfs-root='.*file' is not a directory; expected"):
         facts.sysfs_root("--sysfs-root", str(tmp_path / "file"))
