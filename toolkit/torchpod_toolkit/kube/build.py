@@ -143,7 +143,8 @@ def parse_go_mod(text: str, where: str) -> GoMod:
                 raise InputError(f"{where}:{number}: require {rest!r}; expected `PATH VERSION`")
             requires[words[0]] = words[1]
         elif verb == "replace":
-            if len(words) not in (3, 4, 5) or "=>" not in words or len(words) - words.index("=>") != 3:
+            arrow = words.index("=>") if "=>" in words else -1
+            if arrow not in (1, 2) or len(words) != arrow + 3 or not _MODULE_PATH.fullmatch(words[0]):
                 raise InputError(f"{where}:{number}: replace {rest!r}; expected `PATH [VERSION] => PATH VERSION`")
             replaces[words[0]] = (words[-2], words[-1])
     return GoMod(requires=requires, replaces=replaces)

@@ -102,6 +102,8 @@ def test_go_mod_blocks_single_lines_and_comments():
     ("require k8s.io/kubernetes\n", "require 'k8s.io/kubernetes'"),
     ("replace k8s.io/api => ../api\n", "replace 'k8s.io/api => ../api'"),
     ("replace (\n k8s.io/api v0.1.0\n)\n", "replace 'k8s.io/api v0.1.0'"),
+    ("replace => k8s.io/api v0.1.0\n", "replace '=> k8s.io/api v0.1.0'"),
+    ("replace k8s.io/api => k8s.io/api v0.2.0 x\n", "replace 'k8s.io/api => k8s.io/api v0.2.0 x'"),
 ])
 def test_go_mod_lines_of_another_form_are_refused_by_line(text, words):
     with pytest.raises(InputError, match=f"go.mod:\\d+: {words}"):
