@@ -26,6 +26,9 @@ DEB_PIN = re.compile(rf"[a-z0-9][a-z0-9+.-]{{1,99}}={DEB_VERSION}", re.ASCII)
 DEBIAN_GLIBC = {"bullseye": (2, 31), "bookworm": (2, 36), "trixie": (2, 41)}
 # Runtime packages every image needs besides the definition's rdma-core list.
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "libstdc++6")
+# The Dockerfile's ARG that every stage declares: a new value rebuilds every layer (bench/images.py
+# times full rebuilds with it). A build argument, never read from the environment.
+REBUILD_ARG = "TORCHPOD_REBUILD"
 
 
 @dataclass(frozen=True)
@@ -181,7 +184,7 @@ def build_command(
     ``netplugin_tarball`` (a path in the build context) and installs ``netplugin_debs``
     (``name=version`` from its Debian lock); every other one stops at ``runtime``.
 
-    ``rebuild`` (any new token) rebuilds every layer through the TORCHPOD_REBUILD build arg;
+    ``rebuild`` (any new token) rebuilds every layer through the REBUILD_ARG build arg;
     ``no_cache`` is BuildKit's ``--no-cache`` (the two-builds-agree test).
     """
     args = {
@@ -197,7 +200,7 @@ def build_command(
     if source_date_epoch is not None:  # BuildKit >= 0.11 stamps the image config with it
         args["SOURCE_DATE_EPOCH"] = str(int(source_date_epoch))
     if rebuild:
-        args["TORCHPOD_REBUILD"] = _words("TORCHPOD_REBUILD", [rebuild])
+        args[REBUILD_ARG] = _words(REBUILD_ARG, [rebuild])
     # the build machine's own arch has one base for both stages: its payload installs in place
     target = "runtime" if payload_image is not None else (
         "runtime-payload-native" if base_image == build_base_image else "runtime-payload")

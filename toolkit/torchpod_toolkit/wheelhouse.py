@@ -7,10 +7,10 @@ lock's files into ``.cache/wheels/payload`` of the build context (the payload st
 bind-mounts it and installs with ``--no-index --require-hashes``): a rebuild, a second
 image sharing wheels, or CI on a machine that built before downloads nothing.
 
-The root is ``$TORCHPOD_WHEELHOUSE``, else ``$XDG_CACHE_HOME/torchpod/wheelhouse``, else
-``~/.cache/torchpod/wheelhouse``. pip's own cache cannot play this part: the network path
-here strips the cache headers pip's HTTP cache keys on, so each build fetched ~2.5 GB per
-arch again.
+The root is ``TORCHPOD_WHEELHOUSE`` (:data:`.settings.WHEELHOUSE`), else
+``$XDG_CACHE_HOME/torchpod/wheelhouse``, else ``~/.cache/torchpod/wheelhouse``. pip's own
+cache cannot play this part: the network path here strips the cache headers pip's HTTP
+cache keys on, so each build fetched ~2.5 GB per arch again.
 """
 
 from __future__ import annotations
@@ -23,13 +23,14 @@ import tempfile
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from torchpod.contract import Arch
+from torchpod.contract import Arch, setting
 from torchpod.errors import InputError, RuntimeFailure
 
 from . import commands
 from .definitions import ImageDef
 from .locks import Lock, Wheel
 from .proc import run
+from .settings import WHEELHOUSE
 from .sources import sha256_of
 
 STAGE = Path(".cache") / "wheels" / "payload"  # in the build context; docker/Dockerfile mounts it
@@ -37,10 +38,13 @@ LOCKED = "locked.txt"  # the lock's wheel lines, in the staged folder
 BUILT = "built"  # the source-only packages' wheels, and built.txt naming them
 
 
-def root() -> Path:
-    if os.environ.get("TORCHPOD_WHEELHOUSE"):
-        return Path(os.environ["TORCHPOD_WHEELHOUSE"])
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+def root(env: Mapping[str, str] = os.environ) -> Path:
+    """The wheelhouse's folder, from ``env`` (this process's environment unless given): a
+    value :data:`.settings.WHEELHOUSE` refuses (a file, a control character) is one line."""
+    chosen = setting(env, WHEELHOUSE)
+    if chosen:
+        return Path(chosen)
+    cache = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "torchpod" / "wheelhouse"
 
 
