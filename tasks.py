@@ -24,7 +24,9 @@ from pathlib import Path
 
 from invoke import Collection, Exit, Task, task
 
+from torchpod.contract import switch
 from torchpod.errors import TorchpodError, one_line
+from torchpod_toolkit import settings
 from torchpod_toolkit.cluster.demo import WORKLOADS
 from torchpod_toolkit.cluster.topology import SCENARIOS
 from torchpod_toolkit.definitions import DEFAULT_IMAGE
@@ -59,6 +61,17 @@ class _Task(Task):
         if name in self.short:
             opts["names"].append(self.short[name])
         return opts
+
+    # The task's dotted name (``image.build``), set by _namespace: the settings table's key.
+    path = ""
+
+    def __call__(self, *args, **kwargs):
+        # the settings the task reads, checked before it starts: a bad value is one line
+        try:
+            settings.check(os.environ, self.path)
+        except TorchpodError as exc:
+            raise _abort(exc) from None
+        return super().__call__(*args, **kwargs)
 
 
 def _task(short=None, **kwargs):
@@ -324,7 +337,7 @@ def test(c, tier="all", build_images=True, pytest_args="", setup=True):
     for name in chosen:
         if name in ("image", "cluster") and build_images and not clock.has("build CI images"):
             with clock("build CI images"):
-                _build_ci_images(c, prune=os.environ.get("TORCHPOD_PRUNE_BUILD_CACHE") == "1")
+                _build_ci_images(c, prune=switch(os.environ, settings.PRUNE_BUILD_CACHE))
         codes = []
         for run_name, parallel, select in TIER_RUNS.get(name, (("", (), ()),)):
             with clock(f"tier {name}" + (f" ({run_name})" if run_name else "")):
@@ -664,7 +677,19 @@ def _alias(canonical: _Task, path: str) -> _Task:
     ones too) and help, and a first line that names the namespaced form."""
     alias = _Task(canonical.body, short=canonical.short, help=dict(canonical.help), iterable=list(canonical.iterable))
     alias.__doc__ = f"Same as {path} (its name before namespaces).\n\n{canonical.__doc__}"
+    alias.path = canonical.path
     return alias
+
+
+def _declare_settings(root: Collection) -> None:
+    """Each task learns its dotted name, and its --help gains the settings it reads, from the
+    settings table (torchpod_toolkit.settings): never written by hand in a docstring."""
+    for path in root.task_names:
+        task = root[path]
+        task.path = path
+        section = settings.help_section(path)
+        if section:
+            task.__doc__ = f"{inspect.cleandoc(task.__doc__ or '')}\n\n{section}"
 
 
 def _namespace() -> Collection:
@@ -678,6 +703,7 @@ def _namespace() -> Collection:
         Collection("kube", kube_build, kube_up, kube_down),
         Collection("bench", *(benches[name] for name in sorted(benches))),
     )
+    _declare_settings(root)
     for old, path in ALIASES.items():
         root.add_task(_alias(root[path], path), name=old)
     return root
