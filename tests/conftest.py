@@ -24,6 +24,19 @@ from paths import ROOT
 TEST_LABEL = "torchpod.test"
 
 
+def pytest_configure(config):
+    """A CI switch set to anything but 1 or 0 stops the run before any test, in one line:
+    taken for off, it would turn the failures CI promises back into skips."""
+    from torchpod.contract import setting
+    from torchpod.errors import TorchpodError, one_line
+    from torchpod_toolkit.settings import REQUIRE_TOOLS
+
+    try:
+        setting(os.environ, REQUIRE_TOOLS)
+    except TorchpodError as exc:
+        raise pytest.UsageError(one_line(exc)) from None
+
+
 @pytest.fixture(scope="session")
 def require_tool():
     """require_tool(name, package) -> the tool's path, or a skip/failure naming the package."""
