@@ -36,3 +36,28 @@ def test_the_pattern_finds_what_it_is_for():
         assert INTERNAL.search(line), line
     for line in ("NVIDIA/nvidia-container-toolkit GitHub #211", "--seed 1", "must be pinned"):
         assert not INTERNAL.search(line), line
+
+
+# A top-level document named without a path (README.md, ARCHITECTURE.md) is one of this
+# repository's; an upstream one carries its project and path (nccl-tests doc/PERFORMANCE.md).
+TOP_DOCUMENT = re.compile(r"(?<![\w/.-])([A-Z][A-Z0-9_]+\.md)\b")
+
+
+def _named_documents(text: str) -> set[str]:
+    return set(TOP_DOCUMENT.findall(text))
+
+
+def test_every_top_level_document_named_is_in_the_repository():
+    found = []
+    for path in _tracked_text_files():
+        if path == ROOT / "tests/unit/test_words.py":  # its own examples below
+            continue
+        absent = sorted(n for n in _named_documents(path.read_text(encoding="utf-8", errors="replace"))
+                        if not (ROOT / n).is_file())
+        found += [f"{path.relative_to(ROOT)} names {n}" for n in absent]
+    assert not found, "say the rule itself, or cite the upstream file by project and path:\n" + "\n".join(found)
+
+
+def test_the_document_pattern_reads_names_not_paths():
+    assert _named_documents("(the house limit, STYLE.md) and README.md") == {"STYLE.md", "README.md"}
+    assert _named_documents("nccl-tests doc/PERFORMANCE.md, ext-net/README.md, docs/testing.md") == set()
