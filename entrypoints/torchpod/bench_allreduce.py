@@ -74,23 +74,28 @@ def whole(text: str) -> int:
     return int(text)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="torchpod bench allreduce", description=__doc__.splitlines()[0])
-    parser.add_argument("--min-bytes", type=parse_bytes, default=parse_bytes("1K"))
-    parser.add_argument("--max-bytes", type=parse_bytes, default=parse_bytes("64M"))
-    parser.add_argument("--factor", type=whole, default=4, help="size step (x4 by default)")
-    parser.add_argument("--iters", type=whole, default=10)
-    parser.add_argument("--warmup", type=whole, default=3)
-    parser.add_argument("--json", help="where rank 0 writes the results")
+def parser() -> argparse.ArgumentParser:
+    """The bench's options, as its workers read them and `torchpod bench allreduce --help` shows them."""
+    parser = Parser(prog="torchpod bench allreduce", description="All-reduce bandwidth over every rank of the "
+                    "job, as nccl-tests' all_reduce_perf reports it (size, time, algbw, busbw).")
+    parser.add_argument("--min-bytes", type=parse_bytes, default=parse_bytes("1K"), metavar="SIZE",
+                        help="smallest message, e.g. 4, 1K, 64M (default 1K)")
+    parser.add_argument("--max-bytes", type=parse_bytes, default=parse_bytes("64M"), metavar="SIZE",
+                        help="largest message (default 64M)")
+    parser.add_argument("--factor", type=whole, default=4, metavar="N", help="size step, at least 2 (default 4)")
+    parser.add_argument("--iters", type=whole, default=10, metavar="N", help="timed all-reduces per size (default 10)")
+    parser.add_argument("--warmup", type=whole, default=3, metavar="N",
+                        help="untimed all-reduces before them (default 3)")
+    parser.add_argument("--json", metavar="FILE", help="where rank 0 writes the results")
     return parser
 
 
 def check_options(argv) -> argparse.Namespace:
     """The bench's options as its workers will read them; else one InputError."""
-    parser = _parser()
-    args = parser.parse_args(list(argv))
+    checker = parser()
+    args = checker.parse_args(list(argv))
     if args.factor < 2 or args.iters < 1 or args.warmup < 0 or args.min_bytes > args.max_bytes:
-        parser.error("expected --factor >= 2, --iters >= 1, --warmup >= 0 and --min-bytes <= --max-bytes")
+        checker.error("expected --factor >= 2, --iters >= 1, --warmup >= 0 and --min-bytes <= --max-bytes")
     return args
 
 

@@ -54,7 +54,7 @@ from xml.sax.saxutils import escape
 
 from . import doctor, gpus
 from .bench_allreduce import Parser, _row, parse_bytes, sizes, whole
-from .contract import ENV_PREFLIGHT_UNDECIDED, RESULT_PREFIX, switch
+from .contract import ENV_PREFLIGHT, ENV_PREFLIGHT_UNDECIDED, RESULT_PREFIX, switch
 from .errors import InputError, one_line
 from .fabric import presets
 from .fabric.findings import Severity
@@ -257,18 +257,28 @@ def exit_code(result: Mapping[str, Any]) -> int:
 
 # -- the impure edge: torch, the env, the clock ---------------------------------------------
 
-def _parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="torchpod preflight", description=__doc__.splitlines()[0])
-    parser.add_argument("--pair-bytes", type=parse_bytes, default=parse_bytes("4M"))
-    parser.add_argument("--min-bytes", type=parse_bytes, default=parse_bytes("1K"))
-    parser.add_argument("--max-bytes", type=parse_bytes, default=parse_bytes("4M"))
-    parser.add_argument("--iters", type=whole, default=5)
-    parser.add_argument("--warmup", type=whole, default=2)
-    parser.add_argument("--floor-gbps", type=_gbps, default=None, help="a pair under this busbw is slow")
+def parser() -> argparse.ArgumentParser:
+    """Preflight's options, as its workers read them and `torchpod preflight --help` shows them."""
+    parser = Parser(prog="torchpod preflight", description="Before a job trains, check every node and name "
+                    "every slow one: each node's doctor checks, pairs of nodes timed, an all-reduce sweep.",
+                    epilog=f"{THEN} {'|'.join(THEN_MODES)} TARGET [ARGS...]: when no node failed, every worker "
+                           "replaces itself with that command, in the job's own process group, as "
+                           f"{ENV_PREFLIGHT.name}=1 runs a job (what follows {THEN} is the command's own)")
+    parser.add_argument("--pair-bytes", type=parse_bytes, default=parse_bytes("4M"), metavar="SIZE",
+                        help="message size each pair of nodes is timed at (default 4M)")
+    parser.add_argument("--min-bytes", type=parse_bytes, default=parse_bytes("1K"), metavar="SIZE",
+                        help="smallest size of the all-reduce sweep (default 1K)")
+    parser.add_argument("--max-bytes", type=parse_bytes, default=parse_bytes("4M"), metavar="SIZE",
+                        help="largest size of the sweep (default 4M)")
+    parser.add_argument("--iters", type=whole, default=5, metavar="N", help="timed all-reduces per size (default 5)")
+    parser.add_argument("--warmup", type=whole, default=2, metavar="N",
+                        help="untimed all-reduces before them (default 2)")
+    parser.add_argument("--floor-gbps", type=_gbps, default=None, metavar="GBPS",
+                        help="a pair under this busbw (GB/s) is slow")
     parser.add_argument("--allow-undecided", action="store_true",
                         help="exit 0 when the pairs cannot tell slow nodes from fast (e.g. two nodes, no floor)")
-    parser.add_argument("--json", help="where rank 0 writes the report")
-    parser.add_argument("--svg", help="where rank 0 writes busbw against size")
+    parser.add_argument("--json", metavar="FILE", help="where rank 0 writes the report")
+    parser.add_argument("--svg", metavar="FILE", help="where rank 0 writes busbw against size")
     return parser
 
 
@@ -287,11 +297,11 @@ def check_options(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def _checked(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    checker = parser()
+    args = checker.parse_args(argv)
     floor_ok = args.floor_gbps is None or (math.isfinite(args.floor_gbps) and args.floor_gbps > 0)
     if args.iters < 1 or args.warmup < 0 or args.min_bytes > args.max_bytes or not floor_ok:
-        parser.error("expected --iters >= 1, --warmup >= 0, --min-bytes <= --max-bytes and --floor-gbps > 0")
+        checker.error("expected --iters >= 1, --warmup >= 0, --min-bytes <= --max-bytes and --floor-gbps > 0")
     return args
 
 
