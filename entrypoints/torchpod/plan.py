@@ -18,6 +18,7 @@ from .contract import ENV_DOCTOR, ENV_PREFLIGHT, PREFLIGHT_MODULE
 from .errors import InputError
 from .supervise import FORWARDED_NAMES, TERMINATING_NAMES
 from .values import Endpoint, NodeCount
+from .words import plural
 
 
 @dataclass(frozen=True)
@@ -227,4 +228,51 @@ def to_shell(plan: LaunchPlan, python: str) -> str:
         lines.append('# run it, the script and its arguments as "$@": eval "exec $TORCHPOD_COMMAND \\"\\$@\\""')
     else:
         lines.append('# run it: eval "exec $TORCHPOD_COMMAND"')
+    return "\n".join(lines)
+
+
+def shown(text: str) -> str:
+    """``text`` as a terminal may print it: characters that would end the line, move the
+    cursor or drive the terminal (escape sequences) are written as escapes; the rest of
+    Unicode stays as it is."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
+HOSTS_SHOWN = 8  # a host list of thousands is counted, not printed
+
+
+def _summary_rows(plan: LaunchPlan, python: str) -> list[tuple[str, str]]:
+    """(label, value) of the text plan's head: what a person asks of a launch first."""
+    here = f"this node is {plan.node_rank}" if plan.node_rank is not None else "this node's index set at the rendezvous"
+    conf = ", ".join(f"{k}={v}" for k, v in plan.rdzv_conf)
+    hosts = list(plan.hosts or ())
+    more = f" and {len(hosts) - HOSTS_SHOWN} more" if len(hosts) > HOSTS_SHOWN else ""
+    listed = f"{plural(len(hosts), 'host')}: {', '.join(hosts[:HOSTS_SHOWN])}{more}" if hosts else ""
+    words = command(plan, python) or [python, "-m", "torch.distributed.run", *torchrun_args(plan), "SCRIPT", "ARGS..."]
+    rows = [("scheduler", plan.scheduler),
+            ("nodes", f"{plan.nnodes}; {here}" + (f" ({plan.hostname})" if plan.hostname else "")),
+            ("processes", f"{plan.nproc_per_node} per node"),
+            ("rendezvous", f"{plan.rdzv_backend} at {plan.rdzv_endpoint}, id {plan.rdzv_id}"
+                           + (f" ({conf})" if conf else "")),
+            ("local addr", plan.local_addr or "chosen by torchrun"),
+            ("restarts", str(plan.max_restarts)),
+            ("hosts", listed or "not listed by the scheduler"),
+            ("command", " ".join(shlex.quote(w) for w in words))]
+    return rows
+
+
+def to_text(plan: LaunchPlan, python: str) -> str:
+    """The plan for a person at a terminal: a summary (scheduler, nodes, this node's place,
+    processes, rendezvous, hosts, the torchrun command), the variables added to torchrun's
+    environment, and the notes that say why. Every value is escaped where it could end a
+    line or drive the terminal; ``--format json`` holds every field, for programs."""
+    lines = [f"torchpod {__version__} plan"]
+    lines += [f"  {label:<11} {shown(value)}" for label, value in _summary_rows(plan, python)]
+    if plan.script is None:
+        lines.append("  (no script given: `torchpod plan -- SCRIPT ARGS...` shows the whole command)")
+    lines.append("exports (added to torchrun's environment; a variable already set is kept):" if plan.env
+                 else "exports: none")
+    lines += [f"  {shown(name)}={shown(value)}" for name, value in plan.env]
+    lines.append("notes:" if plan.notes else "notes: none")
+    lines += [f"  - {shown(note)}" for note in plan.notes]
     return "\n".join(lines)

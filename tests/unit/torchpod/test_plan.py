@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
+from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from torchpod.plan import FLAG_TABLE, LaunchPlan, preflight_first, to_dict
+from torchpod.plan import FLAG_TABLE, LaunchPlan, command, preflight_first, to_dict, to_text
 from torchpod.torchrun_flags import TORCHRUN_OPTIONS
 from torchpod.values import NodeCount
 
@@ -132,3 +137,39 @@ def test_preflight_first_leaves_preflight_itself_and_one_node_jobs_alone():
     assert preflight_first(already) == already
     alone = preflight_first(plan_for({"CUDA_VISIBLE_DEVICES": ""}))
     assert alone.script == "train.py" and any("preflight skipped" in n for n in alone.notes)
+
+
+# --- the text plan, for a person at a terminal ---------------------------------------------
+
+SLURM_TWO = {"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_JOB_NODELIST": "gpu[001-002]", "SLURM_NODEID": "1",
+             "SLURM_STEP_TASKS_PER_NODE": "1(x2)", "CUDA_VISIBLE_DEVICES": "0,1"}
+
+
+def test_the_text_plan_says_what_a_person_asks_first():
+    plan = plan_for(SLURM_TWO, ["--rdzv-conf", "join_timeout=900"])
+    text = to_text(plan, "python")
+    rows = dict(re.findall(r"^  (\w[\w ]*?)\s{2,}(.*)$", text, flags=re.M))
+    assert text.startswith("torchpod ") and rows["scheduler"] == "slurm"
+    assert rows["nodes"] == "2; this node is 1 (testhost)" and rows["processes"] == "2 per node"
+    assert rows["rendezvous"].startswith("c10d at gpu001:29400, id ") and "join_timeout=900" in rows["rendezvous"]
+    assert rows["hosts"] == "2 hosts: gpu001, gpu002"
+    assert shlex.split(rows["command"]) == command(plan, "python")
+    assert [ln[4:] for ln in text.splitlines() if ln.startswith("  - ")] == list(plan.notes)
+
+
+def test_the_text_plan_counts_a_long_host_list_and_says_when_there_is_no_script():
+    plan = replace(plan_for({"CUDA_VISIBLE_DEVICES": ""}, script=None),
+                   hosts=tuple(f"n{i}" for i in range(1000)), env=(), notes=())
+    text = to_text(plan, "python")
+    assert "1000 hosts: n0, n1, n2, n3, n4, n5, n6, n7 and 992 more" in text and "n8," not in text
+    assert "(no script given" in text and "exports: none" in text and "notes: none" in text
+
+
+@given(st.text(max_size=30))
+def test_no_value_in_the_text_plan_can_end_its_line_or_drive_the_terminal(value):
+    plan = replace(plan_for({"CUDA_VISIBLE_DEVICES": ""}), env=(("X", value),), notes=(value,),
+                   hosts=(value,), script_args=(value,))
+    text = to_text(plan, "python")
+    assert all(line.isprintable() for line in text.split("\n"))
+    assert len(text.split("\n")) == len(to_text(replace(plan, env=(("X", "v"),), notes=("v",), hosts=("v",),
+                                                        script_args=("v",)), "python").split("\n"))
