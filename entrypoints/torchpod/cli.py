@@ -1,77 +1,69 @@
 """Command line of the torchpod launcher, and the only place that touches the process.
 
-``main`` reads ``sys.argv``, ``os.environ``, the hostname, `nvidia-smi` and
-`scontrol`; everything below it takes those as arguments (see resolve.py).
+``main`` reads ``sys.argv``, ``os.environ``, whether stdout is a terminal and the working
+directory; torchpod.facts asks the machine (hostname, `nvidia-smi`, `scontrol`); everything
+below takes those as arguments (see resolve.py).
 
     torchpod run [TORCHRUN OPTIONS] [--] SCRIPT [ARGS...]
-    torchpod plan [--format json|shell] [TORCHRUN OPTIONS] [-- SCRIPT ARGS...]
+    torchpod plan [--format text|json|shell] [TORCHRUN OPTIONS] [-- SCRIPT ARGS...]
+    torchpod doctor [--sysfs-root DIR] [--nccl-log FILE] [--format text|json]
+    torchpod bench allreduce [OPTIONS]
+    torchpod preflight [OPTIONS] [--then script|module|program TARGET [ARGS...]]
     torchpod SCRIPT [ARGS...]          (same as `run`: the image's ENTRYPOINT)
-    torchpod --version | --help
+    torchpod [COMMAND] --help | torchpod --version
 
-`plan --format shell` prints only comments and assignments, safe to `eval`: the added
-variables as `export NAME='value'` and the torchrun command line as TORCHPOD_COMMAND
-(quoted words), run by `eval "exec $TORCHPOD_COMMAND"`.
-
-The TORCHPOD_* variables it reads are listed in ``torchpod --help``, generated from
-contract.SETTINGS (one table: name, meaning, default); torchrun's own PET_* also apply.
+The commands, their options and their help are records in torchpod.commands; each
+command's --help lists the TORCHPOD_* settings it reads (contract.SETTINGS), and each
+command checks those settings before it starts. `plan --format shell` prints only comments
+and assignments, safe to `eval`: the added variables as `export NAME='value'` and the
+torchrun command line as TORCHPOD_COMMAND (quoted words), run by
+`eval "exec $TORCHPOD_COMMAND"`. A closed stdout (`torchpod plan | head -3`) ends quietly
+with 141, as a program SIGPIPE ended would.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import sys
-import textwrap
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
-from . import __version__, bench_allreduce, doctor, gpus, preflight, script
-from .contract import ENV_DOCTOR, ENV_PREFLIGHT, PREFLIGHT_MODULE, SETTINGS, Setting, check_settings, switch
+from . import __version__, doctor, gpus, preflight, script
+from .commands import (
+    BENCH,
+    BENCHES,
+    BY_NAME,
+    DOCTOR,
+    DOCTOR_FORMATS,
+    HELP_FLAGS,
+    PLAN,
+    PLAN_FORMATS,
+    PREFLIGHT_WORKLOAD,
+    RUN,
+    WORKLOADS,
+    Command,
+    Workload,
+    command_help,
+    main_help,
+    workload_help,
+)
+from .contract import ENV_DOCTOR, ENV_PREFLIGHT, check_settings, switch
 from .errors import InputError, RuntimeFailure, TorchpodError, one_line
 from .facts import HELPER_TIMEOUT_S, configured_sysfs, gather_facts, gpu_count, sysfs_root
-from .plan import REPLACES, LaunchPlan, command, preflight_first, to_json, to_shell
+from .plan import REPLACES, THEN, LaunchPlan, command, preflight_first, to_json, to_shell, to_text
 from .resolve import resolve
 from .supervise import supervise
 from .torchrun_flags import Invocation, split_command_line
+from .words import did_you_mean
 
 # The launcher's entry, and the facts it gathers (torchpod.facts) under the names callers
 # have always imported from here.
 __all__ = ["main", "gather_facts", "HELPER_TIMEOUT_S"]
 
-_COMMANDS = """\
-usage: torchpod run [TORCHRUN OPTIONS] [--] SCRIPT [ARGS...]
-       torchpod plan [--format json|shell] [TORCHRUN OPTIONS] [-- SCRIPT [ARGS...]]
-       torchpod doctor [--sysfs-root DIR] [--nccl-log FILE] [--format text|json]
-       torchpod bench allreduce [--min-bytes 1K] [--max-bytes 64M] [--iters 10] [--json FILE]
-       torchpod SCRIPT [ARGS...]        (means `torchpod run SCRIPT ARGS...`)
-       torchpod --version
-
-Detects the scheduler (Run:ai, Volcano, Slurm, PBS, Kubeflow, MPI, the env:// convention
-MASTER_ADDR/WORLD_SIZE/RANK, else one node) and runs `python -m torch.distributed.run`
-with the matching rendezvous. Torchrun options given here and PET_* variables win over
-detection. `torchpod plan` shows the decision and why, without running anything;
-`torchpod doctor` says why NCCL is (not) using RDMA here."""
-
-
-def environment_help(settings: Sequence[Setting] = SETTINGS) -> str:
-    """--help's environment section, one entry per variable torchpod reads."""
-    lines = ["environment:"]
-    for item in settings:
-        default = f" (default: {item.default})" if item.default is not None else ""
-        lines.append(f"  {item.name}")
-        lines.extend(textwrap.wrap(item.meaning + default, width=88, initial_indent="      ",
-                                   subsequent_indent="      "))
-    return "\n".join(lines)
-
-
-USAGE = _COMMANDS + "\n\n" + environment_help()
-
-SUBCOMMANDS = ("run", "plan", "doctor", "bench")
-BENCHES = {"allreduce": "torchpod.bench_allreduce"}  # workloads: run through torchrun on every node
-# torchpod's own workloads (run as modules): their options are checked here, before torchrun
-# starts a worker that would refuse them after the rendezvous
-WORKLOAD_OPTIONS = {BENCHES["allreduce"]: bench_allreduce.check_options, PREFLIGHT_MODULE: preflight.check_options}
-DOCTOR_OPTIONS = ("--sysfs-root", "--nccl-log", "--format")
+NO_SCRIPT = ("no script given; expected `torchpod run [TORCHRUN OPTIONS] SCRIPT [ARGS...]`, "
+             "e.g. `torchpod train.py --epochs 3`")
 
 
 def child_env(env: Mapping[str, str], plan: LaunchPlan) -> dict[str, str]:
@@ -111,62 +103,188 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     args = list(sys.argv[1:] if argv is None else argv)
     environ = dict(os.environ if env is None else env)
     try:
-        return _dispatch(args, environ)
+        code = _dispatch(args, environ)
+        sys.stdout.flush()  # here, not at exit, so a closed pipe is answered below
+        return code
     except TorchpodError as exc:
         print(f"torchpod: error: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:
+        return closed_pipe()
+
+
+# What a program ended by SIGPIPE exits with in a shell (128 + 13): `torchpod plan | head -3`
+# ends as `yes | head -3` does, and a script under `set -o pipefail` still sees the cut.
+CLOSED_PIPE = 128 + 13
+
+
+def closed_pipe() -> int:
+    """The reader of stdout went away (`torchpod plan | head -3`): nothing more is said to it,
+    and nothing on stderr either. stdout is pointed at /dev/null first, so the interpreter's
+    own flush at exit finds nothing to write and prints no BrokenPipeError of its own."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):  # stdout is no file here
+        pass
+    return CLOSED_PIPE
+
+
+def working_directory() -> Path:
+    """Where the script is looked for and torchrun starts: one line when it was removed
+    under the shell (`getcwd` fails), not a traceback."""
+    try:
+        return Path.cwd()
+    except OSError as exc:
+        raise InputError(f"the working directory cannot be read ({exc.strerror or exc}): it was removed or is "
+                         "out of reach; expected an existing directory to start the job in; cd to one and "
+                         "run torchpod again") from None
 
 
 def _dispatch(args: list[str], env: dict[str, str]) -> int:
     if not args:
-        print(USAGE, file=sys.stderr)
+        print(main_help(), file=sys.stderr)
         return 2
-    first = args[0]
+    first, rest = args[0], args[1:]
     if first == "--version":
         print(f"torchpod {__version__}")
         return 0
-    if first in ("-h", "--help", "help"):
-        print(USAGE)
+    if first in (*HELP_FLAGS, "help"):
+        return _help(rest)
+    handlers: dict[str, Callable[[list[str], dict[str, str]], int]] = {
+        "plan": _plan, "doctor": _doctor, "bench": _bench, "preflight": _preflight, "run": _run}
+    if first in handlers:
+        return handlers[first](rest, env)
+    return _run(args, env)
+
+
+def _help(words: list[str]) -> int:
+    """``torchpod --help`` or ``torchpod help [COMMAND]``."""
+    if not words:
+        print(main_help())
         return 0
-    command = first if first in SUBCOMMANDS else "run"
-    check_settings(env, command)
-    if first == "plan":
-        inv = check_workload(split_command_line(args[1:], own_options=("--format",)))
-        fmt = inv.own.get("--format", "json")
-        if fmt not in ("json", "shell"):
-            raise InputError(f"--format {fmt!r} is not a plan format; expected json or shell")
-        plan = with_preflight(env, resolve(env, gather_facts(env), inv))
-        print(to_json(plan, sys.executable) if fmt == "json" else to_shell(plan, sys.executable))
+    if words[0] not in BY_NAME:
+        hint = did_you_mean(words[0], BY_NAME)
+        raise InputError(f"help {words[0]!r}: no such command{'; ' + hint if hint else ''}; expected one of "
+                         f"{', '.join(BY_NAME)}")
+    print(command_help(BY_NAME[words[0]]))
+    return 0
+
+
+def _help_asked(words: Sequence[str], stop: Sequence[str] = ("--",)) -> bool:
+    """Whether -h/--help comes before the first word that ends torchpod's own options."""
+    for word in words:
+        if word in stop:
+            return False
+        if word in HELP_FLAGS:
+            return True
+    return False
+
+
+def _launch_line(words: list[str], cmd: Command, **own: Sequence[str]) -> Invocation | None:
+    """The command line of `run` or `plan` split, or None after printing its help."""
+    inv = split_command_line(words, own_switches=HELP_FLAGS, **own)
+    if any(flag in inv.own for flag in HELP_FLAGS):
+        print(command_help(cmd))
+        return None
+    return inv
+
+
+def _plan(words: list[str], env: dict[str, str]) -> int:
+    inv = _launch_line(words, PLAN, own_options=("--format",))
+    if inv is None:
         return 0
-    if first == "doctor":
-        return run_doctor(args[1:], env)
-    if first == "bench":
-        if len(args) < 2 or args[1] not in BENCHES:
-            raise InputError(f"bench {args[1] if len(args) > 1 else ''!r} is not a benchmark; expected one of "
-                             f"{', '.join(BENCHES)}, e.g. `torchpod bench allreduce`")
-        return run(check_workload(split_command_line(["--module", BENCHES[args[1]], *args[2:]])), env, Path.cwd())
-    rest = args[1:] if first == "run" else args
-    inv = check_workload(split_command_line(rest))
+    fmt = inv.own.get("--format") or ("text" if stdout_is_terminal() else "json")
+    if fmt not in PLAN_FORMATS:
+        hint = did_you_mean(fmt, PLAN_FORMATS)
+        raise InputError(f"--format {fmt!r} is not a plan format{'; ' + hint if hint else ''}; expected "
+                         f"{', '.join(PLAN_FORMATS)}")
+    check_settings(env, PLAN.name)
+    plan = with_preflight(env, resolve(env, gather_facts(env), check_workload(inv)))
+    render = {"json": to_json, "shell": to_shell, "text": to_text}[fmt]
+    print(render(plan, sys.executable))
+    return 0
+
+
+def stdout_is_terminal() -> bool:
+    """Whether a person reads stdout (`plan` then defaults to text, else to JSON)."""
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):  # replaced by an object without it, or closed
+        return False
+
+
+def _run(words: list[str], env: dict[str, str]) -> int:
+    inv = _launch_line(words, RUN)
+    if inv is None:
+        return 0
+    check_settings(env, RUN.name)
     if inv.script is None:
         raise InputError(NO_SCRIPT)
-    return run(inv, env, Path.cwd())
+    cwd = working_directory()
+    _refuse_misspelt_command(inv, cwd)
+    return run(check_workload(inv), env, cwd)
+
+
+def _refuse_misspelt_command(inv: Invocation, cwd: Path) -> None:
+    """`torchpod plna`: a first word close to a command, and no such file here, is a
+    misspelt command rather than a script (a script is looked for where it would run)."""
+    word = inv.script or ""
+    alone = not inv.options and not inv.passthrough and "/" not in word
+    hint = did_you_mean(word, BY_NAME, shown="`torchpod {}`") if alone else ""
+    if hint and not os.path.lexists(cwd / word):
+        raise InputError(f"{word!r} is neither a command nor a file in {cwd}; {hint}; expected a command "
+                         f"({', '.join(BY_NAME)}) or a script")
+
+
+def _workload(workload: Workload, words: list[str], env: dict[str, str], stop: Sequence[str]) -> int:
+    """bench and preflight: the workload's --help, or `run -m MODULE WORDS` through torchrun."""
+    if _help_asked(words, stop):
+        print(workload_help(workload))
+        return 0
+    check_settings(env, workload.command.name)
+    inv = check_workload(split_command_line(["--module", workload.module, *words]))
+    return run(inv, env, working_directory())
+
+
+def _bench(words: list[str], env: dict[str, str]) -> int:
+    if not words or words[0] in HELP_FLAGS:  # asked for: on stdout; a bench missing: on stderr, exit 2
+        print(command_help(BENCH), file=sys.stdout if words else sys.stderr)
+        return 0 if words else 2
+    if words[0] not in BENCHES:
+        hint = did_you_mean(words[0], BENCHES)
+        raise InputError(f"bench {words[0]!r} is not a benchmark{'; ' + hint if hint else ''}; expected one of "
+                         f"{', '.join(BENCHES)}, e.g. `torchpod bench allreduce`")
+    return _workload(BENCHES[words[0]], words[1:], env, stop=("--",))
+
+
+def _preflight(words: list[str], env: dict[str, str]) -> int:
+    # what follows --then is the command preflight starts, with options of its own
+    return _workload(PREFLIGHT_WORKLOAD, words, env, stop=("--", THEN))
 
 
 def check_workload(inv: Invocation) -> Invocation:
     """``inv``, once the options of a torchpod workload it runs as a module are checked."""
-    check = WORKLOAD_OPTIONS.get(inv.script or "") if "--module" in inv.passthrough else None
-    if check is not None:
-        check(inv.script_args)
+    workload = WORKLOADS.get(inv.script or "") if "--module" in inv.passthrough else None
+    if workload is not None:
+        workload.check(inv.script_args)
     return inv
 
 
-def _doctor_options(args: list[str]) -> dict[str, str]:
+def _doctor_options(args: list[str]) -> dict[str, str] | None:
+    """The doctor's options by flag; None when -h/--help asked for its help."""
     opts: dict[str, str] = {}
+    known = [flag for flag in DOCTOR.flags() if flag not in HELP_FLAGS]
     i = 0
     while i < len(args):
         name, eq, value = args[i].partition("=")
-        if name not in DOCTOR_OPTIONS:
-            raise InputError(f"unknown doctor option {args[i]!r}; expected {', '.join(DOCTOR_OPTIONS)}")
+        if name in HELP_FLAGS:
+            return None
+        if name not in known:
+            hint = did_you_mean(name, DOCTOR.flags())
+            raise InputError(f"unknown doctor option {args[i]!r}{'; ' + hint if hint else ''}; expected "
+                             f"{', '.join(known)}")
         if not eq:
             if i + 1 >= len(args):
                 raise InputError(f"doctor option {name} needs a value; e.g. {name}=VALUE")
@@ -174,22 +292,22 @@ def _doctor_options(args: list[str]) -> dict[str, str]:
         opts[name] = value
         i += 1
     fmt = opts.get("--format", "text")
-    if fmt not in ("text", "json"):
-        raise InputError(f"--format {fmt!r} is not a doctor format; expected text or json")
+    if fmt not in DOCTOR_FORMATS:
+        raise InputError(f"--format {fmt!r} is not a doctor format; expected {' or '.join(DOCTOR_FORMATS)}")
     return opts
 
 
-def run_doctor(args: list[str], env: dict[str, str]) -> int:
+def _doctor(args: list[str], env: dict[str, str]) -> int:
     opts = _doctor_options(args)
+    if opts is None:
+        print(command_help(DOCTOR))
+        return 0
+    check_settings(env, DOCTOR.name)
     verdict = doctor.read_log(opts["--nccl-log"]) if "--nccl-log" in opts else None
     sysfs = sysfs_root("--sysfs-root", opts["--sysfs-root"]) if "--sysfs-root" in opts else configured_sysfs(env)
     fabric, checks = doctor.preflight(env, doctor.gather(env, sysfs, gpus.visible(env, gpu_count(env))[0]))
     print(doctor.report(checks, verdict, opts.get("--format", "text")))
     return doctor.exit_code(fabric, checks, verdict)
-
-
-NO_SCRIPT = ("no script given; expected `torchpod run [TORCHRUN OPTIONS] SCRIPT [ARGS...]`, "
-             "e.g. `torchpod train.py --epochs 3`")
 
 
 def with_preflight(env: Mapping[str, str], plan: LaunchPlan) -> LaunchPlan:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from .errors import InputError
+from .words import did_you_mean
 
 # dest -> (option spellings, takes a value). Mirrors torch/distributed/run.py
 # (get_args_parser) of torch 2.13; dash and underscore spellings both accepted.
@@ -102,13 +103,14 @@ class Invocation:
 
 
 def split_command_line(
-    argv: Sequence[str], own_options: Sequence[str] = ()
+    argv: Sequence[str], own_options: Sequence[str] = (), own_switches: Sequence[str] = ()
 ) -> Invocation:
-    """Split ``[torchrun options] [--] SCRIPT [ARGS...]``; torchpod's ``own_options`` too.
+    """Split ``[torchrun options] [--] SCRIPT [ARGS...]``; torchpod's ``own_options`` (with a
+    value) and ``own_switches`` (``--help``: ``own["--help"] == "true"``) too.
 
     Accepts ``--flag value`` and ``--flag=value``, dash and underscore spellings, and
     short ``-rVALUE``. The first word that is not an option starts the script, as in
-    torchrun; ``--`` ends the options explicitly.
+    torchrun; ``--`` ends the options explicitly. A word after the script is the script's.
     """
     options: dict[str, str] = {}
     own: dict[str, str] = {}
@@ -126,7 +128,12 @@ def split_command_line(
         if name in own_options:
             own[name], i = _own_value(tokens, i, name, eq, inline)
             continue
-        dest, takes_value, name, eq, inline = _known_option(token, name, eq, inline)
+        if name in own_switches:
+            if eq:
+                raise InputError(f"option {name} takes no value, got {token!r}")
+            own[name], i = "true", i + 1
+            continue
+        dest, takes_value, name, eq, inline = _known_option(token, name, eq, inline, (*own_options, *own_switches))
         value, i = _option_value(tokens, i, token, name, takes_value, eq, inline)
         if dest in RESOLVED_OPTIONS:
             options[dest] = value
@@ -157,9 +164,10 @@ def _own_value(
 
 
 def _known_option(
-    token: str, name: str, eq: str, inline: str
+    token: str, name: str, eq: str, inline: str, own: Sequence[str] = ()
 ) -> tuple[str, bool, str, str, str]:
-    """``token`` as a torchrun option: (dest, takes a value, name, eq, inline value)."""
+    """``token`` as a torchrun option: (dest, takes a value, name, eq, inline value); an
+    unknown one is refused naming the closest known spelling (torchrun's or ``own``)."""
     known = _BY_SPELLING.get(name)
     if known is None and len(token) > 2 and token[1] != "-":
         # argparse also accepts short options glued to their value: -r3, -t0:1
@@ -167,9 +175,10 @@ def _known_option(
         if short is not None and short[1]:
             known, name, eq, inline = short, token[:2], "=", token[2:]
     if known is None:
+        hint = did_you_mean(name, [*_BY_SPELLING, *own])
         raise InputError(
-            f"unknown option {token!r} before the script; expected torchrun options "
-            "(see `python -m torch.distributed.run --help`) then SCRIPT [ARGS...]; "
+            f"unknown option {token!r} before the script{'; ' + hint if hint else ''}; expected torchrun "
+            "options (see `python -m torch.distributed.run --help`) then SCRIPT [ARGS...]; "
             "put the script's own options after the script name"
         )
     return known[0], known[1], name, eq, inline

@@ -13,8 +13,14 @@ def plural(count: int, noun: str, nouns: str | None = None) -> str:
     return f"{count} {noun if count == 1 else nouns or noun + 's'}"
 
 
-def did_you_mean(word: str, known: Iterable[str]) -> str:
-    """``did you mean --nnodes?`` for the known word closest to ``word`` (difflib's ratio of
-    at least 0.6, its default), or "" when none is close; the caller places it in its line."""
+def closest(word: str, known: Iterable[str]) -> str | None:
+    """The known word closest to ``word`` (difflib's ratio of at least 0.6, its default), or None."""
     close = difflib.get_close_matches(word, sorted(set(known)), n=1)
-    return f"did you mean {close[0]}?" if close else ""
+    return close[0] if close else None
+
+
+def did_you_mean(word: str, known: Iterable[str], shown: str = "{}") -> str:
+    """``did you mean --nnodes?`` for the known word closest to ``word``, written through
+    ``shown`` (``"`torchpod {}`"``), or "" when none is close; the caller places it in its line."""
+    near = closest(word, known)
+    return f"did you mean {shown.format(near)}?" if near is not None else ""

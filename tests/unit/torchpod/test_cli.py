@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import io
 import json
 import os
 import shlex
@@ -258,3 +259,218 @@ def test_the_walk_finds_a_circle_hidden_in_a_function(tmp_path):
     circles = _circles(_import_graph(pkg, "pkg"))
     assert ["pkg.a", "pkg.sub.b", "pkg.a"] in circles
     assert not any(c[0] == "pkg.c" for c in circles)  # c reaches a circle but is on none
+
+
+# --- help on every command ------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, usage", [
+    (["plan", "--help"], "usage: torchpod plan "),
+    (["plan", "-h"], "usage: torchpod plan "),
+    (["plan", "--nnodes", "2", "--help"], "usage: torchpod plan "),
+    (["run", "--help"], "usage: torchpod run "),
+    (["doctor", "--help"], "usage: torchpod doctor "),
+    (["doctor", "--format", "json", "-h"], "usage: torchpod doctor "),
+    (["bench", "--help"], "usage: torchpod bench "),
+    (["bench", "allreduce", "--help"], "usage: torchpod bench allreduce "),
+    (["preflight", "--help"], "usage: torchpod preflight "),
+    (["preflight", "--floor-gbps", "40", "-h"], "usage: torchpod preflight "),
+    (["help", "doctor"], "usage: torchpod doctor "),
+])
+def test_every_command_prints_its_help_and_exits_0(argv, usage, capsys, monkeypatch):
+    started = []
+    monkeypatch.setattr(cli, "supervise", lambda *a, **k: started.append(a) or 0)
+    # a bad setting does not stand between a user and the help that explains it
+    assert cli.main(argv, {"TORCHPOD_DOCTOR": "yes", "TORCHPOD_RDZV_PORT": "http"}) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith(usage) and err == "" and not started
+    assert "environment (read by `torchpod " in out
+
+
+def test_a_help_flag_after_the_script_is_the_scripts(launched):
+    assert cli.main(["run", "train.py", "--help"], {"CUDA_VISIBLE_DEVICES": ""}) == 0
+    (cmd, _), = launched
+    assert cmd[-2:] == ["train.py", "--help"]
+
+
+# where `python -m torchpod.preflight` finds the launcher: an editable install is no path entry
+FINDS_TORCHPOD = {"CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(Path(cli.__file__).parent.parent)}
+
+
+def test_preflight_help_after_then_belongs_to_the_command_it_starts(launched, capsys):
+    assert cli.main(["preflight", "--then", "script", "train.py", "--help"], FINDS_TORCHPOD) == 0
+    (cmd, _), = launched
+    assert cmd[-6:] == ["--module", "torchpod.preflight", "--then", "script", "train.py", "--help"][-6:]
+
+
+def test_main_help_names_every_scheduler_of_the_registry(capsys):
+    from torchpod.schedulers import SCHEDULERS
+
+    assert cli.main(["--help"], {}) == 0
+    flat = " ".join(capsys.readouterr().out.split())
+    assert ", ".join(m.NAME for m in SCHEDULERS) in flat
+
+
+# --- the settings a command reads are the ones its help lists ---------------------------------
+
+BAD = {"a switch": "yes", "a TCP port": "http", "a number of seconds": "soon", "a name": "a b",
+       "a host name": "a b", "a path": "a\x1bb", "text": "a\x1bb"}
+
+
+def _command_line(command: str) -> list[str]:
+    return {"plan": ["plan", "--", "train.py"], "run": ["run", "train.py"], "doctor": ["doctor"],
+            "bench": ["bench", "allreduce"], "preflight": ["preflight"]}[command]
+
+
+@pytest.mark.parametrize("command", ["plan", "run", "doctor", "bench", "preflight"])
+def test_a_command_refuses_a_bad_value_of_each_setting_it_reads_and_of_no_other(command, launched, tmp_path,
+                                                                                 monkeypatch, capsys):
+    from torchpod import doctor
+    from torchpod.contract import SETTINGS
+
+    monkeypatch.setattr(doctor, "gather", lambda env, sysfs, gpus: doctor.Machine(sysfs_root=sysfs, gpu_count=1))
+    (tmp_path / "sys").mkdir()
+    base = {"CUDA_VISIBLE_DEVICES": "", "TORCHPOD_SYSFS_ROOT": str(tmp_path / "sys"), "HOME": str(tmp_path),
+            "TORCHPOD_HOSTNAME": "n1"}
+    for setting in SETTINGS:
+        value = BAD[setting.form.what]
+        code = cli.main(_command_line(command), {**base, setting.name: value})
+        err = capsys.readouterr().err
+        if command in setting.commands:
+            assert code == 2 and one_line(err).startswith(f"torchpod: error: {setting.name}="), (setting.name, err)
+        else:
+            assert setting.name not in err, (setting.name, err)
+
+
+def test_doctor_yes_is_refused_not_read_as_off(launched, capsys):
+    assert cli.main(["run", "train.py"], {"TORCHPOD_DOCTOR": "yes", "CUDA_VISIBLE_DEVICES": ""}) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "TORCHPOD_DOCTOR='yes' is not a switch; expected 1 or 0" in line and not launched
+
+
+# --- preflight as a command -------------------------------------------------------------------
+
+def test_preflight_runs_as_run_dash_m_runs_it(launched):
+    env = FINDS_TORCHPOD
+    assert cli.main(["preflight", "--floor-gbps", "40", "--json", "out.json"], env) == 0
+    assert cli.main(["run", "-m", "torchpod.preflight", "--floor-gbps", "40", "--json", "out.json"], env) == 0
+    (subcommand, _), (run_m, _) = launched
+    assert subcommand == run_m
+    assert subcommand[subcommand.index("--module"):] == ["--module", "torchpod.preflight", "--floor-gbps", "40",
+                                                         "--json", "out.json"]
+
+
+def test_preflight_options_are_checked_before_torchrun_starts(launched, capsys):
+    assert cli.main(["preflight", "--floor-gbps", "fast"], {"CUDA_VISIBLE_DEVICES": ""}) == 2
+    assert "torchpod preflight: argument --floor-gbps" in one_line(capsys.readouterr().err) and not launched
+
+
+# --- did you mean -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, hint", [
+    (["plan", "--nnode", "2"], "unknown option '--nnode' before the script; did you mean --nnodes?"),
+    (["plan", "--rdzv-endpont=n1:29400"], "did you mean --rdzv-endpoint?"),
+    (["plan", "--formt", "json"], "did you mean --format?"),
+    (["run", "--max-restart", "3", "train.py"], "did you mean --max-restarts?"),
+    (["doctor", "--sysfs-rot", "/sys"], "unknown doctor option '--sysfs-rot'; did you mean --sysfs-root?"),
+    (["bench", "allreduc"], "bench 'allreduc' is not a benchmark; did you mean allreduce?"),
+    (["plna"], "'plna' is neither a command nor a file in "),
+    (["docter", "--format", "json"], ""),  # an option follows: a script's own, not a misspelt command
+    (["plan", "--format", "jsn"], "did you mean json?"),
+    (["help", "doctr"], "did you mean doctor?"),
+])
+def test_a_misspelt_word_gets_the_closest_known_one_in_its_one_line(argv, hint, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(argv, {"CUDA_VISIBLE_DEVICES": ""}) == 2
+    line = one_line(capsys.readouterr().err)
+    assert hint in line
+    if argv == ["plna"]:
+        assert "did you mean `torchpod plan`?" in line
+
+
+def test_a_script_named_like_a_command_still_runs(launched, tmp_path):
+    (tmp_path / "plna").write_text("print('mine')\n")
+    assert cli.main(["plna"], {"CUDA_VISIBLE_DEVICES": ""}) == 0
+    (cmd, _), = launched
+    assert cmd[-1] == "plna"
+
+
+def test_nothing_close_gets_no_suggestion(capsys):
+    assert cli.main(["plan", "--zzz"], {}) == 2
+    assert "did you mean" not in capsys.readouterr().err
+
+
+# --- the process edges: a closed pipe, a removed working directory ------------------------------
+
+def test_a_closed_stdout_ends_quietly_with_141():
+    import subprocess
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before torchpod writes, as `| head -3` is after its lines
+    try:
+        done = subprocess.run([sys.executable, "-m", "torchpod", "plan", "--format", "json"], stdout=write,
+                              stderr=subprocess.PIPE, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, timeout=60)
+    finally:
+        os.close(write)
+    assert done.returncode == 141 and done.stderr == b""
+
+
+def test_a_broken_pipe_inside_main_is_the_same_exit(monkeypatch, capsys):
+    class Closed(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", Closed())
+    assert cli.main(["--version"], {}) == cli.CLOSED_PIPE == 141
+
+
+def test_run_from_a_removed_working_directory_is_one_line(tmp_path):
+    import subprocess
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    code = "import os, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); from torchpod.cli import main; " \
+           "sys.exit(main(['run', 'train.py'], {'CUDA_VISIBLE_DEVICES': ''}))"
+    done = subprocess.run([sys.executable, "-c", code, str(gone)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("torchpod: error: the working directory cannot be read") and "cd to one" in line
+
+
+# --- plan formats: text for people, JSON for programs ---------------------------------------------
+
+def test_plan_is_text_on_a_terminal_and_json_when_piped(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "stdout_is_terminal", lambda: True)
+    assert cli.main(["plan", "--", "train.py"], SLURM) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("torchpod ") and "\n  scheduler   slurm\n" in text
+    assert cli.main(["plan", "--format", "json", "--", "train.py"], SLURM) == 0  # asked for: JSON on a terminal too
+    assert json.loads(capsys.readouterr().out)["scheduler"] == "slurm"
+    monkeypatch.setattr(cli, "stdout_is_terminal", lambda: False)
+    assert cli.main(["plan", "--", "train.py"], SLURM) == 0
+    assert json.loads(capsys.readouterr().out)["scheduler"] == "slurm"
+    assert cli.main(["plan", "--format=text", "--", "train.py"], SLURM) == 0  # asked for: text in a pipe too
+    assert capsys.readouterr().out == text
+
+
+def test_a_real_terminal_gets_the_text_plan():
+    import pty
+    import subprocess
+
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run([sys.executable, "-m", "torchpod", "plan"], stdout=follower, stderr=subprocess.PIPE,
+                              env={**os.environ, **SLURM, "CUDA_VISIBLE_DEVICES": ""}, timeout=60)
+        os.close(follower)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the terminal's other end is closed and drained
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(leader)
+    assert done.returncode == 0, done.stderr
+    assert out.decode().startswith("torchpod ") and "scheduler   slurm" in out.decode()

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import torchpod.cli as cli
-from torchpod import contract
+from torchpod import commands, contract
 from torchpod.contract import SETTINGS
 from torchpod.errors import InputError
 
@@ -166,7 +166,7 @@ def test_every_setting_is_read_by_a_known_command():
 @given(st.lists(st.text(min_size=1), min_size=1, max_size=4))
 def test_environment_help_keeps_every_meaning_whole(meanings):
     table = [contract.Setting(f"TORCHPOD_X{i}", m) for i, m in enumerate(meanings)]
-    text = cli.environment_help(table)
+    text = commands.environment_help(table)
     flat = " ".join(text.split())
     for s in table:
         assert f" {s.name} " in f" {flat} " and " ".join(s.meaning.split()) in flat
