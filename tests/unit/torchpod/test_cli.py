@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import io
 import json
 import os
@@ -196,69 +195,6 @@ def test_a_torchpod_workloads_options_are_checked_before_torchrun_starts(argv, n
     assert cli.main(argv, {"CUDA_VISIBLE_DEVICES": ""}) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0] and not started
-
-
-# --- the package the entry point loads has no import circle -------------------------------
-
-def _import_graph(package: Path, name: str) -> dict[str, set[str]]:
-    """Module -> the package's modules it imports, function-level imports included."""
-    modules = {}
-    for path in package.rglob("*.py"):
-        if "__pycache__" in path.parts:
-            continue
-        parts = [name, *path.relative_to(package).with_suffix("").parts]
-        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    graph: dict[str, set[str]] = {}
-    for module, path in modules.items():
-        base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-        found = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                found |= {a.name for a in node.names}
-            elif isinstance(node, ast.ImportFrom):
-                target = ".".join(base[:len(base) - node.level + 1] + [node.module or ""]).strip(".") \
-                    if node.level else node.module or ""
-                found |= {f"{target}.{a.name}" if f"{target}.{a.name}" in modules else target for a in node.names}
-        graph[module] = {m for m in found if m in modules and m != module}
-    return graph
-
-
-def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Every module that can reach itself, with one path back to it."""
-    found = []
-    for start in sorted(graph):
-        paths, seen = [[start]], {start}
-        while paths:
-            path = paths.pop()
-            for nxt in sorted(graph[path[-1]]):
-                if nxt == start:
-                    found.append([*path, start])
-                    paths = []
-                    break
-                if nxt not in seen:
-                    seen.add(nxt)
-                    paths.append([*path, nxt])
-    return found
-
-
-def test_the_launcher_package_has_no_import_circle():
-    # a name two modules need moves down into a module both import; an import inside a
-    # function to dodge a circle is still a circle, so those are walked too
-    package = Path(cli.__file__).parent
-    assert _circles(_import_graph(package, "torchpod")) == []
-
-
-def test_the_walk_finds_a_circle_hidden_in_a_function(tmp_path):
-    pkg = tmp_path / "pkg"
-    (pkg / "sub").mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "a.py").write_text("from .sub import b\n")
-    (pkg / "sub" / "__init__.py").write_text("from . import b\n")
-    (pkg / "sub" / "b.py").write_text("def later():\n    from ..a import thing\n")
-    (pkg / "c.py").write_text("import pkg.a\n")
-    circles = _circles(_import_graph(pkg, "pkg"))
-    assert ["pkg.a", "pkg.sub.b", "pkg.a"] in circles
-    assert not any(c[0] == "pkg.c" for c in circles)  # c reaches a circle but is on none
 
 
 # --- help on every command ------------------------------------------------------------------
