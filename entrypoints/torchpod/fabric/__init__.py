@@ -89,12 +89,19 @@ def with_plugin(env: Mapping[str, str], report: FabricReport, libs: site.SiteLib
         notes.append(info("site.plugin.image", f"NCCL_NET_PLUGIN={own_plugin}: this image's own plugin "
                           "(nothing injected)"))
     else:
-        notes.append(info("site.plugin.none", f"no NCCL net plugin: none injected ({ENV_SITE_LIB.name}, "
-                          f"{site.SITE_LIB}, /opt/amazon/{{ofi-nccl,efa}}, /opt/cray/libfabric) and this image "
-                          "carries none: NCCL will use sockets"))
+        notes.append(_no_plugin("NCCL will use sockets"))
         return FabricReport(report.fabric, tuple(merged.items()), tuple(notes))
     notes += _plugin_env(fabric, merged)
     return FabricReport(report.fabric, tuple(merged.items()), tuple(notes))
+
+
+NO_PLUGIN = "site.plugin.none"
+
+
+def _no_plugin(consequence: str) -> Finding:
+    """The finding for a fabric that needs a net plugin and has none, and what follows."""
+    return info(NO_PLUGIN, f"no NCCL net plugin: none injected ({ENV_SITE_LIB.name}, {site.SITE_LIB}, "
+                f"/opt/amazon/{{ofi-nccl,efa}}, /opt/cray/libfabric) and this image carries none: {consequence}")
 
 
 def _plugin_env(fabric: Fabric, merged: dict[str, str]) -> list[Finding]:
@@ -116,12 +123,34 @@ def detected(env: Mapping[str, str], inventory: Inventory, proc_root: Path) -> F
         report = fabric.detect(env, inventory, lambda: socket_interface(proc_root))
         if report is not None:
             return report
-    found = ", ".join(inventory.devices)
-    if found:
-        return FabricReport(findings=(info("fabric.none.inactive", f"RDMA devices {found} under {inventory.root}"
-                                           "/class/infiniband, none with an active port: no NCCL settings"),))
-    return FabricReport(findings=(info("fabric.none", f"no RDMA fabric detected under {inventory.root}: no NCCL "
-                                       "settings (NCCL uses sockets)"),))
+    code = "fabric.none.inactive" if inventory.devices else "fabric.none"
+    return FabricReport(findings=(info(code, f"{_nothing_found(inventory)}: no NCCL settings (NCCL uses sockets)"),))
+
+
+def _nothing_found(inventory: Inventory) -> str:
+    """What detection saw when it found no fabric: no RDMA device, or none with an active port."""
+    if inventory.devices:
+        return (f"RDMA devices {', '.join(inventory.devices)} under {inventory.root}/class/infiniband, none with "
+                "an active port")
+    return f"no RDMA fabric detected under {inventory.root}"
+
+
+def _as_the_preset_sets(findings: list[Finding], preset: presets.Preset, merged: Mapping[str, str],
+                        inventory: Inventory) -> list[Finding]:
+    """Detection's findings once the preset's values are in: one that said "no NCCL settings"
+    or "NCCL will use sockets" is said again for what the preset exports, so no note
+    contradicts an export (the doctor reads codes; the first finding stays the headline)."""
+    out = []
+    for finding in findings:
+        if finding.code.startswith("fabric.none") and preset.env:
+            finding = info("preset.fabric.undetected", f"{_nothing_found(inventory)}: the NCCL settings are preset "
+                           f"{preset.name}'s, for {preset.fabric}, not detection's; on a node without "
+                           f"{preset.fabric}, unset {ENV_PRESET.name}")
+        elif finding.code == NO_PLUGIN and "NCCL_NET" in merged:
+            finding = _no_plugin(f"preset {preset.name}'s NCCL_NET={merged['NCCL_NET']} makes NCCL fail at init "
+                                 "until one is injected, instead of using sockets")
+        out.append(finding)
+    return out
 
 
 def with_preset(env: Mapping[str, str], report: FabricReport, inventory: Inventory) -> FabricReport:
@@ -151,7 +180,8 @@ def with_preset(env: Mapping[str, str], report: FabricReport, inventory: Invento
             if missing:
                 notes.append(info("preset.hca.missing", f"preset {preset.name} names {', '.join(missing)}, which "
                                   "this node does not have"))
-    return FabricReport(report.fabric or preset.fabric, tuple(merged.items()), tuple(notes))
+    return FabricReport(report.fabric or preset.fabric, tuple(merged.items()),
+                        tuple(_as_the_preset_sets(notes, preset, merged, inventory)))
 
 
 __all__ = ["FABRICS", "Fabric", "FabricReport", "Finding", "Severity", "by_name", "detect_fabric",

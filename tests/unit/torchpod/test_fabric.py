@@ -92,3 +92,58 @@ def test_a_users_address_family_is_kept(tmp_path):
     plan = plan_for({"NCCL_IB_ADDR_FAMILY": "AF_INET", "CUDA_VISIBLE_DEVICES": ""},
                     facts=Facts(hostname="node", root=tmp_path, sysfs_root=sysfs))
     assert "NCCL_IB_ADDR_FAMILY" not in dict(plan.env) and dict(plan.env)["NCCL_IB_GID_INDEX"] == "3"
+
+
+# --- the notes never contradict the exports -----------------------------------------------------
+
+NODES = ["", *FIXTURES]  # "": a node whose sysfs shows no RDMA device at all
+
+
+def _node(tmp_path, name):
+    if not name:
+        (tmp_path / "sys").mkdir()
+        (tmp_path / "proc" / "net").mkdir(parents=True)
+        return tmp_path / "sys"
+    return write_node(tmp_path, FIXTURES[name])[0]
+
+
+def contradictions(notes, exported) -> list[str]:
+    """Notes that say what the exports belie: no NCCL settings while NCCL_*/FI_* are
+    exported, or sockets while NCCL_NET names another network."""
+    nccl = sorted(k for k in exported if k.startswith(("NCCL_", "FI_")))
+    net = exported.get("NCCL_NET")
+    found = [n for n in notes if "no NCCL settings" in n and nccl]
+    found += [n for n in notes if ("NCCL will use sockets" in n or "NCCL uses sockets" in n)
+              and net not in (None, "Socket")]
+    return found
+
+
+@pytest.mark.parametrize("preset", ["", "oci-bm-gpu-b4.8", "oci-bm-gpu-h100.8", "aws-p5", "hpe-slingshot-gh200"])
+@pytest.mark.parametrize("node", NODES)
+def test_no_note_contradicts_what_the_plan_exports(preset, node, tmp_path):
+    sysfs = _node(tmp_path, node)
+    env = {**(FIXTURES[node].get("env") or {} if node else {}), "CUDA_VISIBLE_DEVICES": ""}
+    if preset:
+        env["TORCHPOD_PRESET"] = preset
+    plan = plan_for(env, facts=Facts(hostname="node", root=tmp_path, sysfs_root=sysfs))
+    assert contradictions(plan.notes, dict(plan.env)) == [], (dict(plan.env), plan.notes)
+
+
+def test_a_preset_on_a_node_without_rdma_says_whose_settings_they_are(tmp_path):
+    sysfs = _node(tmp_path, "")
+    plan = plan_for({"TORCHPOD_PRESET": "oci-bm-gpu-h100.8", "CUDA_VISIBLE_DEVICES": ""},
+                    facts=Facts(hostname="node", root=tmp_path, sysfs_root=sysfs))
+    exported = dict(plan.env)
+    assert exported["NCCL_NET"] == "IB" and exported["NCCL_IB_HCA"].startswith("=mlx5_0")
+    assert any(n.startswith(f"no RDMA fabric detected under {sysfs}: the NCCL settings are preset "
+                            "oci-bm-gpu-h100.8's, for roce") for n in plan.notes), plan.notes
+    report = detect_fabric({"TORCHPOD_PRESET": "oci-bm-gpu-h100.8"}, sysfs, tmp_path / "proc")
+    assert report.findings[0].code == "preset.fabric.undetected"  # the doctor's fabric row says the same
+
+
+def test_the_check_finds_a_contradiction():
+    assert contradictions(["no RDMA fabric detected under /sys: no NCCL settings (NCCL uses sockets)"],
+                          {"NCCL_IB_HCA": "=mlx5_0", "NCCL_NET": "IB"})
+    assert contradictions(["no NCCL net plugin: ...: NCCL will use sockets"], {"NCCL_NET": "AWS Libfabric"})
+    assert not contradictions(["no RDMA fabric detected under /sys: no NCCL settings (NCCL uses sockets)"],
+                              {"HOME": "/tmp/h"})
