@@ -68,8 +68,9 @@ SITE_LIB = "/opt/torchpod/site/lib"
 SITE_DEPS = "/opt/torchpod/site/deps"
 # The example workloads copied into every image (the Dockerfile's EXAMPLES_DIR).
 EXAMPLES_DIR = "/opt/torchpod/examples"
-# The preflight workload, a module of the launcher: `torchpod run -m torchpod.preflight`,
-# TORCHPOD_PREFLIGHT=1, `invoke manifests --workload preflight`, `invoke demo --workload preflight`.
+# The preflight workload, a module of the launcher: `torchpod preflight` (the same as
+# `torchpod run -m torchpod.preflight`), TORCHPOD_PREFLIGHT=1, `invoke manifests --workload
+# preflight`, `invoke demo --workload preflight`.
 PREFLIGHT_MODULE = "torchpod.preflight"
 
 # --- image labels ----------------------------------------------------------------------

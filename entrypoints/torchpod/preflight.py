@@ -1,9 +1,10 @@
 """`torchpod preflight`: before a job trains, check every node and name every slow one.
 
-    torchpod run -m torchpod.preflight [--pair-bytes 4M] [--min-bytes 1K] [--max-bytes 4M]
-                                       [--iters 5] [--warmup 2] [--floor-gbps X] [--allow-undecided]
-                                       [--json FILE] [--svg FILE]
-                                       [--then script|module|program TARGET [ARGS...]]
+    torchpod preflight [--pair-bytes 4M] [--min-bytes 1K] [--max-bytes 4M]
+                       [--iters 5] [--warmup 2] [--floor-gbps X] [--allow-undecided]
+                       [--json FILE] [--svg FILE]
+                       [--then script|module|program TARGET [ARGS...]]
+    (= torchpod run -m torchpod.preflight ..., which also takes torchrun's options first)
 
 A workload like ``torchpod.bench_allreduce``: torchrun starts it on every node. It
 
@@ -447,8 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"torchpod: error: {one_line(exc)}", file=sys.stderr)
         return 2
     if "RANK" not in os.environ:
-        print("torchpod: error: preflight runs under torchrun; start it with `torchpod run -m torchpod.preflight`",
-              file=sys.stderr)
+        print("torchpod: error: preflight runs under torchrun; start it with `torchpod preflight` or "
+              "`torchpod run -m torchpod.preflight`", file=sys.stderr)
         return 2
     import torch
     import torch.distributed as dist

@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..contract import ENV_SCHEDULER, setting
 from ..errors import InputError
 from ..options import UserOptions
+from ..words import did_you_mean
 from . import standalone
 from .common import Env, get
 from .detectors import DETECTORS
@@ -64,8 +65,9 @@ def requested(env: Env, user: UserOptions) -> Detector | None:
     forced = None
     if value and value != "auto":
         if value not in BY_NAME:
+            hint = did_you_mean(value, BY_NAME)
             raise InputError(
-                f"{var}={env[var]!r} is not a known scheduler; "
+                f"{var}={env[var]!r} is not a known scheduler{'; ' + hint if hint else ''}; "
                 f"expected one of {', '.join(sorted(BY_NAME))} or auto; unset it to detect"
             )
         forced = BY_NAME[value]

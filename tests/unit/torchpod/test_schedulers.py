@@ -41,3 +41,16 @@ def test_every_scheduler_has_a_fixture():
 
     covered = {c.expect.get("scheduler") for c in GOOD}
     assert set(BY_NAME) <= covered
+
+
+def test_a_misspelt_scheduler_gets_the_closest_name_of_the_registry():
+    from torchpod.errors import InputError
+    from torchpod.options import UserOptions
+    from torchpod.schedulers import requested
+
+    with pytest.raises(InputError, match=r"^TORCHPOD_SCHEDULER='slrum' is not a known scheduler; did you mean "
+                                         r"slurm\?; expected one of "):
+        requested({"TORCHPOD_SCHEDULER": "slrum"}, UserOptions())
+    with pytest.raises(InputError) as err:
+        requested({"TORCHPOD_SCHEDULER": "cobalt"}, UserOptions())
+    assert "did you mean" not in str(err.value)
