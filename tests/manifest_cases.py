@@ -6,7 +6,7 @@ from __future__ import annotations
 import yaml
 
 from torchpod_toolkit.manifests import jobs
-from torchpod_toolkit.manifests.render import render
+from torchpod_toolkit.manifests.render import printed, render
 from torchpod_toolkit.manifests.spec import HPC, KUBE, MNNVL_KINDS, NODE_RANGE_KINDS, JobSpec
 from torchpod_toolkit.manifests.spec import options as spec_options
 
@@ -71,3 +71,13 @@ def documents(spec: JobSpec) -> list[dict]:
     """The YAML documents ``invoke manifests`` writes for ``spec``."""
     out = render(spec)
     return [d for o in out if o.name.endswith(".yaml") for d in yaml.safe_load_all(o.text) if d]
+
+
+def job_file(scheduler: str, nodes: int | str = 2, **fields) -> str:
+    """The job's own file (what `invoke manifests` prints without --out) for ``scheduler``."""
+    return printed(render(JobSpec(scheduler, nodes, IMAGE, ("train.py",), **fields)))[0]
+
+
+def job_object(scheduler: str, nodes: int | str = 2, **fields) -> dict:
+    """The training job's object (the last document) of a Kubernetes kind's file."""
+    return [d for d in yaml.safe_load_all(job_file(scheduler, nodes, **fields)) if d][-1]

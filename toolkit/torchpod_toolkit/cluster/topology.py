@@ -74,7 +74,6 @@ from torchpod.errors import InputError
 
 from ..manifests import jobs
 from ..manifests.operators import K8S_ENV as K8S
-from ..manifests.spec import NODE_RANGE_KINDS
 
 IP_OF_NODE0 = "{node0_ip}"  # replaced by the runner once node 0 has an address
 # Any node's address, ``{node<i>_ip}``: the runner gives each node a fixed address on the
@@ -186,7 +185,7 @@ class Job:
     number: str | None = None  # an HPC scheduler's job id, when the caller gives it
     host_network: bool = False  # Kubernetes pods with hostNetwork (the manifest's --rdma hostnetwork)
     slots: int = 2  # PBS mpiprocs per chunk: PBS_NODEFILE lines per node
-    min_nodes: int | None = None  # an elastic job's MIN (--nodes MIN:MAX; manifests/spec.py NODE_RANGE_KINDS)
+    min_nodes: int | None = None  # an elastic job's MIN (--nodes MIN:MAX; a kind whose record has node_range)
 
     def host(self, i: int, default: str) -> str:
         return self.hosts[i] if self.hosts else default
@@ -485,12 +484,15 @@ class Scenario:
     options: Callable[[Job], tuple[str, ...]] = _no_options  # what every node passes before the command
 
 
-# The nodes of each HPC job kind, written from the batch systems' own sources (above).
+# The nodes of each HPC job kind's scenario (JobKind.scenario), written from the batch
+# systems' own sources (above).
 _HPC_NODES: dict[str, Builder] = {"slurm": _slurm, "pbs": _pbs, "pbs-pals": _pbs_pals, "lsf": _lsf,
                                    "skypilot": _skypilot}
+# The scenarios whose job can run on fewer nodes than it asks for (--nodes MIN:MAX).
+NODE_RANGE_SCENARIOS = tuple(sorted(k.scenario for k in jobs.KINDS if k.node_range))
 
 SCENARIOS: dict[str, Scenario] = {
-    **{k.scenario: Scenario(k.scenario, k.detector, _from_manifest(k.name) if k.kube else _HPC_NODES[k.name],
+    **{k.scenario: Scenario(k.scenario, k.detector, _from_manifest(k.name) if k.kube else _HPC_NODES[k.scenario],
                             _manifest_options(k.name) if k.kube else _no_options)
        for k in jobs.KINDS},
     # conventions no manifest renders: their detectors are named here, the one place
@@ -529,9 +531,9 @@ def build(
         raise InputError(f"nproc={list(counts)} needs {nodes} counts >= 1, one per node")
     if hosts is not None and len(hosts) != nodes:
         raise InputError(f"hosts={list(hosts)} needs {nodes} names, one per node")
-    if min_nodes is not None and scenario not in NODE_RANGE_KINDS:
+    if min_nodes is not None and scenario not in NODE_RANGE_SCENARIOS:
         raise InputError(f"min_nodes={min_nodes} with scheduler {scenario}: a fixed-size job; expected no "
-                         f"min_nodes, or scheduler {jobs.choices(NODE_RANGE_KINDS)}")
+                         f"min_nodes, or scheduler {jobs.choices(NODE_RANGE_SCENARIOS)}")
     job = Job(_dns(job_id), nodes, counts, port, tuple(hosts) if hosts else None, job_number, host_network,
               pbs_slots, min_nodes=min_nodes)
     scheduler, raw = SCENARIOS[scenario].detector, SCENARIOS[scenario].build(job)

@@ -30,7 +30,7 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from torchpod.contract import ENV_PRESET, SCHEDULER_VARS, SETTINGS
+from torchpod.contract import ENV_PRESET, SETTINGS
 
 from . import jobs, resources, yamltext
 
@@ -39,16 +39,20 @@ if TYPE_CHECKING:  # the renderers take a checked spec; spec.py imports no rende
 
 # What a runtime that starts with a cleared environment (enroot start, docker run, podman
 # run) must be handed by name: the variables torchpod's detector for the batch system reads
-# (contract.SCHEDULER_VARS, the same tuple the detector checks itself against) and every
+# (the kind's record takes them from contract.SCHEDULER_VARS, the same tuple the detector
+# checks itself against) and every
 # TORCHPOD_* setting, so a job script's `export TORCHPOD_DOCTOR=1` reaches the launcher.
 # enroot's `--env NAME` copies the caller's value and sets an unset name to "" (NVIDIA/enroot
 # 8ea147d, src/runtime.sh runtime::_do_environ), which torchpod reads as unset.
 _SETTING_NAMES = tuple(s.name for s in SETTINGS)
-SLURM_VARS = SCHEDULER_VARS["slurm"] + _SETTING_NAMES
-PBS_VARS = SCHEDULER_VARS["pbs"] + _SETTING_NAMES
-LSF_VARS = SCHEDULER_VARS["lsf"] + _SETTING_NAMES
-# The node file each batch system's launcher reads, bound into the container at its own path.
-NODE_FILES = {PBS_VARS: "PBS_NODEFILE", LSF_VARS: "LSB_DJOB_HOSTFILE"}
+
+
+def forwarded(spec: JobSpec) -> tuple[str, ...]:
+    """The names a runtime that clears the environment is handed: the kind's scheduler
+    variables (its record's ``forwards``) and every TORCHPOD_* setting."""
+    return jobs.kind(spec.scheduler).forwards + _SETTING_NAMES
+
+
 # Which of the node's GPUs are the job's, by batch system: OpenPBS's cgroups hook names them
 # by UUID in CUDA_VISIBLE_DEVICES (src/hooks/cgroups/pbs_cgroups.PY, with CUDA_DEVICE_ORDER);
 # LSF by global id in CUDA_VISIBLE_DEVICES; Slurm by global id in SLURM_STEP_GPUS, its
@@ -68,11 +72,12 @@ WORKDIR = "/workspace"
 USER_IDS = '"$(id -u):$(id -g)"'
 # The only text a script holds unquoted: torchpod's own expansions, each a double-quoted
 # variable the batch shell fills in. No user value is ever one of them.
+# Each batch kind's job id and node file (its record) are among them.
 EXPANSIONS = frozenset({'"$SIF"', '"$SQSH"', '"$PART"', '"$NNODES"', '"$PBS_O_WORKDIR"', f'"$PWD:{WORKDIR}"',
-                        '"$PWD"', '"$PATH"', '"$STATUS"', '"$SLURM_JOB_ID"', '"$PBS_JOBID"', '"$LSB_JOBID"',
-                        '"$PBS_NODEFILE:$PBS_NODEFILE:ro"', '"$PBS_NODEFILE:$PBS_NODEFILE"',
-                        '"$LSB_DJOB_HOSTFILE"', '"$LSB_DJOB_HOSTFILE:$LSB_DJOB_HOSTFILE:ro"',
-                        '"$LSB_DJOB_HOSTFILE:$LSB_DJOB_HOSTFILE"', USER_IDS})
+                        '"$PWD"', '"$PATH"', '"$STATUS"', '"$LSB_DJOB_HOSTFILE"', USER_IDS,
+                        *(f'"${k.job_id}"' for k in jobs.KINDS if k.job_id),
+                        *(f'"${k.node_file}:${k.node_file}{ro}"' for k in jobs.KINDS if k.node_file
+                          for ro in (":ro", ""))})
 # pbsdsh runs a program with its arguments, not a shell line (openpbs cd7ab5e, src/cmds/
 # pbsdsh.c: tm_spawn of argv, with the MoM's environment, not the job script's), and returns
 # 0 whatever its tasks did. Its tasks start in $HOME with the MoM's PATH, so this fixed bash
@@ -219,17 +224,13 @@ def _sif(spec: JobSpec, per_node: list) -> list[str]:
             '[ -f "$SIF" ] || ' + line(["apptainer", "pull", Sh('"$SIF"'), "docker://" + spec.image])]
 
 
-# The batch system's job id, by scheduler: a temporary file name no other job shares.
-JOB_ID = {"slurm": "SLURM_JOB_ID", "pbs": "PBS_JOBID", "pbs-pals": "PBS_JOBID", "lsf": "LSB_JOBID"}
-
-
 def _sqsh(spec: JobSpec, per_node: list) -> list[str]:
     """enroot import writes its squashfs in place (mksquashfs to the output), so an import
     killed half-way leaves a truncated file the next run would reuse: import under a name
     of this job's, then rename (atomic within the directory)."""
     return ['SQSH="${TORCHPOD_SQSH:-$PWD/' + _label(spec.name) + '.sqsh}"  # on a filesystem every node sees',
             'if [ ! -f "$SQSH" ]; then',
-            '  PART="$SQSH.part-$' + JOB_ID[spec.scheduler] + '"  # renamed only once whole',
+            '  PART="$SQSH.part-$' + jobs.kind(spec.scheduler).job_id + '"  # renamed only once whole',
             '  ' + line(["enroot", "import", "-o", Sh('"$PART"'), "docker://" + _enroot_ref(spec.image)]),
             '  ' + line(["mv", "-f", Sh('"$PART"'), Sh('"$SQSH"')]),
             "fi"]
@@ -246,10 +247,11 @@ def _docker_pull(spec: JobSpec, per_node: list) -> list[str]:
     return [line([*per_node, *pull]) + " >/dev/null  # once per node"]
 
 
-# The host paths a container bind takes from the batch shell, by scheduler: the submit
-# directory always, and the node file where the launcher reads the host list.
-BOUND_AT_RUN_TIME = {"pbs": ("PWD", "PBS_NODEFILE"), "pbs-pals": ("PWD", "PBS_NODEFILE"),
-                     "lsf": ("PWD", "LSB_DJOB_HOSTFILE")}
+def bound_at_run_time(spec: JobSpec) -> tuple[str, ...]:
+    """The host paths a container bind takes from the batch shell: the submit directory
+    always, and the node file where the launcher reads the host list (the kind's record)."""
+    node_file = jobs.kind(spec.scheduler).node_file
+    return ("PWD", node_file) if node_file else ("PWD",)
 
 
 def bind_guard(spec: JobSpec) -> list[str]:
@@ -257,7 +259,7 @@ def bind_guard(spec: JobSpec) -> list[str]:
     (Apptainer --bind, docker/podman -v, enroot --mount, pyxis --container-mounts) and
     Apptainer and pyxis split a list of them at ',', so such a directory would silently bind
     the wrong path. Fixed text: the paths are the shell's, checked when the job runs."""
-    names = BOUND_AT_RUN_TIME.get(spec.scheduler, ("PWD",))
+    names = bound_at_run_time(spec)
     return ["# every host path bound into the container: a ',' or ':' in it would split the bind",
             *(f'case "${n}" in *[,:]*) echo "torchpod: {n}=${n} holds \',\' or \':\', which split a container '
               'bind; expected a path without them (submit from another directory)" >&2; exit 2 ;; esac'
@@ -272,13 +274,13 @@ def prepare(spec: JobSpec, per_node: list) -> list[str]:
     return [*bind_guard(spec), *lines] if spec.runtime != "none" else lines
 
 
-def _binds(spec: JobSpec, forward: tuple[str, ...], *, flags: bool = True) -> list:
+def _binds(spec: JobSpec, *, flags: bool = True) -> list:
     """HOST:CONTAINER[:ro] of every bind, the form Apptainer --bind, docker/podman -v and
     pyxis take: the submit directory, the PBS or LSF node file (the launcher reads the node
     list there, under /var/spool/pbs or the job's .lsbatch directory), the site's plugin.
     enroot's --mount is an fstab entry, colon-separated, with no ``ro`` there (``flags=False``)."""
     out: list = [Sh(f'"$PWD:{WORKDIR}"')]
-    nodefile = NODE_FILES.get(forward)
+    nodefile = jobs.kind(spec.scheduler).node_file
     if nodefile:
         out.append(Sh(f'"${nodefile}:${nodefile}:ro"' if flags else f'"${nodefile}:${nodefile}"'))
     for host, inside in spec.fabric_binds():  # host paths spec.check held to HOST_PATH_CHARS
@@ -295,7 +297,7 @@ def _apptainer(spec: JobSpec, forward: tuple[str, ...]) -> list:
     # --nv (the driver and every GPU device) only for a job that holds GPUs: the job's own
     # CUDA_VISIBLE_DEVICES, passed through, then picks them.
     out: list = ["apptainer", "exec", *(["--nv"] if spec.gpus_per_node else [])]
-    for b in _binds(spec, forward):
+    for b in _binds(spec):
         out += ["--bind", b]
     out += ["--pwd", WORKDIR]
     for pair in _env_pairs(spec):
@@ -308,7 +310,7 @@ def _enroot(spec: JobSpec, forward: tuple[str, ...]) -> list:
     every variable torchpod reads is named, and for a job holding GPUs the hook's two and
     the job's GPU selection."""
     out: list = ["enroot", "start"]
-    for b in _binds(spec, forward, flags=False):
+    for b in _binds(spec, flags=False):
         out += ["--mount", b]
     names = forward + (GPU_SELECTION if spec.gpus_per_node else ()) + _user_names(spec)
     for item in [*names, *(NVIDIA_ENV if spec.gpus_per_node else ()), *_env_pairs(spec)]:
@@ -322,7 +324,7 @@ def _engine_run(spec: JobSpec, out: list, forward: tuple[str, ...]) -> list:
     """The rest of a podman-hpc / docker run: host network and IPC, binds, the image,
     whose ENTRYPOINT is torchpod."""
     out = out + ["--network", "host", "--ipc", "host"]
-    for b in _binds(spec, forward):
+    for b in _binds(spec):
         out += ["-v", b]
     out += ["-w", WORKDIR]
     for pair in _env_pairs(spec):
@@ -344,7 +346,7 @@ def _docker(spec: JobSpec, forward: tuple[str, ...]) -> list:
     job's cgroup (NVIDIA/nvidia-container-toolkit GitHub #211): under Slurm it is handed the
     step's GPUs by global id; under PBS and LSF every GPU and the job's selection."""
     out: list = ["docker", "run", "--rm", "--user", Sh(USER_IDS)]
-    slurm_gpus = bool(spec.gpus_per_node) and forward == SLURM_VARS
+    slurm_gpus = bool(spec.gpus_per_node) and jobs.kind(spec.scheduler).step_gpus
     names = forward + (GPU_SELECTION if spec.gpus_per_node and not slurm_gpus else ()) + _user_names(spec)
     out += [*(["--gpus", "all"] if spec.gpus_per_node and not slurm_gpus else []), "--ulimit", "memlock=-1"]
     for name in names:
@@ -353,7 +355,7 @@ def _docker(spec: JobSpec, forward: tuple[str, ...]) -> list:
     # a fixed bash program on the node names the container, stops it when the job is
     # cancelled and (Slurm with GPUs) reads the step's GPU ids; the words reach docker run as they are
     program = DOCKER_STEP_GPUS if slurm_gpus else DOCKER_TASK
-    return ["/bin/bash", "-c", program, "bash", Sh(f'"${JOB_ID[spec.scheduler]}"'), *out[2:]]
+    return ["/bin/bash", "-c", program, "bash", Sh(f'"${jobs.kind(spec.scheduler).job_id}"'), *out[2:]]
 
 
 def _bare(spec: JobSpec, forward: tuple[str, ...]) -> list:
@@ -482,7 +484,7 @@ def _slurm_launch(spec: JobSpec, step: list) -> list[str]:
     if RUNTIMES[spec.runtime].pyxis:
         # pyxis: --container-mounts=SRC:DST[:FLAGS][,...] (NVIDIA/pyxis README)
         mounts: list = []
-        for b in _binds(spec, SLURM_VARS):
+        for b in _binds(spec):
             mounts += [",", b] if mounts else [b]
         # --no-container-entrypoint (pyxis >= 0.10.0): a site whose plugstack enables
         # execute_entrypoint would otherwise run pyxis's own probe through torchpod
@@ -498,7 +500,7 @@ def _slurm_launch(spec: JobSpec, step: list) -> list[str]:
         return [*gpus, "# one launcher per node, through pyxis; pyxis does not run the image's ENTRYPOINT,",
                 "# so torchpod is named", line([*run, *(["env", *spec.env] if spec.env else []), *_torchpod(spec)])]
     return ["# one launcher per node (torchpod starts the node's GPU processes itself)",
-            line([*step, *container_command(spec, SLURM_VARS)])]
+            line([*step, *container_command(spec, forwarded(spec))])]
 
 
 def slurm_script(spec: JobSpec, header: list[str]) -> str:
@@ -537,7 +539,7 @@ def pbs_script(spec: JobSpec, header: list[str]) -> str:
     if spec.account:
         lines.append(f"#PBS -A {spec.account}")
     lines += ["#PBS -j oe", *header, "set -euo pipefail", 'cd "$PBS_O_WORKDIR"', ""]
-    cmd = container_command(spec, PBS_VARS)
+    cmd = container_command(spec, forwarded(spec))
     if pals:
         fan = ["mpiexec", "-n", Sh('"$NNODES"'), "--ppn", "1"]
         lines += ['NNODES=$(sort -u "$PBS_NODEFILE" | wc -l)']
@@ -615,7 +617,7 @@ def lsf_script(spec: JobSpec, header: list[str]) -> str:
         lines += ["# the image, fetched or converted once for the whole job", *prep, ""]
     lines += ["# span[ptile=1]: one LSB_DJOB_HOSTFILE line per host, so blaunch -u starts one launcher per host",
               line([*fan, "/bin/bash", "-c", BLAUNCH_CD_EXEC, "bash", Sh('"$PWD"'),
-                    *container_command(spec, LSF_VARS)])]
+                    *container_command(spec, forwarded(spec))])]
     return "\n".join(lines) + "\n"
 
 
@@ -648,5 +650,6 @@ def skypilot_file(spec: JobSpec, header: list[str]) -> str:
     return "\n".join(header) + "\n" + yamltext.dump([skypilot_task(spec)])
 
 
-# The batch script (or task file) of each HPC job kind, by its submit command (jobs.KINDS).
-SCRIPTS = {"sbatch": slurm_script, "qsub": pbs_script, "bsub <": lsf_script, "sky launch": skypilot_file}
+# The batch scripts (and task file), by name: a batch kind's record names its own (JobKind.renderer).
+SCRIPTS: dict[str, Callable[..., str]] = {f.__name__: f for f in (slurm_script, pbs_script, lsf_script,
+                                                                     skypilot_file)}

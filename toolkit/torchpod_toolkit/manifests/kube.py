@@ -21,10 +21,11 @@ What the objects carry, and what they leave out on purpose:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from torchpod.contract import ENV_PRESET, ETCD_PORT, JOBSET_LABEL_ENV
 
+from . import jobs
 from . import resources as resources_mod
 from .operators import RUNAI_SCHEDULER  # the operator model reads the same name
 from .spec import NON_ROOT_ID, JobSpec
@@ -286,6 +287,16 @@ def pytorch_job(spec: JobSpec, *, elastic: bool, labels: Obj | None = None,
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta, "spec": job_spec}
 
 
+def pytorch_job_fixed(spec: JobSpec) -> Obj:
+    """A PyTorchJob of Master and Workers (pytorch_job)."""
+    return pytorch_job(spec, elastic=False)
+
+
+def pytorch_job_elastic(spec: JobSpec) -> Obj:
+    """A worker-only PyTorchJob with an elasticPolicy (pytorch_job)."""
+    return pytorch_job(spec, elastic=True)
+
+
 def train_job(spec: JobSpec) -> Obj:
     """trainer.kubeflow.org/v1alpha1 TrainJob on the torch-distributed ClusterTrainingRuntime.
     What a TrainJob cannot say directly (securityContext, /dev/shm) goes in runtimePatches,
@@ -423,16 +434,14 @@ def etcd_objects(spec: JobSpec) -> list[Obj]:
     return [service, pod]
 
 
+# The job object's builders, by name: a Kubernetes kind's record names its own (JobKind.renderer).
+BUILDERS: dict[str, Callable[[JobSpec], Obj]] = {f.__name__: f for f in (
+    volcano_job, pytorch_job_fixed, pytorch_job_elastic, train_job, runai_job, leader_worker_set, job_set)}
+
+
 def objects(spec: JobSpec) -> list[Obj]:
     """Every object to apply, in apply order (etcd before the job that needs it)."""
     out = etcd_objects(spec) if spec.etcd_server else []
     if spec.mnnvl:  # the channel template must exist before the job's pods claim it
         out.insert(0, compute_domain(spec))
-    build = {
-        "volcano": volcano_job, "volcano-master": volcano_job,
-        "kubeflow": lambda s: pytorch_job(s, elastic=False),
-        "kubeflow-elastic": lambda s: pytorch_job(s, elastic=True),
-        "trainer": train_job, "runai": runai_job,
-        "lws": leader_worker_set, "jobset": job_set,
-    }[spec.scheduler]
-    return out + [build(spec)]
+    return out + [BUILDERS[jobs.kind(spec.scheduler).renderer](spec)]

@@ -22,7 +22,7 @@ from torchpod.contract import ENV_PRESET, SITE_DEPS
 from torchpod.errors import InputError, RuntimeFailure
 
 from . import hpc, jobs, kube, podsecurity, yamltext
-from .spec import MNNVL_OPERATORS, JobSpec, check, default, flag, option_text, options, parse_counts, required
+from .spec import JobSpec, check, default, flag, option_text, options, parse_counts, required
 
 
 @dataclass(frozen=True)
@@ -92,14 +92,10 @@ def _require_level(spec: JobSpec, docs) -> None:
     raise InputError(f"--pod-security={spec.pod_security} cannot be met: the pods fail {named}")
 
 
-# What a batch script assumes every node sees at the same path, by scheduler: the submit
-# directory (the image file, the bound workdir, pbsdsh's statuses) and the node file the
-# launcher reads inside the container.
-_NODE_FILE = {"pbs": "PBS_NODEFILE", "pbs-pals": "PBS_NODEFILE", "lsf": "LSB_DJOB_HOSTFILE"}
-
-
 def shared_paths(spec: JobSpec) -> list[str]:
-    """The header lines naming the paths a batch script needs on every node."""
+    """The header lines naming the paths a batch script needs on every node: the submit
+    directory (the image file, the bound workdir, pbsdsh's statuses) and the node file the
+    launcher reads inside the container (the kind's record)."""
     if spec.scheduler == "skypilot":
         return []
     seen = ["the submit directory"]
@@ -108,8 +104,9 @@ def shared_paths(spec: JobSpec) -> list[str]:
                     f"(or TORCHPOD_{'SIF' if spec.runtime == 'apptainer' else 'SQSH'})")
     if spec.scheduler == "pbs":
         seen.append("pbsdsh's task statuses there")
-    if spec.scheduler in _NODE_FILE and spec.runtime != "none":
-        seen.append(f"${_NODE_FILE[spec.scheduler]}, bound into the container")
+    node_file = jobs.kind(spec.scheduler).node_file
+    if node_file and spec.runtime != "none":
+        seen.append(f"${node_file}, bound into the container")
     lines = ["Shared: every node must see, at the same path, " + "; ".join(seen)]
     if spec.runtime == "podman":
         lines.append("podman-hpc: `pull` migrates the image to its squash directory, which must be on a "
@@ -153,7 +150,7 @@ def header(spec: JobSpec, filename: str) -> list[str]:
     if spec.mnnvl:
         lines.append(f"MNNVL: ComputeDomain {spec.compute_domain} gives every pod an IMEX channel from "
                      f"{spec.compute_domain_channel} (needs NVIDIA's DRA driver for GPUs >= 25.3, Kubernetes >= 1.32 "
-                     f"with DRA, {MNNVL_OPERATORS[spec.scheduler]}); GB200 nodes are aarch64: the image must have "
+                     f"with DRA, {kind.mnnvl}); GB200 nodes are aarch64: the image must have "
                      "a linux/arm64 build")
     lines += script_source(spec)
     lines.append(f"Regenerate: {invoke_line(spec)}")
@@ -197,7 +194,7 @@ def render(spec: JobSpec) -> list[Output]:
     base = f"{spec.name}.{spec.scheduler}"
     name = f"{base}.{kind.suffix}"
     if not kind.kube:
-        return [Output(name, hpc.SCRIPTS[kind.submit](spec, header(spec, name)))]
+        return [Output(name, hpc.SCRIPTS[kind.renderer](spec, header(spec, name)))]
     docs = kube.objects(spec)
     _require_level(spec, docs)
     out = [Output(name, "\n".join(header(spec, name)) + "\n" + yamltext.dump(docs))]

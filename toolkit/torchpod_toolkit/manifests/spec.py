@@ -27,21 +27,21 @@ RDMA = ("none", "hostnetwork", "device-plugin")
 # What the job runs: the user's command, or torchpod.preflight alone (docs/launcher.md#preflight).
 WORKLOADS = ("train", "preflight")
 RDZV = ("c10d", "etcd")
-# The kinds whose job file has a queue (Volcano's spec.queue, sbatch --partition, qsub -q,
-# bsub -q) and a wall time (sbatch --time, qsub -l walltime, bsub -W): a Kubernetes job and
-# a SkyPilot task have neither.
-QUEUE_KINDS = ("volcano", "volcano-master", "slurm", "pbs", "pbs-pals", "lsf")
-BATCH_KINDS = ("slurm", "pbs", "pbs-pals", "lsf")
-# The kinds whose pod template this file writes in full: the Run:ai CLI line (the file run:ai
-# submits) has no flag for a service account, a pull secret or a priority class, and a
-# TrainJob's runtimePatches take no priorityClassName (trainer v2.3 CRD, PodSpecPatch).
-POD_KINDS = tuple(k for k in jobs.KUBE if k != "runai")
-PRIORITY_KINDS = tuple(k for k in POD_KINDS if k != "trainer")
-# A TrainJob's trainer and its runtimePatches' containers have no workingDir (trainer v2.3 CRD).
-WORKDIR_KINDS = PRIORITY_KINDS
+# Which kinds take which option: each kind's record says what its job file can say
+# (manifests/kinds/; jobs.having lists them in KINDS order). A Kubernetes job and a SkyPilot
+# task have no queue and no wall time; a Run:ai CLI line and a TrainJob's runtimePatches fewer
+# pod fields than the pod templates written in full (kinds/runai.py, kinds/trainer.py).
+QUEUE_KINDS = jobs.having("queue")
+BATCH_KINDS = jobs.having("batch")
+POD_KINDS = jobs.having("pod_fields")
+PRIORITY_KINDS = jobs.having("priority_class")
+WORKDIR_KINDS = jobs.having("workdir")
 # Volumes: the pods' (a PVC, a host path, a ConfigMap), or a host path bound into an HPC job's
 # container (spec.check refuses the others there, and a job with no container to bind into).
 VOLUME_KINDS = (*POD_KINDS, *BATCH_KINDS)
+QOS_KINDS = jobs.having("qos")
+REQUEUE_KINDS = jobs.having("requeue")
+PROJECT_KINDS = jobs.having("project")
 RUNTIMES = jobs.RUNTIMES  # one record per container runtime: hpc.RUNTIMES
 
 
@@ -56,16 +56,9 @@ MAX_REQUEUE_LEAD = 65535
 SIGNAL_EARLY = 60
 
 # The kinds whose job can run on fewer nodes than it asks for (`--nodes MIN:MAX`, torchrun's
-# --nnodes form), and what carries MIN there (kube.py renders it):
-# - kubeflow-elastic: elasticPolicy minReplicas/maxReplicas, Worker replicas = MAX; the
-#   operator sets PET_NNODES=MIN:MAX (kubeflow/training-operator v1.9.0,
-#   pkg/controller.v1/pytorch/elastic.go generateEnvNnodes).
-# - volcano (worker task only): minAvailable = MIN on the job and on its task, replicas = MAX
-#   (volcano-sh/volcano ed72c7c8, pkg/webhooks/admission/jobs/mutate/mutate_job.go defaults a
-#   task's minAvailable to its replicas), and PET_NNODES=MIN:MAX in the container, which the
-#   launcher reads as torchrun's own spelling of --nnodes.
-# Every other kind has a fixed size. LWS and JobSet: not yet (their group size is fixed).
-NODE_RANGE_KINDS = ("kubeflow-elastic", "volcano")
+# --nnodes form): their records say what carries MIN there, and kube.py renders it. Every
+# other kind has a fixed size. Listed alphabetically, as the help always has.
+NODE_RANGE_KINDS = tuple(sorted(jobs.having("node_range")))
 
 # Every pattern below is matched with fullmatch over ASCII only: `$` would accept a trailing
 # newline, and `\d`/`\w` accept non-ASCII digits and letters.
@@ -100,22 +93,11 @@ GPU_RESOURCE = "nvidia.com/gpu"
 
 # --mnnvl (GB200 NVL72): the kinds whose every rendered pod template can carry a DRA claim,
 # spec.resourceClaims and the container's resources.claims, in the CRD each is validated
-# against (tests/reference/crds: Volcano's Job, training-operator's PyTorchJob, LWS's
-# LeaderWorkerSet, JobSet's JobSet all embed the core PodSpec with both fields). Not trainer:
-# a TrainJob reaches its pods only through trainer.resourcesPerNode (a container's claims
-# without the pod's resourceClaims they name are invalid) and runtimePatches, whose
-# PodSpecPatch has no resourceClaims (kubeflow/trainer v2.3.0, pkg/apis/trainer/v1alpha1/
-# trainjob_types.go; KEP-2782 proposes one). Not runai: the `runai training pytorch submit`
-# line written beside its PyTorchJob has no resource-claim flag in the Run:ai CLI reference
-# torchpod follows, so that line would start pods with no IMEX channel.
-# With each, the first operator release whose CRD has the claim's current form
-# ({name, resourceClaimTemplateName}, Kubernetes 1.31 on; older CRDs nest it under `source`
-# and an API server would prune it): volcano-sh/volcano v1.11.0, kubeflow/training-operator
-# v1.9.0, kubernetes-sigs/lws v0.4.0, kubernetes-sigs/jobset v0.7.0 (each one's CRD at its
-# release tag).
-MNNVL_OPERATORS = {"volcano": "Volcano >= 1.11", "volcano-master": "Volcano >= 1.11",
-                   "kubeflow": "training-operator >= 1.9", "kubeflow-elastic": "training-operator >= 1.9",
-                   "lws": "LeaderWorkerSet >= 0.4", "jobset": "JobSet >= 0.7"}
+# against (tests/reference/crds), with the first operator release whose CRD has the claim's
+# current form ({name, resourceClaimTemplateName}, Kubernetes 1.31 on; older CRDs nest it
+# under `source` and an API server would prune it): each kind's record (JobKind.mnnvl), which
+# cites the release.
+MNNVL_OPERATORS = {k.name: k.mnnvl for k in jobs.KINDS if k.mnnvl}
 MNNVL_KINDS = tuple(MNNVL_OPERATORS)
 # GB200's Grace CPU is Arm: its nodes run linux/arm64 images (NVIDIA GB200 NVL Multi-Node
 # Tuning Guide, "The NVIDIA Grace Blackwell Superchip").
@@ -212,8 +194,8 @@ class JobSpec:
     # 0: off. Else sbatch --signal=B:USR1@SECONDS and --requeue (hpc.slurm_script)
     requeue_lead: int = option(0, help="Slurm: SECONDS before --walltime at which the job gets USR1, saves a "
                                        "snapshot and requeues itself; 0 (the default) is off",
-                               count=(0, MAX_REQUEUE_LEAD), only=lambda s: s.scheduler == "slurm")
-    project: str = option("team-a", help="Run:ai project", kinds=("runai",))
+                               count=(0, MAX_REQUEUE_LEAD), only=lambda s: s.scheduler in REQUEUE_KINDS)
+    project: str = option("team-a", help="Run:ai project", kinds=PROJECT_KINDS)
     site_lib: str = option("", help="Slingshot presets: the host directory with the site's aws-ofi-nccl "
                                     "build (libnccl-net.so)")
     # GB200 NVL72: a ComputeDomain and one IMEX channel claim per pod (kube.compute_domain)
@@ -243,9 +225,9 @@ class JobSpec:
     # what a site asks of every job: who pays, which service level, which nodes
     account: str = option("", help="the account the job is charged to: Slurm --account, PBS -A, LSF -P",
                           kinds=BATCH_KINDS)
-    qos: str = option("", help="Slurm quality of service (--qos)", kinds=("slurm",))
-    constraint: str = option("", help="Slurm node features, e.g. h100&ib (--constraint)", kinds=("slurm",))
-    reservation: str = option("", help="Slurm reservation (--reservation)", kinds=("slurm",))
+    qos: str = option("", help="Slurm quality of service (--qos)", kinds=QOS_KINDS)
+    constraint: str = option("", help="Slurm node features, e.g. h100&ib (--constraint)", kinds=QOS_KINDS)
+    reservation: str = option("", help="Slurm reservation (--reservation)", kinds=QOS_KINDS)
     service_account: str = option("", help="the pods' Kubernetes service account", kinds=POD_KINDS)
     priority_class: str = option("", help="the pods' PriorityClass", kinds=PRIORITY_KINDS)
     image_pull_secret: str = option("", help="the Secret the kubelet pulls the image with", kinds=POD_KINDS)
@@ -749,9 +731,9 @@ def _check_requeue(spec: JobSpec) -> None:
     SIGNAL_EARLY s before the lead, and a job signalled as it starts would requeue for ever."""
     if not spec.requeue_lead:
         return
-    if spec.scheduler != "slurm":
-        raise InputError(f"--requeue-lead={spec.requeue_lead} is for --scheduler slurm (sbatch --signal and "
-                         f"--requeue); a {spec.scheduler} job cannot carry it: leave it out")
+    if spec.scheduler not in REQUEUE_KINDS:
+        raise InputError(f"--requeue-lead={spec.requeue_lead} is for --scheduler {jobs.choices(REQUEUE_KINDS)} "
+                         f"(sbatch --signal and --requeue); a {spec.scheduler} job cannot carry it: leave it out")
     hours, minutes, seconds = (int(part) for part in spec.walltime.split(":"))
     total = hours * 3600 + minutes * 60 + seconds
     if spec.requeue_lead + SIGNAL_EARLY >= total:
@@ -800,14 +782,8 @@ def trainer_name_room(nodes: int) -> int:
     return DNS_LABEL_MAX - POD_SUFFIX - len(TRAINER_POD.format(name="", index=nodes - 1))
 
 
-# Why a Kubernetes kind outside MNNVL_KINDS cannot carry --mnnvl (see MNNVL_KINDS).
-_NO_CLAIM = {
-    "trainer": "a TrainJob cannot give its pods a resource claim (Trainer v2.3's runtimePatches have no "
-               "resourceClaims); use --scheduler jobset, the JobSet a TrainJob makes, or a TrainingRuntime whose "
-               "template claims the channel",
-    "runai": "the `runai training pytorch submit` line written beside the PyTorchJob has no flag for a resource "
-             "claim, so its pods would get no IMEX channel; use --scheduler kubeflow, the same PyTorchJob",
-}
+# Why a Kubernetes kind outside MNNVL_KINDS cannot carry --mnnvl (its record's no_mnnvl).
+_NO_CLAIM = {k.name: k.no_mnnvl for k in jobs.KINDS if k.no_mnnvl}
 
 
 def _check_mnnvl(spec: JobSpec) -> None:

@@ -78,7 +78,9 @@ def test_the_table_is_what_every_user_lists():
     assert spec_mod.SCHEDULERS == jobs.NAMES == tuple(k.name for k in jobs.KINDS)
     assert set(spec_mod.KUBE) | set(spec_mod.HPC) == set(jobs.NAMES) and not set(spec_mod.KUBE) & set(spec_mod.HPC)
     assert {k.scenario for k in jobs.KINDS} <= set(topology.SCENARIOS)
-    assert {k.submit for k in jobs.KINDS if not k.kube} == set(hpc.SCRIPTS)
+    # every record names a renderer of its sort, and every renderer is some kind's
+    assert {k.renderer for k in jobs.KINDS if not k.kube} == set(hpc.SCRIPTS)
+    assert {k.renderer for k in jobs.KINDS if k.kube} == set(kube.BUILDERS)
     assert {k.model for k in jobs.KINDS if k.kube} == set(operators.MODELS.values())
     # the harness's scenarios that no job renders are conventions with detectors of their own
     assert {s.detector for n, s in topology.SCENARIOS.items() if n not in jobs.NAMES} <= set(schedulers.NAMES)

@@ -1,0 +1,14 @@
+"""JobSet: one replicated job of one Indexed Job; the launcher builds the endpoint from the
+first pod's name with torchpod's own port. Its size is fixed (no MIN:MAX). --mnnvl: the
+JobSet CRD carries the claim's current form from kubernetes-sigs/jobset v0.7.0."""
+
+from __future__ import annotations
+
+from torchpod.contract import RDZV_PORT_DEFAULT
+
+from .. import operators
+from .record import JobKind
+
+KIND = JobKind("jobset", "jobset", RDZV_PORT_DEFAULT, "jobset", operators.jobset,
+               "JobSet (kubernetes-sigs/jobset) >= 0.7", "kubectl apply -f", "yaml", "job_set",
+               mnnvl="JobSet >= 0.7", pod_fields=True, priority_class=True, workdir=True)

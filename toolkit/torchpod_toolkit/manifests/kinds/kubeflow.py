@@ -1,0 +1,14 @@
+"""Kubeflow training-operator's PyTorchJob, Master and Workers (PET_* variables).
+--mnnvl: the PyTorchJob CRD carries the claim's current form from kubeflow/training-operator
+v1.9.0 (its CRD at that tag)."""
+
+from __future__ import annotations
+
+from torchpod.contract import PYTORCHJOB_PORT
+
+from .. import operators
+from .record import JobKind
+
+KIND = JobKind("kubeflow", "kubeflow", PYTORCHJOB_PORT, "kubeflow", operators.pytorchjob,
+               "Kubeflow training-operator >= 1.7 (PET_* variables)", "kubectl apply -f", "yaml", "pytorch_job_fixed",
+               mnnvl="training-operator >= 1.9", pod_fields=True, priority_class=True, workdir=True)

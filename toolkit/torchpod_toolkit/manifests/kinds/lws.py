@@ -1,0 +1,14 @@
+"""LeaderWorkerSet: one group of --nodes pods; the launcher builds the endpoint from the
+leader's name with torchpod's own port. Its group size is fixed (no MIN:MAX). --mnnvl: the
+LeaderWorkerSet CRD carries the claim's current form from kubernetes-sigs/lws v0.4.0."""
+
+from __future__ import annotations
+
+from torchpod.contract import RDZV_PORT_DEFAULT
+
+from .. import operators
+from .record import JobKind
+
+KIND = JobKind("lws", "lws", RDZV_PORT_DEFAULT, "lws", operators.leaderworkerset,
+               "LeaderWorkerSet (kubernetes-sigs/lws) >= 0.6 on Kubernetes >= 1.27", "kubectl apply -f", "yaml",
+               "leader_worker_set", mnnvl="LeaderWorkerSet >= 0.4", pod_fields=True, priority_class=True, workdir=True)

@@ -1,0 +1,11 @@
+"""PBS Pro without PALS: pbsdsh starts one launcher per line of PBS_NODEFILE (one line per
+node: mpiprocs=1), which the launcher reads inside the container."""
+
+from __future__ import annotations
+
+from torchpod.contract import RDZV_PORT_DEFAULT, SCHEDULER_VARS
+
+from .record import JobKind
+
+KIND = JobKind("pbs", "pbs", RDZV_PORT_DEFAULT, "pbs", None, None, "qsub", "sh", "pbs_script", fan_out="pbsdsh",
+               forwards=SCHEDULER_VARS["pbs"], job_id="PBS_JOBID", node_file="PBS_NODEFILE", queue=True, batch=True)

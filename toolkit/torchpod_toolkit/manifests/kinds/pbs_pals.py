@@ -1,0 +1,12 @@
+"""PBS Pro with Cray PALS: `mpiexec --ppn 1` starts one launcher per node and copies the job
+script's environment; PALS_NODEID gives the node index."""
+
+from __future__ import annotations
+
+from torchpod.contract import RDZV_PORT_DEFAULT, SCHEDULER_VARS
+
+from .record import JobKind
+
+KIND = JobKind("pbs-pals", "pbs", RDZV_PORT_DEFAULT, "pbs-pals", None, None, "qsub", "sh", "pbs_script",
+               fan_out="Cray PALS mpiexec", forwards=SCHEDULER_VARS["pbs"], job_id="PBS_JOBID",
+               node_file="PBS_NODEFILE", queue=True, batch=True)

@@ -1,0 +1,60 @@
+"""What one job kind is, as a record: the fields every module under manifests/kinds/ fills in. Pure.
+
+A kind's module declares one ``JobKind`` (``KIND``); everything else asks the record. The
+option checks (spec), the renderers (kube, hpc, render) and the harness (cluster/topology)
+read its fields, so adding a kind is its module plus its line in ``kinds.KINDS``.
+
+This module imports nothing of the toolkit: the records sit below the data model (spec) and
+below the renderers, which both read them. A record names its renderer (``renderer``) rather
+than holding it, since a renderer takes the data model the records feed: kube.BUILDERS and
+hpc.SCRIPTS hold each renderer under that name, and a unit test holds every record's name to
+one of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+Model = Callable[..., list]
+
+
+@dataclass(frozen=True)
+class JobKind:
+    name: str  # the --scheduler value
+    detector: str  # the torchpod.schedulers NAME `torchpod plan` detects in the job's pods/nodes
+    port: int  # the job's c10d port
+    scenario: str  # the harness scenario (cluster/topology.py) that runs this job
+    model: Optional[Model]  # operators' model of the manifest's job object; None: a batch script
+    requires: Optional[str]  # the operator the cluster must run (Kubernetes kinds)
+    submit: str  # the command that submits the rendered file
+    suffix: str  # the rendered file's extension
+    # its renderer's name: kube.BUILDERS[renderer](spec) -> the job object, or
+    # hpc.SCRIPTS[renderer](spec, header) -> the script's text
+    renderer: str
+    fan_out: str = ""  # how an HPC job starts one launcher per node, when the header names it
+    marker: str = ""  # a variable only this kind's pods carry among kinds of the same model
+    runtimes: tuple[str, ...] = ()  # the --runtime values a batch kind takes, the first its default; (): all
+    # What the batch system hands each node and a runtime that clears the environment must
+    # pass on by name: its detector's variables (torchpod.contract.SCHEDULER_VARS), the
+    # variable holding its job id, and the node file the launcher reads (bound into the container).
+    forwards: tuple[str, ...] = ()
+    job_id: str = ""
+    node_file: str = ""
+    step_gpus: bool = False  # its job step names the GPUs by global id (Slurm's SLURM_STEP_GPUS)
+    # What the job's file can say; an option needing one of these is refused elsewhere (spec).
+    node_range: bool = False  # --nodes MIN:MAX: the job runs on fewer nodes than it asks for
+    mnnvl: Optional[str] = None  # --mnnvl: the operator release whose CRD carries the claim
+    no_mnnvl: str = ""  # a Kubernetes kind without mnnvl: why its pods cannot carry the claim
+    queue: bool = False  # --queue: a queue or partition
+    batch: bool = False  # --walltime and --account directives, --volume as host paths bound in
+    qos: bool = False  # --qos, --constraint, --reservation (sbatch's)
+    requeue: bool = False  # --requeue-lead: signalled before its time limit, requeues itself
+    pod_fields: bool = False  # its pod template written in full: service account, pull secret, volumes, ...
+    priority_class: bool = False  # --priority-class in its pod template
+    workdir: bool = False  # --workdir: its containers have a workingDir
+    project: bool = False  # --project (Run:ai's)
+
+    @property
+    def kube(self) -> bool:
+        return self.model is not None

@@ -1,0 +1,22 @@
+"""Run:ai with its PyTorch (training-operator) support: the pods are a PyTorchJob's plus
+RUNAI_JOB_NAME (operators.pytorchjob), and render.py writes the `runai training pytorch
+submit` line beside the PyTorchJob.
+
+That CLI line is the file Run:ai submits, and it has no flag for a service account, a pull
+secret, a priority class or a resource claim (the Run:ai CLI reference torchpod follows), so
+this kind takes none of the pod fields and no --mnnvl.
+"""
+
+from __future__ import annotations
+
+from torchpod.contract import PYTORCHJOB_PORT
+
+from .. import operators
+from .record import JobKind
+
+KIND = JobKind("runai", "runai", PYTORCHJOB_PORT, "runai", operators.pytorchjob,
+               "Run:ai with its PyTorch (training-operator) support", "kubectl apply -f", "yaml", "runai_job",
+               marker="RUNAI_JOB_NAME", project=True,
+               no_mnnvl="the `runai training pytorch submit` line written beside the PyTorchJob has no flag for a "
+                        "resource claim, so its pods would get no IMEX channel; use --scheduler kubeflow, the same "
+                        "PyTorchJob")

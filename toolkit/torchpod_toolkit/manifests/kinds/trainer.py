@@ -1,0 +1,21 @@
+"""Kubeflow Trainer v2's TrainJob on the torch-distributed ClusterTrainingRuntime, whose
+port is TRAINER_PORT.
+
+What a TrainJob cannot say (trainer v2.3 CRD): its runtimePatches take no priorityClassName
+and no workingDir (PodSpecPatch), and no resourceClaims, so no --mnnvl (kubeflow/trainer
+v2.3.0, pkg/apis/trainer/v1alpha1/trainjob_types.go; KEP-2782 proposes one).
+"""
+
+from __future__ import annotations
+
+from torchpod.contract import TRAINER_PORT
+
+from .. import operators
+from .record import JobKind
+
+KIND = JobKind("trainer", "kubeflow", TRAINER_PORT, "trainer", operators.trainjob,
+               "Kubeflow Trainer v2 with the torch-distributed ClusterTrainingRuntime", "kubectl apply -f", "yaml",
+               "train_job", pod_fields=True,
+               no_mnnvl="a TrainJob cannot give its pods a resource claim (Trainer v2.3's runtimePatches have no "
+                        "resourceClaims); use --scheduler jobset, the JobSet a TrainJob makes, or a TrainingRuntime "
+                        "whose template claims the channel")

@@ -1,0 +1,13 @@
+"""Volcano with a master task and the pytorch job plugin, which opens PYTORCHJOB_PORT.
+A fixed size (no MIN:MAX); --mnnvl as for the worker-only Job (kinds/volcano.py)."""
+
+from __future__ import annotations
+
+from torchpod.contract import PYTORCHJOB_PORT
+
+from .. import operators
+from .record import JobKind
+
+KIND = JobKind("volcano-master", "volcano", PYTORCHJOB_PORT, "volcano-master", operators.volcano,
+               "Volcano >= 1.9 (its env, svc and pytorch job plugins)", "kubectl apply -f", "yaml", "volcano_job",
+               mnnvl="Volcano >= 1.11", queue=True, pod_fields=True, priority_class=True, workdir=True)
