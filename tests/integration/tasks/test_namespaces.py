@@ -12,7 +12,7 @@ from paths import ROOT
 from tasks_cli import invoke
 
 NAMESPACED = ("image.build", "image.push", "image.wheels", "image.lock", "jobs.manifests", "cluster.demo", "test",
-              "measurements")
+              "measurements", "kube.build", "kube.up", "kube.down")
 OLD_NAMES = ("build", "push", "wheels", "lock", "manifests", "demo", "bench-rendezvous", "test", "measurements")
 BENCHES = sorted(ROOT.joinpath("bench").glob("*.py"))
 
