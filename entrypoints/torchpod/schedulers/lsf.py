@@ -16,6 +16,17 @@ Dropping it always would lose a real node under plain `blaunch`, where the first
 execution host; so torchpod drops the first host only when it has exactly one slot while
 every other host has more (the launch node's shape), and says so in a note. jsrun gives each
 rank JSM_NAMESPACE_LOCAL_RANK (per process): above 0 is a second launcher on this host.
+
+Slot shapes: LSF writes the host file one line per slot, so a host with N slots repeats N
+times (IBM LSF 10.1, "Environment variables set for job execution": LSB_DJOB_HOSTFILE,
+LSB_MCPU_HOSTS ``"hostA nA hostB nB"``), and `-R "span[ptile=N]"` puts N slots on every
+host (IBM LSF 10.1, "Span string" of the resource requirement string). A job torchpod can
+run is therefore one of two shapes: every host with the same slot count (`span[ptile=1]`, as
+`invoke manifests --scheduler lsf` writes it, or any other ptile), or one one-slot launch
+host first and then hosts with the same count. Anything else (a launch host *and* a login
+host with one slot each before the compute hosts, compute hosts with different counts) would
+make hosts that start no launcher into nodes of the plan, and every launcher would wait out
+the rendezvous for them: it is refused in one line instead (``compute_hosts``).
 """
 
 from __future__ import annotations
@@ -99,22 +110,41 @@ def allocation(env: Env) -> tuple[list[tuple[str, int]], str]:
     )
 
 
-def compute_hosts(pairs: list[tuple[str, int]]) -> tuple[tuple[str, ...], str | None]:
-    """The hosts that run GPU work, and the launch node dropped (module docstring), if any."""
+SHAPE_SHOWN = 6  # (host, slots) pairs a refusal prints before it shortens the list
+
+
+def slot_shape(pairs: list[tuple[str, int]]) -> str:
+    """``host N, host N, ...`` for a message, shortened after SHAPE_SHOWN hosts."""
+    shown = ", ".join(f"{host} {n}" for host, n in pairs[:SHAPE_SHOWN])
+    more = len(pairs) - SHAPE_SHOWN
+    return shown + (f", ... ({plural(len(pairs), 'host')} in all)" if more > 0 else "")
+
+
+def compute_hosts(pairs: list[tuple[str, int]], where: str) -> tuple[tuple[str, ...], str | None]:
+    """The hosts that run GPU work, and the launch node dropped (module docstring), if any;
+    a slot shape that is neither even nor one launch host before even ones is refused."""
     hosts = tuple(h for h, _ in pairs)
-    if len(pairs) > 1 and pairs[0][1] == 1 and all(n > 1 for _, n in pairs[1:]):
+    counts = {n for _, n in pairs[1:]}
+    if len(counts) <= 1 and (pairs[0][1] in counts or not counts):
+        return hosts, None
+    if len(counts) == 1 and pairs[0][1] == 1:
         return hosts[1:], hosts[0]
-    return hosts, None
+    raise InputError(
+        f"{where} gives hosts and slots {slot_shape(pairs)}; expected every compute host with the "
+        "same slot count, after at most one one-slot launch host, since hosts that start no "
+        "launcher would hold up the rendezvous; submit with -R \"span[ptile=1]\" (one slot on "
+        "each host, as `invoke manifests --scheduler lsf` writes it) and start torchpod with blaunch"
+    )
 
 
 def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     pairs, source = allocation(env)
     if not pairs:
         raise InputError(f"{source} lists no hosts; expected {FILE_EXPECTED}")
-    hosts, launch = compute_hosts(pairs)
+    where = f"{source}={env[source]!r}"
+    hosts, launch = compute_hosts(pairs, where)
     index = find_host(hosts, facts.hostname)
     if index is None:
-        where = f"{source}={env[source]!r}"
         raise InputError(
             f"this host {facts.hostname!r} is not among the compute hosts of {where} "
             f"({', '.join(hosts[:8])}); expected this node's short or full name"
