@@ -6,10 +6,12 @@ The flags follow what kubeadm gives a control plane (kubernetes v1.37.2,
 cmd/kubeadm/app/phases/controlplane/manifests.go): Node and RBAC authorization, the default
 admission chain plus NodeRestriction and PodSecurity named explicitly (both are in it by
 default: pkg/kubeapiserver/options/plugins.go), service-account tokens signed by a key made
-here, the controller manager signing CSRs with the cluster CA and using a service account
-per controller. etcd serves plain HTTP on loopback only, as the API server's own integration
-tests run it (kubernetes, test/integration/framework/etcd.go), without fsync: the data is
-thrown away. Every port is on 127.0.0.1.
+here, a front-proxy CA for the aggregation layer, the controller manager signing CSRs with
+the cluster CA and using a service account per controller. As the API server's own
+integration tests run them (kubernetes, test/integration/framework/etcd.go and
+controlplane_utils.go), etcd serves plain HTTP on loopback, here without fsync since the
+data is thrown away, and the endpoint reconciler is off: the `kubernetes` Service has no
+endpoints. Every port is on 127.0.0.1.
 
 ``start`` returns once every component answers its health check; ``stop`` ends the processes
 it started (by the ids it recorded, each checked to still run the binary it started) and
