@@ -18,11 +18,22 @@ worker hosts) and the endpoint MASTER_ADDR:MASTER_PORT (``<job>-master-0.<job>``
 23456 unless --port). RANK and WORLD_SIZE count pods here (one container each), not
 processes. Read at volcano-sh/volcano ed72c7c8.
 
-Node order: master task hosts first, then worker hosts, matching the pytorch plugin's
-RANK; a job with neither uses all its tasks in name order. Under hostNetwork the pod
-carries the node's hostname (OCI OKE's RDMA recipe runs pods that way), so this pod's task
-is found by matching its hostname or POD_NAME against the lists, else from RANK, else a
-single task.
+Tasks (``plan_order``): a job of one task is planned over that task's pods; a job of several
+tasks only when they are exactly master and worker, the pytorch plugin's pair, in its RANK
+order (master pod 0 is node 0, worker i node i + 1). Any other set of tasks, such as
+Volcano's own TensorFlow example (example/integrations/tensorflow/dist-mnist: a `ps` task
+and a `worker` task with the env and svc plugins), is refused in one line that names the
+tasks and says how to run them. Every pod gives the same answer, since it is decided from
+the host lists alone, which the svc plugin hands every pod alike. Planning all the tasks as
+one group would make a parameter server or helper pod that never starts torchpod a node
+every launcher waits for; keeping only master and worker would let the other pods, when
+they do start torchpod, take a worker's place (the ps pod, VC_TASK_INDEX=0, as worker 0).
+The pytorch plugin's renamed tasks (`--master=`/`--worker=`) are refused by the same rule.
+
+This pod's task: its POD_NAME, else its hostname, in exactly one task's list (a name in two
+lists is refused). Under hostNetwork the pod carries the node's hostname (OCI OKE's RDMA
+recipe runs pods that way) and is in no list: its node is then the pytorch plugin's RANK,
+else the one task's VC_TASK_INDEX; with several tasks and no RANK it is refused.
 """
 
 from __future__ import annotations
@@ -112,6 +123,25 @@ def task_hosts(env: Env, facts: Facts) -> tuple[dict[str, tuple[str, ...]], str]
     return tasks, f"{folder}/*.host"
 
 
+PYTORCH_TASKS = ("MASTER", "WORKER")  # the pytorch plugin's two tasks, in its RANK order
+
+
+def plan_order(tasks: dict[str, tuple[str, ...]], source: str) -> list[str]:
+    """The tasks planned, in node order: one task, or master then worker; any other set of
+    tasks is refused from the host lists alone, so every pod of the job refuses alike."""
+    if len(tasks) == 1:
+        return list(tasks)
+    if set(tasks) == set(PYTORCH_TASKS):
+        return list(PYTORCH_TASKS)
+    found = ", ".join(f"{t} ({plural(len(tasks[t]), 'pod')})" for t in sorted(tasks))
+    raise InputError(
+        f"{source} names the tasks {found}; expected one task, or the two tasks master and worker "
+        "(the pytorch plugin's, planned master first), since torchpod cannot tell which other "
+        "tasks start it; run the training as one task, or as tasks master and worker with "
+        "`plugins: {pytorch: [], svc: []}`, and give any other task a Job of its own"
+    )
+
+
 def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     index_var = get(env, "VC_TASK_INDEX", "VK_TASK_INDEX")
     tasks, source = task_hosts(env, facts)
@@ -122,10 +152,7 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
             + "VC_<TASK>_HOSTS variables or /etc/volcano/*.host files; expected the "
             "Volcano svc plugin's host lists; add `plugins: {env: [], svc: []}` to the Job"
         )
-    if "MASTER" in tasks or "WORKER" in tasks:
-        order: list[str] = [t for t in ("MASTER", "WORKER") if t in tasks]
-    else:
-        order = sorted(tasks)
+    order = plan_order(tasks, source)
     offsets: dict[str, int] = {}
     hosts: list[str] = []
     for task in order:
