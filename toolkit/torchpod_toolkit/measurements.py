@@ -19,6 +19,7 @@ import math
 import os
 import re
 import stat
+import statistics
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -364,6 +365,40 @@ def _read_cost(r: Result, row: Any, where: str, side: str) -> str:
     return f"{r.number('cpu_s', cost, where):.2f} s, {r.number('peak_rss_mib', cost, where):.0f} MiB"
 
 
+def _numbers(r: Result, key: str, positive: bool = True) -> list[float]:
+    """A non-empty list of finite numbers, each above 0 (``positive``) or at least 0."""
+    values = r.items(key, list)
+    for i, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or value < 0 or (positive and value == 0):
+            raise r.bad(f"{key}.{i}", value, "a positive number" if positive else "a number, 0 or more")
+    return [float(v) for v in values]
+
+
+def _kube(r: Result) -> list[Row]:
+    build = {}
+    for name, _ in r.items("build_seconds"):
+        if not re.fullmatch(r"[a-z0-9-]{1,40}", name):
+            raise r.bad("build_seconds", name, "program names such as kube-apiserver")
+        build[name] = r.number(name, r.get("build_seconds"), "build_seconds")
+    slowest = max(build, key=lambda name: build[name])
+    starts, load = _numbers(r, "start_seconds"), _numbers(r, "load_average", positive=False)
+    memory = []
+    for i, row in enumerate(r.items("rss_bytes", list)):
+        used = r.mapping(row, f"rss_bytes.{i}")
+        memory.append(sum(r.count(name, used, f"rss_bytes.{i}", limit=2**40) for name in sorted(used)))
+    what = (f"the Kubernetes control plane ({r.text('release')}, {r.text('go')}): cold build of its {len(build)} "
+            "programs (`invoke kube.build`: niced, one package at a time, empty Go build cache; the host's "
+            "1-minute load during it, mean / peak); start to every health check (`invoke kube.up`); the four "
+            "components' resident "
+            f"memory {r.number('settle_seconds'):.0f} s later, median of {len(starts)} starts")
+    figure = (f"build **{sum(build.values()):.0f} s** ({slowest} {build[slowest]:.0f} s), Go build cache "
+              f"{_gb(r.number('build_cache_bytes'))} GB, binaries {r.number('binaries_bytes') / 1e6:.0f} MB, "
+              f"load {' / '.join(f'{x:.1f}' for x in load)}; start **{statistics.median(starts):.1f} s**; "
+              f"**{statistics.median(memory) / 2**20:.0f} MiB** resident")
+    return [(what, figure, "`python bench/kube.py --repeats 3`")]
+
+
 # One entry per result file, in the table's order; a file with no entry is an error, so
 # a new bench cannot be committed without its row.
 ROWS: dict[str, Callable[[Result], list[Row]]] = {
@@ -377,6 +412,7 @@ ROWS: dict[str, Callable[[Result], list[Row]]] = {
     "preflight.json": _preflight,
     "rebuild.json": _rebuild,
     "loop.json": _loop,
+    "kube.json": _kube,
 }
 
 
