@@ -82,12 +82,14 @@ def test_label(session_id) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def dev_volumes(definitions) -> dict:
+    from torchpod.contract import setting, switch
     from torchpod_toolkit.definitions import DEFAULT_IMAGE
+    from torchpod_toolkit.settings import DEV_MOUNT, DEV_PYTHONPATH
 
     vols = {}
-    if os.environ.get("TORCHPOD_DEV_MOUNT") == "1":
+    if switch(os.environ, DEV_MOUNT):
         vols.update(runner.dev_mounts(ROOT, definitions[DEFAULT_IMAGE].python))
-    extra = os.environ.get("TORCHPOD_DEV_PYTHONPATH")
+    extra = setting(os.environ, DEV_PYTHONPATH)
     if extra:
         vols[extra] = {"bind": "/opt/dev-site", "mode": "ro"}
     return vols

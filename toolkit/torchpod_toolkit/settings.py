@@ -26,8 +26,8 @@ from typing import Mapping
 
 from torchpod.contract import SWITCH, Form, Setting, setting
 
-__all__ = ["WHEELHOUSE", "PRUNE_BUILD_CACHE", "REQUIRE_TOOLS", "SETTINGS", "DIRECTORY", "read_by", "check",
-           "help_section"]
+__all__ = ["WHEELHOUSE", "PRUNE_BUILD_CACHE", "REQUIRE_TOOLS", "DEV_MOUNT", "DEV_PYTHONPATH", "SETTINGS",
+           "DIRECTORY", "read_by", "check", "help_section"]
 
 
 def _directory_or_none(text: str) -> bool:
@@ -53,8 +53,15 @@ REQUIRE_TOOLS = Setting("TORCHPOD_REQUIRE_TOOLS", "1: a test whose tool, privile
                         "instead of skipping (CI sets it: nothing skips where coverage is promised)", "0",
                         form=SWITCH, commands=("test",))
 
+DEV_MOUNT = Setting("TORCHPOD_DEV_MOUNT", "1: the cluster tier bind-mounts this checkout's launcher and examples "
+                    "over the image's copies (development only: no rebuild after an edit)", "0",
+                    form=SWITCH, commands=("test",))
+DEV_PYTHONPATH = Setting("TORCHPOD_DEV_PYTHONPATH", "a host directory the cluster tier mounts read-only at "
+                         "/opt/dev-site and puts on the containers' PYTHONPATH (development only)", None,
+                         form=DIRECTORY, commands=("test",))
+
 # Every variable the build host reads, in the order --help lists them.
-SETTINGS: tuple[Setting, ...] = (WHEELHOUSE, PRUNE_BUILD_CACHE, REQUIRE_TOOLS)
+SETTINGS: tuple[Setting, ...] = (WHEELHOUSE, PRUNE_BUILD_CACHE, REQUIRE_TOOLS, DEV_MOUNT, DEV_PYTHONPATH)
 
 
 def read_by(task: str) -> tuple[Setting, ...]:
