@@ -386,6 +386,9 @@ def _kube(r: Result) -> list[Row]:
     memory = []
     for i, row in enumerate(r.items("rss_bytes", list)):
         used = r.mapping(row, f"rss_bytes.{i}")
+        for name in used:  # a key reaches a message and a dotted lookup: held to a name first
+            if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9-]{1,40}", name):
+                raise r.bad(f"rss_bytes.{i}", name, "component names such as kube-apiserver")
         memory.append(sum(r.count(name, used, f"rss_bytes.{i}", limit=2**40) for name in sorted(used)))
     what = (f"the Kubernetes control plane ({r.text('release')}, {r.text('go')}): cold build of its {len(build)} "
             "programs (`invoke kube.build`: niced, one package at a time, empty Go build cache; the host's "
