@@ -25,14 +25,14 @@ TEST_LABEL = "torchpod.test"
 
 
 def pytest_configure(config):
-    """A CI switch set to anything but 1 or 0 stops the run before any test, in one line:
-    taken for off, it would turn the failures CI promises back into skips."""
-    from torchpod.contract import setting
+    """A setting the test run reads (the CI switch, the development mounts) holding a value
+    outside its form stops the run before any test, in one line: taken for off, the CI switch
+    would turn the failures CI promises back into skips."""
     from torchpod.errors import TorchpodError, one_line
-    from torchpod_toolkit.settings import REQUIRE_TOOLS
+    from torchpod_toolkit import settings
 
     try:
-        setting(os.environ, REQUIRE_TOOLS)
+        settings.check(os.environ, "test")
     except TorchpodError as exc:
         raise pytest.UsageError(one_line(exc)) from None
 
