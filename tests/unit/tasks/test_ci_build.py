@@ -6,19 +6,10 @@ all five were held at once)."""
 
 from __future__ import annotations
 
-import importlib.util
-
 from paths import ROOT
+from tasks_cli import load_tasks
 
-
-def _load():
-    spec = importlib.util.spec_from_file_location("tasks_ci_build_under_test", ROOT / "tasks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-TASKS = _load()
+TASKS = load_tasks("tasks_ci_build_under_test")
 
 
 class _Recorder:

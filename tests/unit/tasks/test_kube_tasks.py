@@ -4,8 +4,6 @@ error's exit code. Nothing is compiled: the toolkit's steps are stand-ins."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 from invoke import Context, Exit
 
@@ -13,16 +11,9 @@ from torchpod.errors import InputError
 from torchpod_toolkit.kube import build
 
 from paths import ROOT
+from tasks_cli import load_tasks
 
-
-def _load():
-    spec = importlib.util.spec_from_file_location("tasks_kube_under_test", ROOT / "tasks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-TASKS = _load()
+TASKS = load_tasks("tasks_kube_under_test")
 
 
 def test_kube_build_is_a_task_of_the_kube_namespace_with_no_flags():

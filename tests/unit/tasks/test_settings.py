@@ -4,7 +4,6 @@ one line, exit 2, before its body runs."""
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 
 import pytest
@@ -12,17 +11,9 @@ from invoke import Context, Exit
 
 from torchpod_toolkit import settings
 
-from paths import ROOT
+from tasks_cli import load_tasks
 
-
-def _load():
-    spec = importlib.util.spec_from_file_location("tasks_settings_under_test", ROOT / "tasks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-TASKS = _load()
+TASKS = load_tasks("tasks_settings_under_test")
 NS = TASKS.ns
 READERS = sorted({task for which in settings.SETTINGS for task in which.commands})
 
