@@ -20,7 +20,7 @@ outside the checkout, where the key hashes go.mod, go.sum, the Go version and th
 each is written under a temporary name and renamed, so a killed build leaves none half
 written. Go's own build cache (``go env GOCACHE``) is reused across keys.
 
-Must not: vendor or copy upstream source, write into the checkout, or run a shell.
+It never vendors or copies upstream source, writes into the checkout or runs a shell.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ endpoints. Every port is on 127.0.0.1.
 
 ``start`` returns once every component answers its health check; ``stop`` ends the processes
 it started (by the ids it recorded, each checked to still run the binary it started) and
-removes the folder. Must not: touch ``~/.kube``, listen beyond loopback, or leave a process
+removes the folder. It never touches ``~/.kube``, listens beyond loopback, or leaves a process
 behind.
 """
 
