@@ -537,7 +537,14 @@ def check_env(items) -> tuple[str, ...]:
         if name in seen:
             raise InputError(f"--env {name} is given twice; expected each name once")
         seen.add(name)
-        check_command((value,), empty_ok=True) if value else None
+        if "\0" in value:
+            raise InputError(f"--env {name}: its value holds a NUL character, which no environment can carry; "
+                             "remove it")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"--env {name}: its value is not valid Unicode text (a lone surrogate, e.g. from "
+                             "undecodable bytes); expected UTF-8 text") from None
     return tuple(items)
 
 

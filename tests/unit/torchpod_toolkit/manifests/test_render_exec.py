@@ -343,7 +343,7 @@ def test_any_argv_reaches_torchpod_exactly(scheduler, runtime, data, locale):
 
 
 HOSTILE_FIELDS = ["image", "site_lib", "queue", "name", "etcd_endpoint", "walltime", "memory_per_node", "env",
-                  "account", "volume"]
+                  "account", "volume", "qos", "constraint", "reservation"]
 
 
 @pytest.mark.parametrize("scheduler,runtime", COMBOS)
@@ -427,7 +427,8 @@ def kube_request(draw) -> JobSpec:
         fields.update(rdzv="etcd", etcd_server=True)
     hostile = draw(st.sampled_from([None] * 6 + ["image", "name", "namespace", "project", "queue", "etcd_endpoint",
                                     "rdma_resource", "preset", "memory_per_node", "env", "service_account",
-                                    "image_pull_secret", "volume", "node_selector", "toleration", "workdir"]))
+                                    "image_pull_secret", "volume", "node_selector", "toleration", "workdir",
+                                    "priority_class"]))
     if hostile == "image":
         fields["image"] = draw(st.one_of(TEXT.map(lambda t: IMAGE + t), TEXT))
     elif hostile == "etcd_endpoint":

@@ -305,3 +305,17 @@ def test_an_option_the_kind_cannot_express_is_refused_naming_the_kinds_that_take
     option = next(iter(fields))
     takers = dict(spec_mod.options())[option].kinds if option != "runtime" else None
     assert takers is None or all(k in str(exc.value) for k in takers)
+
+
+@pytest.mark.parametrize("kind, field, value", [
+    ("slurm", "account", "proj;rm -rf"), ("slurm", "qos", "high\n#SBATCH --x"), ("slurm", "constraint", "h100&&ib"),
+    ("slurm", "constraint", "a" * 257), ("slurm", "reservation", "-maint"), ("pbs", "account", "\x1b[31m"),
+    ("volcano", "service_account", "Trainer"), ("volcano", "priority_class", "high prio"),
+    ("kubeflow", "image_pull_secret", "x" * 254), ("slurm", "env", ("A=1", "A=2")), ("slurm", "env", ("1A=x",)),
+    ("slurm", "env", ("SLURM_NODEID=3",)), ("slurm", "env", ("PET_NNODES=4",)), ("slurm", "env", ("A=x\x00y",)),
+])
+def test_a_site_value_outside_its_grammar_is_one_line_naming_the_option(kind, field, value):
+    with pytest.raises(InputError) as exc:
+        check(JobSpec(kind, 2, IMAGE, ("train.py",), **{field: value}))
+    message = str(exc.value)
+    assert message.startswith(spec_mod.flag(field)) and "\n" not in message and message.isprintable(), message
