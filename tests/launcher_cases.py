@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from types import ModuleType
+from typing import ClassVar, Mapping, Sequence
 
 import pytest
 import yaml
@@ -217,29 +218,124 @@ def assert_detect_refuses(module, case: Case, root: Path, refused_later) -> None
         raise AssertionError(f"{module.NAME}.detect accepted the broken fixture {case.name}")
 
 
-def detector_tests(module, refused_later: Mapping[str, str]):
-    """The three checks every detector's own test file runs on the shared fixtures, as test
-    functions for that file to name (pytest collects them there): the detector has good and
-    broken fixtures; detect() alone gives each good fixture's values; it refuses each broken
-    one in one line (or, named in ``refused_later`` with the step that does, detects it)."""
-    good, bad = good_cases_of(module.NAME), bad_cases_of(module.NAME)
+Given = Mapping[str, str] | tuple[Mapping[str, str], tuple[str, ...]]
 
-    def test_it_has_fixtures_of_both_kinds():
+
+def _env_and_argv(given: Given) -> tuple[Mapping[str, str], tuple[str, ...]]:
+    return given if isinstance(given, tuple) else (given, ())
+
+
+class DetectorCases:
+    """The checks every detector's own test file runs, driven by the table of cases that
+    file's class declares (``class TestSlurm(DetectorCases)``; pytest collects the class
+    there, never here, as its name does not start with ``Test``):
+
+    ``detector``       the module under test;
+    ``claims``         environments its claims() takes: a dict, or (env, argv) for flags;
+    ``not_claims``     environments its claims() leaves to the next detector;
+    ``refused_later``  broken fixtures that reach it but are refused by a later step of
+                       resolve(), each with that step (tests/unit/torchpod/test_schedulers.py
+                       checks their messages there).
+
+    Its own claims() and detect() are called directly, on the shared fixtures
+    (tests/unit/fixtures/schedulers.yaml) that resolve to it and on the broken ones that
+    reach it; tests/unit/torchpod/test_schedulers.py runs the same fixtures through the whole
+    of resolve(). A detector for which one check has no cases sets that test to None, with
+    the reason, so that no check runs on an empty table."""
+
+    detector: ClassVar[ModuleType]
+    claims: ClassVar[Sequence[Given]] = ()
+    not_claims: ClassVar[Sequence[Given]] = ()
+    refused_later: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def fixtures(cls) -> tuple[list[Case], list[Case]]:
+        """The good fixtures whose plan names the detector, and the broken ones that reach it."""
+        return good_cases_of(cls.detector.NAME), bad_cases_of(cls.detector.NAME)
+
+    @classmethod
+    def tables(cls) -> dict[str, tuple[str, list, list[str]]]:
+        """Each table-driven test's parameter names, values and ids, by test name."""
+        good, bad = cls.fixtures()
+        claims = [_env_and_argv(g) for g in cls.claims]
+        not_claims = [_env_and_argv(g) for g in cls.not_claims]
+        return {
+            "test_detect_alone_gives_the_fixtures_plan": ("case", good, [c.name for c in good]),
+            "test_detect_refuses_a_broken_environment_in_one_line": ("case", bad, [c.name for c in bad]),
+            "test_claims_on_its_markers": ("env, argv", claims, [f"env{i}" for i in range(len(claims))]),
+            "test_does_not_claim_without_them":
+                ("env, argv", not_claims, [f"env{i}" for i in range(len(not_claims))]),
+        }
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        # pytest asks a test class for the parameters of each of its tests (its own hook)
+        table = type(self).tables().get(metafunc.function.__name__)
+        if table is not None:
+            names, values, ids = table
+            metafunc.parametrize(names, values, ids=ids)
+
+    def test_it_has_fixtures_of_both_kinds(self):
+        good, bad = self.fixtures()
         assert good, "add a fixture this detector resolves"
         assert bad, "add a broken fixture that reaches this detector"
-        assert set(refused_later) <= {c.name for c in bad}
+        assert set(self.refused_later) <= {c.name for c in bad}
 
-    @pytest.mark.parametrize("case", good, ids=[c.name for c in good])
-    def test_detect_alone_gives_the_fixtures_plan(case, tmp_path):
-        det, user = detect_directly(module, case, tmp_path)
+    def test_detect_alone_gives_the_fixtures_plan(self, case, tmp_path):
+        det, user = detect_directly(self.detector, case, tmp_path)
         assert_detection_matches(det, user, case)
 
-    @pytest.mark.parametrize("case", bad, ids=[c.name for c in bad])
-    def test_detect_refuses_a_broken_environment_in_one_line(case, tmp_path):
-        assert_detect_refuses(module, case, tmp_path, refused_later)
+    def test_detect_refuses_a_broken_environment_in_one_line(self, case, tmp_path):
+        assert_detect_refuses(self.detector, case, tmp_path, self.refused_later)
 
-    return (test_it_has_fixtures_of_both_kinds, test_detect_alone_gives_the_fixtures_plan,
-            test_detect_refuses_a_broken_environment_in_one_line)
+    def test_claims_on_its_markers(self, env, argv):
+        assert self.detector.claims(env, user_options(env, argv))
+
+    def test_does_not_claim_without_them(self, env, argv):
+        assert not self.detector.claims(env, user_options(env, argv))
+
+
+class ForwardedDetectorCases(DetectorCases):
+    """A detector whose variables a job script forwards into a container
+    (contract.SCHEDULER_VARS), with ``prefixes``, the prefixes of its variables' names: the
+    checks of every detector, and two more: run on every fixture that reaches it, claims() and
+    detect() look up no name outside its READS and the TORCHPOD_* settings; and every variable
+    name with one of its prefixes written in the module's source is in READS, and every READS
+    name is written there (a name read through a helper still has to be named in the module)."""
+
+    prefixes: ClassVar[tuple[str, ...]]
+
+    @classmethod
+    def tables(cls) -> dict[str, tuple[str, list, list[str]]]:
+        good, bad = good_cases_of(cls.detector.NAME), bad_cases_of(cls.detector.NAME)
+        both = good + bad
+        return {**super().tables(),
+                "test_detect_reads_only_the_variables_the_contract_names": ("case", both, [c.name for c in both])}
+
+    def test_detect_reads_only_the_variables_the_contract_names(self, case, tmp_path):
+        from torchpod.contract import SETTINGS
+
+        module = self.detector
+        env, facts = materialise(case, tmp_path)
+        recorded = RecordingEnv(env)
+        user = user_options(env, case.argv)
+        try:
+            if module.claims(recorded, user):
+                module.detect(recorded, facts, user)
+        except InputError:
+            pass
+        extra = recorded.read - set(module.READS) - {s.name for s in SETTINGS}
+        assert not extra, f"{module.NAME} read {sorted(extra)}, which contract.SCHEDULER_VARS does not name"
+
+    def test_every_variable_named_in_the_module_is_in_reads(self):
+        import ast
+        import inspect
+
+        module = self.detector
+        tree = ast.parse(inspect.getsource(module))
+        named = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                 and n.value.startswith(self.prefixes) and n.value.replace("_", "").isalnum()
+                 and n.value.isupper()}
+        assert named == set(module.READS), (sorted(named - set(module.READS)), sorted(set(module.READS) - named))
 
 
 # A user's option that replaces each field after detection (resolve's decide_* steps).
@@ -292,38 +388,3 @@ class RecordingEnv(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(self._env)
-
-
-def reads_tests(module, prefixes: tuple[str, ...]):
-    """Two checks for a detector whose variables a job script forwards into a container
-    (contract.SCHEDULER_VARS): run on every fixture that reaches it, claims() and detect()
-    look up no name outside its READS and the TORCHPOD_* settings; and every variable name
-    with its ``prefixes`` written in the module's source is in READS, and every READS name
-    is written there (a name read through a helper still has to be named in the module)."""
-    import ast
-    import inspect
-
-    from torchpod.contract import SETTINGS
-
-    cases = good_cases_of(module.NAME) + bad_cases_of(module.NAME)
-
-    @pytest.mark.parametrize("case", cases, ids=[c.name for c in cases])
-    def test_detect_reads_only_the_variables_the_contract_names(case, tmp_path):
-        env, facts = materialise(case, tmp_path)
-        recorded = RecordingEnv(env)
-        user = user_options(env, case.argv)
-        try:
-            if module.claims(recorded, user):
-                module.detect(recorded, facts, user)
-        except InputError:
-            pass
-        extra = recorded.read - set(module.READS) - {s.name for s in SETTINGS}
-        assert not extra, f"{module.NAME} read {sorted(extra)}, which contract.SCHEDULER_VARS does not name"
-
-    def test_every_variable_named_in_the_module_is_in_reads():
-        tree = ast.parse(inspect.getsource(module))
-        named = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-                 and n.value.startswith(prefixes) and n.value.replace("_", "").isalnum() and n.value.isupper()}
-        assert named == set(module.READS), (sorted(named - set(module.READS)), sorted(set(module.READS) - named))
-
-    return test_detect_reads_only_the_variables_the_contract_names, test_every_variable_named_in_the_module_is_in_reads

@@ -1,8 +1,6 @@
 """torchpod.schedulers.kubeflow: training-operator / Trainer pods (PET_NNODES, PET_MASTER_ADDR,
-PET_RDZV_ENDPOINT). Its own ``claims()`` and ``detect()`` called directly, on the shared
-fixtures (tests/unit/fixtures/schedulers.yaml) that resolve to it and on the broken ones
-that reach it; tests/unit/torchpod/test_schedulers.py runs the same fixtures through the
-whole of ``resolve()``."""
+PET_RDZV_ENDPOINT). The checks every detector runs (launcher_cases.DetectorCases) take this
+file's table of cases; broken pods are this file's own examples, as no broken fixture reaches it."""
 
 from __future__ import annotations
 
@@ -11,32 +9,32 @@ import pytest
 from torchpod.errors import InputError
 from torchpod.schedulers import kubeflow
 
-from launcher_cases import (
-    assert_detection_matches,
-    bad_cases_of,
-    detect_directly,
-    good_cases_of,
-    user_options,
-)
+from launcher_cases import DetectorCases, bad_cases_of, good_cases_of, user_options
 
-GOOD = good_cases_of(kubeflow.NAME)
-BAD = bad_cases_of(kubeflow.NAME)
-# Broken fixtures that reach this detector but are refused by a later step of resolve()
-# (tests/unit/torchpod/test_schedulers.py checks their messages there).
-REFUSED_LATER = {}
+
+class TestKubeflow(DetectorCases):
+    detector = kubeflow
+    claims = [
+        {'PET_NNODES': '2'},
+        {'PET_MASTER_ADDR': 'job-master-0'},
+        {'PET_RDZV_ENDPOINT': 'job-master-0:29400'},
+    ]
+    not_claims = [
+        {},
+        {'PET_NPROC_PER_NODE': '2'},
+        {'MASTER_ADDR': 'm', 'WORLD_SIZE': '2', 'RANK': '0'},
+    ]
+    # no broken fixture reaches it: test_it_has_fixtures and
+    # test_detect_refuses_a_broken_pod_in_one_line below take their place
+    test_it_has_fixtures_of_both_kinds = None
+    test_detect_refuses_a_broken_environment_in_one_line = None
 
 
 def test_it_has_fixtures():
-    assert GOOD, "add a fixture this detector resolves"
+    assert good_cases_of(kubeflow.NAME), "add a fixture this detector resolves"
     # the broken Kubeflow fixture is a torchrun worker, refused before any detector:
     # the examples below stand in for broken pods
-    assert BAD == []
-
-
-@pytest.mark.parametrize("case", GOOD, ids=[c.name for c in GOOD])
-def test_detect_alone_gives_the_fixtures_plan(case, tmp_path):
-    det, user = detect_directly(kubeflow, case, tmp_path)
-    assert_detection_matches(det, user, case)
+    assert bad_cases_of(kubeflow.NAME) == []
 
 
 @pytest.mark.parametrize("env, needle", [
@@ -57,21 +55,3 @@ def test_detect_refuses_a_broken_pod_in_one_line(env, needle, tmp_path):
         kubeflow.detect(env, Facts(hostname="job-worker-0", root=tmp_path, sysfs_root=tmp_path / "sys"), user)
     assert needle in str(info.value)
     assert "\n" not in str(info.value)
-
-
-@pytest.mark.parametrize("env", [
-    {'PET_NNODES': '2'},
-    {'PET_MASTER_ADDR': 'job-master-0'},
-    {'PET_RDZV_ENDPOINT': 'job-master-0:29400'},
-])
-def test_claims_on_its_markers(env):
-    assert kubeflow.claims(env, user_options(env))
-
-
-@pytest.mark.parametrize("env", [
-    {},
-    {'PET_NPROC_PER_NODE': '2'},
-    {'MASTER_ADDR': 'm', 'WORLD_SIZE': '2', 'RANK': '0'},
-])
-def test_does_not_claim_without_them(env):
-    assert not kubeflow.claims(env, user_options(env))

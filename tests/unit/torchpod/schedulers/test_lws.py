@@ -1,42 +1,22 @@
-"""torchpod.schedulers.lws: LeaderWorkerSet (LWS_LEADER_ADDRESS, LWS_GROUP_SIZE, LWS_WORKER_INDEX). Its own
-``claims()`` and ``detect()`` called directly, on the shared fixtures
-(tests/unit/fixtures/schedulers.yaml) that resolve to it and on the broken ones that reach
-it; tests/unit/torchpod/test_schedulers.py runs the same fixtures through the whole of
-``resolve()``."""
+"""torchpod.schedulers.lws: LeaderWorkerSet (LWS_LEADER_ADDRESS, LWS_GROUP_SIZE, LWS_WORKER_INDEX). The
+checks every detector runs (launcher_cases.DetectorCases) take this file's table of cases."""
 
 from __future__ import annotations
 
-import pytest
-
 from torchpod.schedulers import lws
 
-from launcher_cases import (
-    detector_tests,
-    user_options,
-)
-
-# Broken fixtures that reach this detector but are refused by a later step of resolve()
-# (tests/unit/torchpod/test_schedulers.py checks their messages there).
-REFUSED_LATER = {}
-
-# the shared fixtures through this detector alone (launcher_cases.detector_tests)
-(test_it_has_fixtures_of_both_kinds, test_detect_alone_gives_the_fixtures_plan,
- test_detect_refuses_a_broken_environment_in_one_line) = detector_tests(lws, REFUSED_LATER)
+from launcher_cases import DetectorCases
 
 
-@pytest.mark.parametrize("env", [
-    {'LWS_LEADER_ADDRESS': 'l-0.l.default'},
-    {'LWS_GROUP_SIZE': '2'},
-    {'LWS_WORKER_INDEX': '1'},
-])
-def test_claims_on_its_markers(env):
-    assert lws.claims(env, user_options(env))
-
-
-@pytest.mark.parametrize("env", [
-    {},
-    {'LWS_NAME': 'l'},
-    {'MASTER_ADDR': 'm', 'WORLD_SIZE': '2', 'RANK': '0'},
-])
-def test_does_not_claim_without_them(env):
-    assert not lws.claims(env, user_options(env))
+class TestLws(DetectorCases):
+    detector = lws
+    claims = [
+        {'LWS_LEADER_ADDRESS': 'l-0.l.default'},
+        {'LWS_GROUP_SIZE': '2'},
+        {'LWS_WORKER_INDEX': '1'},
+    ]
+    not_claims = [
+        {},
+        {'LWS_NAME': 'l'},
+        {'MASTER_ADDR': 'm', 'WORLD_SIZE': '2', 'RANK': '0'},
+    ]

@@ -1,8 +1,5 @@
-"""torchpod.schedulers.slurm: its parsers (host lists, task and GPU counts) and, as for every
-detector, its own ``claims()`` and ``detect()`` called directly on the shared fixtures
-(tests/unit/fixtures/schedulers.yaml) that resolve to it and the broken ones that reach it;
-tests/unit/torchpod/test_schedulers.py runs the same fixtures through the whole of
-``resolve()``."""
+"""torchpod.schedulers.slurm: its parsers (host lists, task and GPU counts). The checks every detector
+runs (launcher_cases.DetectorCases) take this file's table of cases."""
 
 from __future__ import annotations
 
@@ -12,11 +9,7 @@ from torchpod.errors import InputError
 from torchpod.schedulers import slurm
 from torchpod.schedulers.slurm import expand_hostlist, expand_tasks_per_node, gpus_from_env
 
-from launcher_cases import (
-    detector_tests,
-    reads_tests,
-    user_options,
-)
+from launcher_cases import ForwardedDetectorCases
 
 
 @pytest.mark.parametrize(
@@ -61,35 +54,19 @@ def test_slurm_gpu_counts(env, want):
     assert gpus_from_env(env)[0] == want
 
 
-# Broken fixtures that reach this detector but are refused by a later step of resolve()
-# (tests/unit/torchpod/test_schedulers.py checks their messages there).
-REFUSED_LATER = {
-    'slurm_nnodes_smaller_than_hosts':
-        "the user's --nnodes is held against the hosts after detection (resolve.decide_nnodes)",
-}
-
-# the shared fixtures through this detector alone (launcher_cases.detector_tests)
-(test_it_has_fixtures_of_both_kinds, test_detect_alone_gives_the_fixtures_plan,
- test_detect_refuses_a_broken_environment_in_one_line) = detector_tests(slurm, REFUSED_LATER)
-
-
-@pytest.mark.parametrize("env", [
-    {'SLURM_JOB_ID': '5'},
-    {'SLURM_JOBID': '5'},
-])
-def test_claims_on_its_markers(env):
-    assert slurm.claims(env, user_options(env))
-
-
-@pytest.mark.parametrize("env", [
-    {},
-    {'SLURM_NODELIST': 'gpu[1-2]'},
-    {'PBS_JOBID': '1.s'},
-])
-def test_does_not_claim_without_them(env):
-    assert not slurm.claims(env, user_options(env))
-
-
-# the variables it reads are exactly the ones job scripts forward into containers
-(test_detect_reads_only_the_variables_the_contract_names,
- test_every_variable_named_in_the_module_is_in_reads) = reads_tests(slurm, ('SLURM_',))
+class TestSlurm(ForwardedDetectorCases):
+    detector = slurm
+    prefixes = ('SLURM_',)
+    claims = [
+        {'SLURM_JOB_ID': '5'},
+        {'SLURM_JOBID': '5'},
+    ]
+    not_claims = [
+        {},
+        {'SLURM_NODELIST': 'gpu[1-2]'},
+        {'PBS_JOBID': '1.s'},
+    ]
+    refused_later = {
+        'slurm_nnodes_smaller_than_hosts':
+            "the user's --nnodes is held against the hosts after detection (resolve.decide_nnodes)",
+    }

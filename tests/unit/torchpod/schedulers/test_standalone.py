@@ -1,29 +1,16 @@
 """torchpod.schedulers.standalone: nothing found: one node, refusing stray multi-node
-variables. Its own ``claims()`` and ``detect()`` called directly, on the shared fixtures
-(tests/unit/fixtures/schedulers.yaml) that resolve to it and on the broken ones that reach
-it; tests/unit/torchpod/test_schedulers.py runs the same fixtures through the whole of
-``resolve()``."""
+variables. The checks every detector runs (launcher_cases.DetectorCases) take this file's
+table of cases."""
 
 from __future__ import annotations
 
-import pytest
-
 from torchpod.schedulers import standalone
 
-from launcher_cases import (
-    detector_tests,
-    user_options,
-)
-
-# Broken fixtures that reach this detector but are refused by a later step of resolve()
-# (tests/unit/torchpod/test_schedulers.py checks their messages there).
-REFUSED_LATER = {}
-
-# the shared fixtures through this detector alone (launcher_cases.detector_tests)
-(test_it_has_fixtures_of_both_kinds, test_detect_alone_gives_the_fixtures_plan,
- test_detect_refuses_a_broken_environment_in_one_line) = detector_tests(standalone, REFUSED_LATER)
+from launcher_cases import DetectorCases
 
 
-@pytest.mark.parametrize("env", [{}, {"HOME": "/root"}, {"WORLD_SIZE": "1"}])
-def test_claims_every_environment_as_the_last_detector(env):
-    assert standalone.claims(env, user_options(env))
+class TestStandalone(DetectorCases):
+    detector = standalone
+    # the last detector claims every environment the others left
+    claims = [{}, {"HOME": "/root"}, {"WORLD_SIZE": "1"}]
+    test_does_not_claim_without_them = None  # there is no environment it leaves

@@ -1,8 +1,8 @@
-"""torchpod.schedulers.volcano: Volcano (VC_TASK_INDEX, VK_TASK_INDEX, VC_<TASK>_HOSTS). Its
-own ``claims()`` and ``detect()`` called directly, on the shared fixtures
-(tests/unit/fixtures/schedulers.yaml) that resolve to it and on the broken ones that reach
-it; tests/unit/torchpod/test_schedulers.py runs the same fixtures through the whole of
-``resolve()``."""
+"""torchpod.schedulers.volcano: Volcano (VC_TASK_INDEX, VK_TASK_INDEX, VC_<TASK>_HOSTS). Its own
+``claims()`` and ``detect()`` called directly, on the shared fixtures
+(tests/unit/fixtures/schedulers.yaml) that resolve to it and on the broken ones that reach it;
+tests/unit/torchpod/test_schedulers.py runs the same fixtures through the whole of ``resolve()``.
+The checks every detector runs (launcher_cases.DetectorCases) take this file's table of cases."""
 
 from __future__ import annotations
 
@@ -10,37 +10,22 @@ import pytest
 
 from torchpod.schedulers import volcano
 
-from launcher_cases import (
-    detector_tests,
-    user_options,
-)
-
-# Broken fixtures that reach this detector but are refused by a later step of resolve()
-# (tests/unit/torchpod/test_schedulers.py checks their messages there).
-REFUSED_LATER = {}
-
-# the shared fixtures through this detector alone (launcher_cases.detector_tests)
-(test_it_has_fixtures_of_both_kinds, test_detect_alone_gives_the_fixtures_plan,
- test_detect_refuses_a_broken_environment_in_one_line) = detector_tests(volcano, REFUSED_LATER)
+from launcher_cases import DetectorCases, user_options
 
 
-@pytest.mark.parametrize("env", [
-    {'VC_TASK_INDEX': '0'},
-    {'VK_TASK_INDEX': '1'},
-    {'VC_WORKER_HOSTS': 'w-0.j,w-1.j'},
-    {'VC_MASTER_HOSTS': 'm-0.j'},
-])
-def test_claims_on_its_markers(env):
-    assert volcano.claims(env, user_options(env))
-
-
-@pytest.mark.parametrize("env", [
-    {},
-    {'VC_WORKER_NUM': '2'},
-    {'MASTER_ADDR': 'm', 'WORLD_SIZE': '2', 'RANK': '0'},
-])
-def test_does_not_claim_without_them(env):
-    assert not volcano.claims(env, user_options(env))
+class TestVolcano(DetectorCases):
+    detector = volcano
+    claims = [
+        {'VC_TASK_INDEX': '0'},
+        {'VK_TASK_INDEX': '1'},
+        {'VC_WORKER_HOSTS': 'w-0.j,w-1.j'},
+        {'VC_MASTER_HOSTS': 'm-0.j'},
+    ]
+    not_claims = [
+        {},
+        {'VC_WORKER_NUM': '2'},
+        {'MASTER_ADDR': 'm', 'WORLD_SIZE': '2', 'RANK': '0'},
+    ]
 
 
 # Volcano's pytorch plugin alone (pytorch.go; the webhook adds svc, nothing adds env): the
