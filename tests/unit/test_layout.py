@@ -71,9 +71,10 @@ LAUNCHER_PUBLIC_API = {
     ("torchpod.fabric", "driver"),  # driver.MAJOR_FLOOR: the oldest driver each CUDA major runs on (a label)
     ("torchpod", "netplugin"),  # netplugin.wanted(): the plugin API versions an NCCL asks for
     ("torchpod", "preflight"),  # preflight.check_options(): the preflight workload's options, checked
+    ("torchpod", "readers"),  # readers.read_text(): the one bounded reader of a file torchpod did not write
 }
 LAUNCHER_PUBLIC_ATTRIBUTES = {"presets": {"load"}, "driver": {"MAJOR_FLOOR"}, "netplugin": {"wanted"},
-                              "preflight": {"check_options"}}
+                              "preflight": {"check_options"}, "readers": {"read_text", "DATA_CAP"}}
 
 
 def _launcher_imports(path: Path) -> list[tuple[str, str, str]]:
@@ -114,7 +115,7 @@ def test_the_public_names_exist():
         found = hasattr(importlib.import_module(module), name) or importlib.util.find_spec(f"{module}.{name}")
         assert found, (module, name)
     for module, attrs in (("torchpod.fabric.presets", {"load"}), ("torchpod.netplugin", {"wanted"}),
-                          ("torchpod.preflight", {"check_options"})):
+                          ("torchpod.preflight", {"check_options"}), ("torchpod.readers", {"read_text"})):
         assert all(callable(getattr(importlib.import_module(module), a)) for a in attrs)
 
 

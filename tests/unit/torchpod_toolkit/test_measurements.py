@@ -138,9 +138,9 @@ def _results_dir(tmp_path: Path) -> Path:
     (b'{"rounds": NaN}', "not valid JSON (NaN is not a number JSON allows)"),
     (b'{"rounds": Infinity}', "not valid JSON (Infinity is not a number JSON allows)"),
     (b'{"rounds": 1', "not valid JSON"),
-    (b'{"host": "\xff"}', "byte 10 is not UTF-8"),
+    (b'{"host": "\xff"}', "not UTF-8 text (first at byte 10); expected a bench's JSON result"),
     (b"[" * 100_000 + b"]" * 100_000, "not valid JSON"),
-    (b" " * (m.MAX_FILE_BYTES + 1), "larger than"),
+    (b" " * (m.MAX_FILE_BYTES + 1), "over the 1 MiB cap for this file; expected a bench's JSON result"),
 ])
 def test_a_result_file_that_cannot_be_parsed_is_one_line(tmp_path, content, needle):
     results = _results_dir(tmp_path)
@@ -148,18 +148,18 @@ def test_a_result_file_that_cannot_be_parsed_is_one_line(tmp_path, content, need
     with pytest.raises(InputError) as info:
         m.load(results)
     text = one_line(info.value)
-    assert text.startswith("bench/results/images.json: ") and needle in text, text
+    assert text.startswith("bench/results/images.json") and needle in text, text
 
 
 def test_a_result_that_is_not_a_regular_file_is_refused_without_waiting(tmp_path):
     results = _results_dir(tmp_path)
     (results / "images.json").unlink()
     os.mkfifo(results / "images.json")  # a reader that opened it blocking would hang here
-    with pytest.raises(InputError, match="is not a regular file"):
+    with pytest.raises(InputError, match=r"images\.json is a FIFO \(named pipe\); expected a regular file"):
         m.load(results)
     (results / "images.json").unlink()
     (results / "images.json").mkdir()
-    with pytest.raises(InputError, match="images.json: is not a regular file"):
+    with pytest.raises(InputError, match=r"bench/results/images\.json is a directory; expected a regular file"):
         m.load(results)
 
 
