@@ -24,6 +24,8 @@ from urllib.parse import urlsplit
 from torchpod.arch import Arch, normalise_arch
 from torchpod.errors import InputError
 
+from . import grammars
+
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # The image `invoke build` builds and the demo and cluster tests run, unless told otherwise.
 DEFAULT_IMAGE = "pytorch"
@@ -42,11 +44,8 @@ MAX_EXTENDS = 8
 
 # Grammars. All ASCII and matched with fullmatch (`$` would let a trailing newline through).
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-# A file stem becomes the repository path component `torchpod/<name>`: the distribution
-# project's path-component grammar (distribution/reference, regexp.go), capped.
-_NAME = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
-# Docker's tag grammar (distribution/reference, regexp.go: `[\w][\w.-]{0,127}`), in ASCII.
-_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+# A file stem becomes the repository path component `torchpod/<name>` (grammars.PATH_COMPONENT,
+# capped); a tag is grammars.TAG.
 _PYTHON = re.compile(r"3\.[0-9]{1,2}")
 _CUDA = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}")
 _NCCL = re.compile(r"[0-9]{1,3}(?:\.[0-9]{1,4}){1,3}")
@@ -62,15 +61,6 @@ _PLUGIN_VERSION = re.compile(r"[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4}(?:-aws)?")
 # RFC 3986's characters less the quote: no space or quote, so a URL is one word anywhere.
 _URL = re.compile(r"[A-Za-z0-9._~:/?#\[\]@!$&()*+,;=%-]{1,2048}")
 _TARBALL = re.compile(r"[A-Za-z0-9._+-]{1,255}(?:/[A-Za-z0-9._+-]{1,255}){0,31}")
-# OCI/Docker image reference (distribution/reference, regexp.go): [domain/]path[:tag][@digest];
-# digests only of the algorithms the OCI image spec registers (descriptor.md).
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
-_DOMAIN = rf"(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9A-Fa-f:]+\])(?::[0-9]{{1,5}})?"
-_IMAGE_REF = re.compile(
-    rf"(?P<name>(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*)(?::{_TAG.pattern})?"
-    r"(?:@(?:sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128}))?"
-)
 
 
 def _shown(value: Any, limit: int = 200) -> str:
@@ -146,8 +136,7 @@ def check_plugin_version(path: Path | None, key: str, value: Any) -> str:
 
 
 def check_image_ref(path: Path, key: str, value: Any) -> str:
-    m = _IMAGE_REF.fullmatch(value) if isinstance(value, str) and len(value) <= 512 else None
-    if m is None or len(m["name"]) > 255:
+    if not grammars.is_reference(value):  # distribution/reference's grammar (torchpod_toolkit.grammars)
         raise _bad(path, key, value, "an image reference such as 'ubuntu:24.04' or "
                                      "'registry.example.com:5000/base/debian:12@sha256:<64 hex>'")
     return value
@@ -298,7 +287,7 @@ def load_definitions(images_dir: Path) -> dict[str, ImageDef]:
     if not files:
         raise InputError(f"{images_dir}: no image definitions (*.yaml) found")
     for f in files:  # before reading: the stem is the repository name and appears in every message
-        if len(f.stem) > 64 or not _NAME.fullmatch(f.stem):
+        if len(f.stem) > 64 or not grammars.PATH_COMPONENT.fullmatch(f.stem):
             raise InputError(f"{images_dir}: file name {f.name!r}; expected a stem of lower-case letters and "
                              "digits joined by '.', '_' or '-' (a Docker repository name), at most 64 characters")
     paths = {f.stem: f for f in files}
@@ -456,7 +445,7 @@ def _resolve(name: str, raw: Mapping[str, dict], files: Mapping[str, Path], seen
     parent = data.get("extends")
     if parent is None:
         return data
-    if not _NAME.fullmatch(parent):
+    if not grammars.PATH_COMPONENT.fullmatch(parent):
         raise _bad(files[name], "extends", parent, "the stem of another file in images/, such as 'pytorch'")
     if parent not in raw:
         raise InputError(
@@ -519,7 +508,7 @@ def _build(name: str, path: Path, data: Mapping[str, Any]) -> ImageDef:
                     base=_base(path, data["base"]), python=python, torch=_torch(path, data["torch"]),
                     expect=expect, rdma_core=rdma, aws_ofi_nccl=_aws_ofi_nccl(path, data.get("aws_ofi_nccl")))
     for arch in arches:
-        if not _TAG.fullmatch(defn.tag(arch)):
+        if not grammars.TAG.fullmatch(defn.tag(arch)):
             raise InputError(
                 f"{path}: torch.version={defn.torch.version!r} with expect.cuda={defn.expect.cuda!r} makes the tag "
                 f"{defn.tag(arch)!r}; expected a Docker tag ([A-Za-z0-9_][A-Za-z0-9_.-], at most 128): "

@@ -18,6 +18,7 @@ from torchpod.errors import InputError
 from torchpod.fabric import by_name as fabric_record
 from torchpod.fabric import presets as presets_mod
 
+from .. import grammars
 from . import jobs, podfields, resources
 
 # Kubernetes schedulers render YAML; HPC schedulers render a batch script: jobs.KINDS.
@@ -69,16 +70,7 @@ _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", _A)
 _JOB_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?", _A)
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", _A)
 _QUALIFIED_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", _A)
-# The image reference grammar of distribution/reference (regexp.go): an optional registry
-# host[:port], lower-case path components joined by '.', '_', '__' or '-'s, a tag of at most
-# 128 word characters, and an optional digest.
-_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
-_IMAGE_NAME = re.compile(rf"(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*", _A)
-_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", _A)
-# The OCI image spec's registered digest algorithms, each with its exact lower-case hex length.
-DIGEST_HEX = {"sha256": 64, "sha512": 128}
+# An image reference: distribution/reference's grammar, written once in torchpod_toolkit.grammars.
 _HEX = re.compile(r"[0-9a-f]+", _A)
 _WALLTIME = re.compile(r"([0-9]{1,5}):([0-5][0-9]):([0-5][0-9])", _A)
 _QUEUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*", _A)
@@ -414,7 +406,7 @@ def image_problem(image: str) -> str | None:
     rest, at, digest = image.partition("@")
     if at:
         algorithm, colon, hex_ = digest.partition(":")
-        want = DIGEST_HEX.get(algorithm)
+        want = grammars.DIGEST_HEX.get(algorithm)
         if not colon or want is None:
             return (f"has digest {digest!r}; expected sha256:<64 lower-case hex digits> "
                     "(or sha512:<128>)")
@@ -423,10 +415,10 @@ def image_problem(image: str) -> str | None:
     name, tag = rest, ""
     if ":" in rest.rsplit("/", 1)[-1]:
         name, tag = rest.rsplit(":", 1)
-        if not _TAG.fullmatch(tag):
+        if not grammars.TAG.fullmatch(tag):
             return (f"has tag {tag!r}; expected a tag of at most 128 characters: letters, digits, '_', "
                     "'.', '-', not starting with '.' or '-'")
-    if not _IMAGE_NAME.fullmatch(name) or len(name) > 255:
+    if not grammars.NAME.fullmatch(name) or len(name) > grammars.NAME_MAX:
         return ("is not an image reference; expected [REGISTRY[:PORT]/]PATH[:TAG][@sha256:DIGEST] with a "
                 "lower-case path of letters, digits and '.', '_', '-' separators (no spaces)")
     if at:

@@ -1,0 +1,75 @@
+"""torchpod_toolkit.grammars: the image reference grammar of distribution/reference
+(regexp.go), on the examples that project's own tests give for each part, and the one
+grammar behind both checks of a reference: a job's --image (manifests.spec) and an image
+definition's base.image (definitions)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from torchpod.errors import InputError
+from torchpod_toolkit import definitions, grammars
+from torchpod_toolkit.manifests import spec
+
+SHA256 = "sha256:" + "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize("name", [
+    "ubuntu", "library/ubuntu", "torchpod/pytorch", "a", "a.b_c__d---e/f-g",
+    "registry.example.com/torchpod/pytorch", "registry.example.com:5000/torchpod/pytorch",
+    "localhost:5000/x", "[fe80::1]:5000/x", "[2001:db8::1]/x", "Registry-1.Example.COM/x",
+])
+def test_names_it_takes(name):
+    assert grammars.NAME.fullmatch(name)
+
+
+@pytest.mark.parametrize("name", [
+    "", "Ubuntu", "a/", "/a", "a//b", "a..b", "a___b", "-a", "a-", "_a", "a b", "reg.io:/x",
+    "reg.io:port/x", "-reg.io/x", "reg-.io/x", "[fe80::1/x", "[::g]/x", "a/B",
+])
+def test_names_it_refuses(name):
+    assert not grammars.NAME.fullmatch(name)
+
+
+@pytest.mark.parametrize("tag, ok", [
+    ("2.13.0-cuda13.0-x86_64", True), ("_", True), ("a" * 128, True), ("a" * 129, False),
+    (".a", False), ("-a", False), ("a+b", False), ("", False),
+])
+def test_tags(tag, ok):
+    assert bool(grammars.TAG.fullmatch(tag)) is ok
+
+
+@pytest.mark.parametrize("ref", [
+    "ubuntu:24.04", f"ubuntu@{SHA256}", f"registry.example.com:5000/base/debian:12@{SHA256}",
+    "localhost/x@sha512:" + "0" * 128, "[fe80::1]:5000/a/b:1",
+])
+def test_references_it_takes(ref):
+    assert grammars.is_reference(ref)
+
+
+@pytest.mark.parametrize("ref", [
+    "ubuntu:", "ubuntu@", "ubuntu@sha256:" + "0" * 63, "ubuntu@sha256:" + "A" * 64, "ubuntu@md5:" + "0" * 32,
+    "a:b:c", "a" * 256, "a" * 255 + ":" + "t" * 129, 7, None, b"ubuntu",
+])
+def test_references_it_refuses(ref):
+    assert not grammars.is_reference(ref)
+
+
+def test_a_name_is_at_most_255_characters_with_its_domain():
+    assert grammars.is_reference("r.io/" + "a" * 250 + ":1")
+    assert not grammars.is_reference("r.io/" + "a" * 251 + ":1")
+
+
+@pytest.mark.parametrize("ref", ["registry.example.com:5000/torchpod/pytorch:2.13.0", f"ubuntu@{SHA256}"])
+def test_both_checks_take_a_pinned_reference_from_the_one_grammar(ref):
+    assert spec.image_problem(ref) is None
+    assert definitions.check_image_ref(Path("img.yaml"), "base.image", ref) == ref
+
+
+def test_both_checks_refuse_what_the_grammar_refuses():
+    ref = "registry.example.com:5000/Torchpod/pytorch:2.13.0"
+    assert "is not an image reference" in spec.image_problem(ref)
+    with pytest.raises(InputError, match=r"img\.yaml: base\.image="):
+        definitions.check_image_ref(Path("img.yaml"), "base.image", ref)

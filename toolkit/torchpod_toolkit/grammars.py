@@ -1,0 +1,59 @@
+"""The grammar of an OCI image reference, written once for every check of one: a job's
+``--image`` (manifests.spec.image_problem, manifests.policy) and an image definition's
+``base.image`` and names (definitions).
+
+It is the grammar of the distribution project's reference package (distribution/reference,
+regexp.go), which Docker, containerd and the kubelet parse references with, translated to
+Python's ``re`` and matched with fullmatch over ASCII only (``$`` would accept a trailing
+newline; ``\\w`` and ``\\d`` accept non-ASCII letters and digits):
+
+- a name is an optional domain, then path components joined by ``/``: lower-case letters and
+  digits with ``.``, ``_``, ``__`` or a run of ``-`` between them, at most 255 characters in
+  all (NameTotalLengthMax);
+- a domain is dot-separated labels of letters, digits and inner ``-``, or an IPv6 address in
+  brackets, with an optional ``:port`` of ASCII digits (regexp.go's optionalPort,
+  ``(?::[0-9]+)?``: the grammar sets no range, and neither does this one, so a reference is
+  valid here exactly when it is valid to the tools that pull it; a port no registry listens
+  on fails at the pull, naming the registry);
+- a tag is a word character, then up to 127 word characters, ``.`` or ``-``;
+- a digest is narrowed to the algorithms the OCI image spec registers (descriptor.md),
+  each with its exact number of lower-case hex digits, where regexp.go takes any algorithm
+  with 32 or more hex digits.
+
+Nothing here reads a file or the environment; callers word their own messages.
+"""
+
+from __future__ import annotations
+
+import re
+
+_A = re.ASCII
+
+_ALPHANUMERIC = r"[a-z0-9]+"
+_SEPARATOR = r"(?:[._]|__|-+)"
+# One path component of a repository (also a definition file's stem: torchpod/<stem>).
+PATH_COMPONENT = re.compile(rf"{_ALPHANUMERIC}(?:{_SEPARATOR}{_ALPHANUMERIC})*", _A)
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_IPV6 = r"\[[a-fA-F0-9:]+\]"
+_OPTIONAL_PORT = r"(?::[0-9]+)?"
+DOMAIN = re.compile(rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|{_IPV6}){_OPTIONAL_PORT}", _A)
+NAME = re.compile(rf"(?:{DOMAIN.pattern}/)?{PATH_COMPONENT.pattern}(?:/{PATH_COMPONENT.pattern})*", _A)
+NAME_MAX = 255
+TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", _A)
+TAG_MAX = 128
+# The OCI image spec's registered digest algorithms, each with its exact lower-case hex length.
+DIGEST_HEX = {"sha256": 64, "sha512": 128}
+DIGEST = re.compile("|".join(f"{algorithm}:[0-9a-f]{{{n}}}" for algorithm, n in DIGEST_HEX.items()), _A)
+# name[:tag][@digest], each part a named group.
+# The longest reference that can match: a name, a tag and the longest digest.
+REFERENCE_MAX = NAME_MAX + 1 + TAG_MAX + 1 + len("sha512:") + DIGEST_HEX["sha512"]
+REFERENCE = re.compile(rf"(?P<name>{NAME.pattern})(?::(?P<tag>{TAG.pattern}))?(?:@(?P<digest>{DIGEST.pattern}))?",
+                       _A)
+
+
+def is_reference(value: object) -> bool:
+    """Whether ``value`` is an image reference of the grammar above, its name within NAME_MAX."""
+    if not isinstance(value, str) or len(value) > REFERENCE_MAX:  # bounded before the pattern runs
+        return False
+    match = REFERENCE.fullmatch(value)
+    return match is not None and len(match["name"]) <= NAME_MAX
