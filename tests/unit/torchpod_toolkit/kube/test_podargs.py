@@ -1,0 +1,125 @@
+"""torchpod_toolkit.kube.podargs: the docker command lines of a pod's sandbox and
+containers, as lists of words: Docker's name grammar, the pod's DNS names, securityContext,
+limits and mounts, and Kubernetes' command/args meaning; hostile names and values."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from torchpod_toolkit.kube import podargs
+from torchpod_toolkit.kube.podenv import ConfigError
+
+POD = {"metadata": {"name": "pair-0-abcde", "namespace": "ns", "uid": "1234"},
+       "spec": {"hostname": "pair-0", "subdomain": "peers", "containers": [{"name": "main", "image": "img:1"}]}}
+
+
+def argv(container, **extra):
+    options = {"name": "k8s_main", "sandbox": "k8s_POD", "env": {}, "command": [], "args": [], "sources": {},
+               "labels": {"l": "v"}} | extra
+    return podargs.container_argv(POD, {"name": "main", "image": "img:1"} | container, **options)
+
+
+def test_names_follow_the_dockershim_and_docker_grammar():
+    assert podargs.container_name("ns", "p", "u", "main", 2) == "k8s_main_p_ns_u_2"
+    with pytest.raises(ValueError, match="Docker container name"):
+        podargs.container_name("ns", "p o d", "u", "main", 0)
+
+
+@given(st.text(min_size=1, max_size=80))
+def test_any_name_is_either_a_docker_name_or_refused(name):
+    try:
+        made = podargs.container_name("ns", name, "u", "c", 0)
+    except ValueError:
+        return
+    assert podargs.DOCKER_NAME.fullmatch(made)
+
+
+def test_the_sandbox_carries_the_hostname_the_headless_names_and_the_search_path():
+    words = podargs.sandbox_argv(POD, "k8s_POD", "img:1", "net", {"a": "b"})
+    assert words[:2] == ["docker", "create"]
+    pairs = list(zip(words, words[1:]))
+    assert ("--hostname", "pair-0") in pairs and ("--domainname", "peers.ns.svc.cluster.local") in pairs
+    aliases = [b for a, b in pairs if a == "--network-alias"]
+    assert aliases == ["pair-0.peers", "pair-0.peers.ns", "pair-0.peers.ns.svc", "pair-0.peers.ns.svc.cluster.local"]
+    assert ("--dns-search", "ns.svc.cluster.local") in pairs and words[-2:] == ["img:1", "infinity"]
+    plain = {"metadata": {"name": "x" * 70, "namespace": "ns"}, "spec": {}}
+    assert podargs.hostname(plain) == "x" * 63 and podargs.dns_names(plain) == []
+
+
+def test_command_replaces_the_entrypoint_and_args_alone_replace_only_the_arguments():
+    words = argv({}, command=["python3", "-c", "x"], args=["a"])
+    assert words[-5:] == ["--entrypoint=python3", "img:1", "-c", "x", "a"]
+    words = argv({}, args=["--help"])
+    assert words[-2:] == ["img:1", "--help"] and not [w for w in words if w.startswith("--entrypoint")]
+
+
+def test_environment_and_labels_are_single_words_whatever_they_hold():
+    words = argv({}, env={"A": "x y; $(rm -rf /)\n'\"", "B": ""})
+    assert "--env=A=x y; $(rm -rf /)\n'\"" in words and "--env=B=" in words and "--label=l=v" in words
+
+
+@pytest.mark.parametrize("env", [{"A=B": "x"}, {"": "x"}, {"A": "nul\0"}])
+def test_a_variable_docker_cannot_carry_is_refused(env):
+    with pytest.raises(ConfigError, match="environment variable"):
+        argv({}, env=env)
+
+
+def test_a_word_over_the_kernels_limit_is_refused_in_one_line():
+    with pytest.raises(ConfigError, match="exceeds the 131072-byte limit"):
+        argv({}, env={"HUGE": "x" * (podargs.MAX_WORD + 1)})
+
+
+@pytest.mark.parametrize("image", ["", "--privileged"])
+def test_an_image_that_is_not_a_reference_is_refused(image):
+    with pytest.raises(ConfigError, match="image"):
+        argv({"image": image})
+
+
+def test_security_context_container_over_pod():
+    pod = {"spec": {"securityContext": {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 2000,
+                                        "supplementalGroups": [3000]}}}
+    container = {"securityContext": {"runAsUser": 1001, "readOnlyRootFilesystem": True, "privileged": True,
+                                     "allowPrivilegeEscalation": False,
+                                     "capabilities": {"drop": ["ALL"], "add": ["NET_ADMIN"]}}}
+    words = podargs.security_args(pod, container, "")
+    assert words == ["--user", "1001:1000", "--group-add", "2000", "--group-add", "3000", "--read-only",
+                     "--privileged", "--security-opt", "no-new-privileges", "--cap-drop", "ALL",
+                     "--cap-add", "NET_ADMIN"]
+
+
+@pytest.mark.parametrize("sec, image_user, refused", [
+    ({"runAsNonRoot": True}, "", True), ({"runAsNonRoot": True}, "root", True), ({"runAsNonRoot": True}, "1000", False),
+    ({"runAsNonRoot": True, "runAsUser": 0}, "1000", True), ({"runAsGroup": 5}, "", True),
+    ({"capabilities": {"add": ["NET_ADMIN; rm"]}}, "", True),
+])
+def test_security_context_the_kubelet_refuses(sec, image_user, refused):
+    if refused:
+        with pytest.raises(ConfigError):
+            podargs.security_args({}, {"securityContext": sec}, image_user)
+    else:
+        podargs.security_args({}, {"securityContext": sec}, image_user)
+
+
+def test_limits_become_cpus_and_memory():
+    assert podargs.resource_args({"resources": {"limits": {"cpu": "1500m", "memory": "1Gi"}}}) == \
+        ["--cpus", "1.5", "--memory", f"{2**30}b"]
+    assert podargs.resource_args({"resources": {"requests": {"cpu": "1"}}}) == []
+    with pytest.raises(ConfigError):
+        podargs.resource_args({"resources": {"limits": {"memory": "lots"}}})
+
+
+def test_mounts_are_csv_records_and_paths_stay_inside_their_volume():
+    sources = {"data": podargs.Source("bind", "/host/data"), "cfg": podargs.Source("bind", "/host/cfg", True),
+               "shm": podargs.Source("volume", "k8s_shm")}
+    mounts = [{"name": "data", "mountPath": "/a,b", "subPath": "x"}, {"name": "cfg", "mountPath": "/etc/cfg"},
+              {"name": "shm", "mountPath": "/dev/shm", "readOnly": True}]
+    words = podargs.mount_args({"volumeMounts": mounts}, sources)
+    assert words == ['--mount=type=bind,source=/host/data/x,"target=/a,b"',
+                     "--mount=type=bind,source=/host/cfg,target=/etc/cfg,readonly",
+                     "--mount=type=volume,source=k8s_shm,target=/dev/shm,readonly"]
+    for bad in ({"name": "data", "mountPath": "/x", "subPath": "../up"}, {"name": "data", "mountPath": "rel"},
+                {"name": "absent", "mountPath": "/x"}, {"name": "shm", "mountPath": "/x", "subPath": "y"}):
+        with pytest.raises(ConfigError):
+            podargs.mount_args({"name": "c", "volumeMounts": [bad]}, sources)

@@ -1,0 +1,156 @@
+"""A pod's status as the kubelet reports it, pure: what each container did in, the object the
+status subresource takes out.
+
+Followed (kubernetes v1.37.2): the phase from pkg/kubelet/kubelet_pods.go ``getPhase``; the
+conditions from pkg/kubelet/status/generate.go (Initialized, ContainersReady and Ready with
+their reasons ContainersNotInitialized, ContainersNotReady and PodCompleted) and
+``PodReadyToStartContainers`` once the sandbox has an address; a container's states from
+pkg/kubelet/kuberuntime (a terminated container's reason is ``Completed`` for exit 0,
+``OOMKilled`` when the kernel killed it for memory, else ``Error``). Without readiness probes a
+running container is ready, as the kubelet treats a container with no probe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Obj = Mapping[str, Any]
+CONFIG_ERROR = "CreateContainerConfigError"
+CREATING = "ContainerCreating"
+INITIALIZING = "PodInitializing"
+
+
+@dataclass
+class Record:
+    """What one container of the pod has done so far."""
+
+    name: str
+    image: str
+    state: dict[str, Any] = field(default_factory=lambda: {"waiting": {"reason": CREATING}})
+    last: dict[str, Any] = field(default_factory=dict)
+    restarts: int = 0
+    container_id: str = ""
+    image_id: str = ""
+
+    @property
+    def ready(self) -> bool:
+        return "running" in self.state
+
+
+def waiting(reason: str, message: str = "") -> dict[str, Any]:
+    return {"waiting": {"reason": reason, **({"message": message} if message else {})}}
+
+
+def running(started_at: str) -> dict[str, Any]:
+    return {"running": {"startedAt": started_at}}
+
+
+def terminated(exit_code: int, started_at: str, finished_at: str, oom: bool = False,
+               container_id: str = "") -> dict[str, Any]:
+    reason = "OOMKilled" if oom else ("Completed" if exit_code == 0 else "Error")
+    out: dict[str, Any] = {"exitCode": exit_code, "reason": reason, "startedAt": started_at, "finishedAt": finished_at}
+    if container_id:
+        out["containerID"] = container_id
+    return {"terminated": out}
+
+
+def container_status(record: Record) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": record.name, "image": record.image, "imageID": record.image_id,
+                           "state": record.state, "lastState": record.last, "ready": record.ready,
+                           "restartCount": record.restarts, "started": "running" in record.state}
+    if record.container_id:
+        out["containerID"] = record.container_id
+    return out
+
+
+def _exit_code(state: Obj) -> int | None:
+    return state["terminated"].get("exitCode") if "terminated" in state else None
+
+
+def init_counts(inits: Sequence[Record]) -> tuple[int, int]:
+    """(pending, failed) init containers, as getPhase counts the regular ones."""
+    pending = failed = 0
+    for record in inits:
+        code = _exit_code(record.state)
+        if "running" in record.state:
+            pending += 1
+        elif code is not None:
+            failed += code != 0
+        elif _exit_code(record.last) is not None:
+            failed += _exit_code(record.last) != 0
+        else:
+            pending += 1
+    return pending, failed
+
+
+def phase(inits: Sequence[Record], apps: Sequence[Record], restart_policy: str) -> str:
+    """Pending, Running, Succeeded or Failed, from what the containers did."""
+    pending_init, failed_init = init_counts(inits)
+    if failed_init and restart_policy == "Never":
+        return "Failed"
+    if pending_init or failed_init:
+        return "Pending"
+    run = sum("running" in r.state for r in apps)
+    stopped = sum("terminated" in r.state or ("waiting" in r.state and "terminated" in r.last) for r in apps)
+    succeeded = sum(_exit_code(r.state) == 0 for r in apps)
+    waiting_now = sum("waiting" in r.state and "terminated" not in r.last for r in apps)
+    if waiting_now:
+        return "Pending"
+    if run:
+        return "Running"
+    if stopped == len(apps) and apps:
+        if restart_policy == "Always":
+            return "Running"
+        if succeeded == stopped:
+            return "Succeeded"
+        return "Failed" if restart_policy == "Never" else "Running"
+    return "Pending"
+
+
+def _condition(kind: str, ok: bool, now: str, reason: str = "", message: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {"type": kind, "status": "True" if ok else "False", "lastTransitionTime": now,
+                           "lastProbeTime": None}
+    if not ok and reason:
+        out["reason"] = reason
+    if not ok and message:
+        out["message"] = message
+    return out
+
+
+def conditions(inits: Sequence[Record], apps: Sequence[Record], pod_phase: str, has_address: bool,
+               scheduled: Sequence[Obj], now: str) -> list[dict[str, Any]]:
+    """PodReadyToStartContainers, Initialized, ContainersReady and Ready, after the
+    scheduler's PodScheduled as the pod already carries it."""
+    done = pod_phase in ("Succeeded", "Failed")
+    incomplete = [r.name for r in inits if _exit_code(r.state) != 0]
+    initialized = not incomplete or (done and not inits)
+    unready = [r.name for r in apps if not r.ready]
+    ready = not unready and not done and initialized
+    reason = "PodCompleted" if done else "ContainersNotReady"
+    message = "" if done else f"containers with unready status: [{' '.join(unready)}]"
+    return [*[dict(c) for c in scheduled],
+            _condition("PodReadyToStartContainers", has_address and not done, now),
+            _condition("Initialized", initialized, now, "ContainersNotInitialized",
+                       f"containers with incomplete status: [{' '.join(incomplete)}]"),
+            _condition("ContainersReady", ready, now, reason, message),
+            _condition("Ready", ready, now, reason, message)]
+
+
+def pod_status(pod: Obj, inits: Sequence[Record], apps: Sequence[Record], *, pod_ip: str, host_ip: str,
+               start_time: str, now: str) -> dict[str, Any]:
+    """The ``status`` the kubelet writes for ``pod``."""
+    policy = str((pod.get("spec") or {}).get("restartPolicy") or "Always")
+    current = phase(inits, apps, policy)
+    scheduled = [c for c in ((pod.get("status") or {}).get("conditions") or []) if c.get("type") == "PodScheduled"]
+    out: dict[str, Any] = {
+        "phase": current, "hostIP": host_ip, "hostIPs": [{"ip": host_ip}], "startTime": start_time,
+        "conditions": conditions(inits, apps, current, bool(pod_ip), scheduled, now),
+        "containerStatuses": [container_status(r) for r in apps],
+        "initContainerStatuses": [container_status(r) for r in inits],
+        "qosClass": (pod.get("status") or {}).get("qosClass", "BestEffort"),
+    }
+    if pod_ip:
+        out.update(podIP=pod_ip, podIPs=[{"ip": pod_ip}])
+    return out
