@@ -168,6 +168,18 @@ def make_pki(pki: Path, now: datetime.datetime) -> None:
                                                               serialization.PublicFormat.SubjectPublicKeyInfo))
 
 
+def issue_client(pki: Path, stem: str, user: str, group: str, now: datetime.datetime | None = None) -> Path:
+    """A client certificate of the cluster CA ``make_pki`` made (``<stem>.crt`` and ``.key``
+    under ``pki``) for ``user`` in ``group``: a node's is system:node:<name> in system:nodes,
+    the identity the Node authorizer and NodeRestriction admission recognise."""
+    ca_key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise RuntimeFailure(f"{pki / 'ca.key'}: not the EC key make_pki writes")
+    ca = (x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes()), ca_key)
+    _issue(pki, stem, _name(user, group), now or datetime.datetime.now(datetime.timezone.utc), ca)
+    return pki / f"{stem}.crt"
+
+
 def kubeconfig(server: str, pki: Path, stem: str) -> str:
     """A kubeconfig for one client certificate, from the YAML library."""
     return yaml.safe_dump({
