@@ -629,16 +629,16 @@ def measurements(c, check=False):
 
 @_task(name="build")
 def kube_build(c):
-    """Build the control plane's programs (etcd, kube-apiserver, ...) from kube/'s Go module.
+    """Build the control plane's programs (etcd, kube-apiserver, ...) and each operator's from their Go modules.
 
-    Each missing program is one `go build` (niced, one package at a time) into a cache
-    outside the checkout, keyed by kube/go.mod, kube/go.sum and the Go version; each
-    build's time is printed. An unchanged module builds nothing."""
+    kube/ holds the control plane's module, kube/operators/<name>/ each operator's. Each
+    missing program is one `go build` (niced, one package at a time) into a cache outside
+    the checkout, keyed by its module's go.mod, go.sum and the Go version; each build's
+    time is printed. An unchanged module builds nothing."""
     from torchpod_toolkit.kube import build as kube_build_mod
 
     try:
-        plan = kube_build_mod.plan_for(ROOT, os.environ)
-        print(kube_build_mod.table(kube_build_mod.build(plan, os.environ)))
+        print(kube_build_mod.build_all(kube_build_mod.plans_for(ROOT, os.environ), os.environ))
     except TorchpodError as exc:
         raise _abort(exc) from None
 

@@ -1,4 +1,6 @@
-"""Build the control plane's programs (etcd, kube-apiserver, ...) from the Go module in ``kube/``.
+"""Build the control plane's programs (etcd, kube-apiserver, ...) from the Go module in ``kube/``,
+and each operator's (the Kubeflow training operator, JobSet, ...) from its own module under
+``kube/operators/<name>/``.
 
 ``kube/tools.go`` names each program once: a blank import of its main package, the
 program's name in a trailing comment where it is not the package's last element.
@@ -20,6 +22,15 @@ outside the checkout, where the key hashes go.mod, go.sum, the Go version and th
 each is written under a temporary name and renamed, so a killed build leaves none half
 written. Go's own build cache (``go env GOCACHE``) is reused across keys.
 
+An operator's module is a module of its own because each operator's dependency graph pins
+its own k8s.io versions (the training operator v1.8.1 k8s.io/api v0.29, JobSet v0.11.0
+v0.35, ...), which one module with the plane's v0.37 replaces would override. Its go.mod
+requires the operator's module at one release and carries the replaces that module's own
+go.mod needs (a dependent does not inherit them); its tools.go names the programs, every
+one a package of that module. It is built with the same flags, stripped (``-s -w``) with no
+version variables (each operator reports its module version from its own build info), into
+``<cache>/<key>/bin/`` keyed the same way.
+
 It never vendors or copies upstream source, writes into the checkout or runs a shell.
 """
 
@@ -40,9 +51,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchpod import readers
 from torchpod.errors import InputError, RuntimeFailure, TorchpodError, one_line
 
 MODULE = Path("kube")  # the Go module, relative to the repository root
+OPERATORS = MODULE / "operators"  # one Go module per operator below it
+PLANE = "plane"  # the name the control plane's module goes by in tables and on the command line
 FILE_CAP = 1 << 20  # go.mod, go.sum and tools.go are tens of kilobytes
 KUBERNETES = "k8s.io/kubernetes"
 # The Go the build machines carry when it is not on PATH.
@@ -56,6 +70,7 @@ BUILD_ENV = {"CGO_ENABLED": "0"}
 NICE = ("nice", "-n", "19")
 
 _SEMVER = re.compile(r"v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
+_RELEASE = re.compile(r"v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?")
 _MODULE_PATH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._~/-]*")
 _PROGRAM = re.compile(r"[a-z0-9][a-z0-9-]*")
 _IMPORT = re.compile(r'_\s+"([^"]*)"\s*(?://\s*(\S*))?')
@@ -83,9 +98,12 @@ class Plan:
 
     module: Path  # the Go module's folder
     go: str  # the go command
-    kubernetes: str  # the release, e.g. v1.37.2
+    kubernetes: str  # the control plane's release, e.g. v1.37.2 ("" for an operator's module)
     programs: tuple[Program, ...]
     bindir: Path
+    name: str = PLANE  # "plane", or the operator's folder name under kube/operators/
+    upstream: str = KUBERNETES  # the module whose programs these are
+    version: str = ""  # its pinned version (the plane's: ``kubernetes``)
 
     def missing(self) -> tuple[Program, ...]:
         return tuple(p for p in self.programs if not (self.bindir / p.name).is_file())
@@ -100,16 +118,12 @@ class Built:
 
 
 def read_text(path: Path, cap: int = FILE_CAP) -> str:
-    """A regular file of at most ``cap`` bytes, strict UTF-8; anything else is one line naming it."""
+    """A regular file of at most ``cap`` bytes, strict UTF-8, read by the launcher's bounded
+    reader (torchpod.readers); anything else is one line naming it. A symbolic link is refused
+    before that reader, which follows links: the module's files are the checkout's own."""
     if path.is_symlink() or not path.is_file():
         raise InputError(f"{path}: expected a regular file of the Go module in {MODULE}/")
-    data = path.read_bytes()[: cap + 1]
-    if len(data) > cap:
-        raise InputError(f"{path}: over {cap} bytes; expected a go.mod, go.sum or tools.go")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    return readers.read_text(path, what=str(path), expected="a go.mod, go.sum or tools.go", cap=cap)
 
 
 def _directives(text: str) -> Iterator[tuple[str, str, int]]:
@@ -211,8 +225,10 @@ def version_ldflags(release: str) -> str:
 
 
 def build_argv(go: str, program: Program, out: Path, release: str) -> list[str]:
-    """The one command that builds ``program`` into ``out``."""
-    return [*NICE, go, "build", *FLAGS, "-ldflags", version_ldflags(release), "-o", str(out), program.package]
+    """The one command that builds ``program`` into ``out``: with the Kubernetes ``release`` in
+    its version variables, or, where ``release`` is "" (an operator), stripped only."""
+    ldflags = version_ldflags(release) if release else "-s -w"
+    return [*NICE, go, "build", *FLAGS, "-ldflags", ldflags, "-o", str(out), program.package]
 
 
 def cache_root(env: Mapping[str, str]) -> Path:
@@ -241,7 +257,39 @@ def make_plan(root: Path, env: Mapping[str, str], go: str, go_version: str) -> P
     release = kubernetes_release(parse_go_mod(go_mod, str(module / "go.mod")), str(module / "go.mod"))
     programs = parse_tools(read_text(module / "tools.go"), str(module / "tools.go"))
     bindir = cache_root(env) / cache_key(go_mod, go_sum, go_version) / "bin"
-    return Plan(module=module, go=go, kubernetes=release, programs=programs, bindir=bindir)
+    return Plan(module=module, go=go, kubernetes=release, programs=programs, bindir=bindir, version=release)
+
+
+def upstream_of(mod: GoMod, programs: Sequence[Program], where: str) -> tuple[str, str]:
+    """The one required module every program is a package of, and its version (a release)."""
+    owners = {p.package: [m for m in mod.requires if p.package == m or p.package.startswith(m + "/")]
+              for p in programs}
+    found = {max(paths, key=len) if paths else "" for paths in owners.values()}
+    if len(found) != 1 or "" in found:
+        raise InputError(f"{where}: programs {sorted(owners)} lie in {sorted(found - {''}) or 'no required module'}; "
+                         "expected every program a package of one module go.mod requires")
+    upstream = found.pop()
+    version = mod.requires[upstream]
+    if not _RELEASE.fullmatch(version):
+        raise InputError(f"{where}: require {upstream} {version}; expected a release vX.Y.Z")
+    return upstream, version
+
+
+def make_operator_plan(module: Path, env: Mapping[str, str], go: str, go_version: str) -> Plan:
+    """Read and check one operator's Go module (``kube/operators/<name>``) and decide where its
+    binaries go."""
+    go_mod, go_sum = read_text(module / "go.mod"), read_text(module / "go.sum")
+    programs = parse_tools(read_text(module / "tools.go"), str(module / "tools.go"))
+    upstream, version = upstream_of(parse_go_mod(go_mod, str(module / "go.mod")), programs, str(module / "go.mod"))
+    bindir = cache_root(env) / cache_key(go_mod, go_sum, go_version) / "bin"
+    return Plan(module=module, go=go, kubernetes="", programs=programs, bindir=bindir, name=module.name,
+                upstream=upstream, version=version)
+
+
+def operator_modules(root: Path) -> list[Path]:
+    """Each operator's module folder under ``kube/operators/``, by name."""
+    folder = root / OPERATORS
+    return sorted(p for p in folder.iterdir() if (p / "go.mod").is_file()) if folder.is_dir() else []
 
 
 @contextmanager
@@ -271,7 +319,7 @@ def build(plan: Plan, env: Mapping[str, str], run: Runner = subprocess.run,
                 done.append(Built(program.name, None))
                 continue
             partial = plan.bindir / f".{program.name}.partial"
-            say(f"{program.name}: building {program.package} ({KUBERNETES} {plan.kubernetes})")
+            say(f"{program.name}: building {program.package} ({plan.upstream} {plan.version or plan.kubernetes})")
             start = clock()
             result = run(build_argv(plan.go, program, partial, plan.kubernetes), cwd=plan.module,
                          env={**env, **BUILD_ENV}, check=False)
@@ -286,10 +334,21 @@ def build(plan: Plan, env: Mapping[str, str], run: Runner = subprocess.run,
     return done
 
 
+def _seconds(built: Built) -> str:
+    return "present" if built.seconds is None else f"{built.seconds:.0f}"
+
+
 def table(done: Sequence[Built]) -> str:
     """The build times as a table: one row per program, ``present`` where nothing was built."""
     rows = [f"{'program':<26}{'build s':>10}"]
-    rows += [f"{b.name:<26}{'present' if b.seconds is None else f'{b.seconds:.0f}':>10}" for b in done]
+    rows += [f"{b.name:<26}{_seconds(b):>10}" for b in done]
+    return "\n".join(rows)
+
+
+def modules_table(done: Sequence[tuple[str, Sequence[Built]]]) -> str:
+    """:func:`table` for several modules: a first column names the module of each program."""
+    rows = [f"{'module':<20}{'program':<26}{'build s':>10}"]
+    rows += [f"{module:<20}{b.name:<26}{_seconds(b):>10}" for module, built in done for b in built]
     return "\n".join(rows)
 
 
@@ -303,24 +362,55 @@ def go_version(go: str, env: Mapping[str, str]) -> str:
 
 
 def plan_for(root: Path, env: Mapping[str, str]) -> Plan:
-    """The plan for the checkout at ``root``, asking the go command found in ``env`` its version."""
+    """The control plane's plan for the checkout at ``root``, asking the go command found in
+    ``env`` its version."""
     go = find_go(env)
     return make_plan(root, env, go, go_version(go, env))
 
 
+def operator_plan_for(root: Path, env: Mapping[str, str], name: str) -> Plan:
+    """The plan of the operator whose module is ``kube/operators/<name>``."""
+    module = root / OPERATORS / name
+    if module not in operator_modules(root):
+        known = ", ".join(p.name for p in operator_modules(root)) or "none"
+        raise InputError(f"operator {name!r}: no {module}/go.mod; expected one of: {known}")
+    go = find_go(env)
+    return make_operator_plan(module, env, go, go_version(go, env))
+
+
+def plans_for(root: Path, env: Mapping[str, str]) -> list[Plan]:
+    """Every module's plan: the control plane's first, then each operator's by name."""
+    go = find_go(env)
+    version = go_version(go, env)
+    return [make_plan(root, env, go, version),
+            *(make_operator_plan(module, env, go, version) for module in operator_modules(root))]
+
+
+def build_all(plans: Sequence[Plan], env: Mapping[str, str], run: Runner = subprocess.run,
+              clock: Callable[[], float] = time.monotonic, say: Callable[[str], None] = print) -> str:
+    """Build every plan in turn (one ``go build`` at a time) and return one table of them all."""
+    return modules_table([(plan.name, build(plan, env, run=run, clock=clock, say=say)) for plan in plans])
+
+
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
-    """``python -m torchpod_toolkit.kube.build [--root DIR] [--print-bindir]``."""
+    """``python -m torchpod_toolkit.kube.build [--root DIR] [--module NAME] [--print-bindir]``."""
     parser = argparse.ArgumentParser(prog="python -m torchpod_toolkit.kube.build", description=__doc__.split("\n")[0])
     parser.add_argument("--root", type=Path, default=Path("."), help="the repository's root (default: .)")
-    parser.add_argument("--print-bindir", action="store_true", help="print where the binaries go; build nothing")
+    parser.add_argument("--module", default="", help=f"one module: {PLANE!r} or an operator's folder name under "
+                        f"{OPERATORS}/ (default: every module)")
+    parser.add_argument("--print-bindir", action="store_true",
+                        help="print where the binaries go (the control plane's, or --module's); build nothing")
     args = parser.parse_args(argv)
     env = dict(os.environ if env is None else env)
     try:
-        plan = plan_for(args.root, env)
+        if args.module and args.module != PLANE:
+            plans = [operator_plan_for(args.root, env, args.module)]
+        else:
+            plans = [plan_for(args.root, env)] if args.module or args.print_bindir else plans_for(args.root, env)
         if args.print_bindir:
-            print(plan.bindir)
+            print(plans[0].bindir)
             return 0
-        print(table(build(plan, env)))
+        print(build_all(plans, env))
     except TorchpodError as exc:
         print(f"torchpod: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code

@@ -82,7 +82,7 @@ def test_the_module_holds_its_pins_and_the_tools_file_only():
     files = subprocess.run(["git", "ls-files", "--others", "--cached", "--exclude-standard", "kube"], cwd=ROOT,
                            capture_output=True, text=True, check=True).stdout.split()
     assert {"kube/go.mod", "kube/go.sum", "kube/tools.go"} <= set(files)
-    for name in set(files) - {"kube/go.mod", "kube/go.sum"}:
+    for name in (n for n in files if Path(n).name not in ("go.mod", "go.sum")):
         text = (ROOT / name).read_text(encoding="utf-8")
         assert name.endswith(".go") and text.startswith("//go:build tools\n"), name
 
@@ -165,7 +165,7 @@ def test_reads_are_regular_files_bounded_and_utf8(tmp_path):
     (tmp_path / "big").write_bytes(b"x" * 11)
     (tmp_path / "latin").write_bytes(b"caf\xe9")
     (tmp_path / "link").symlink_to(tmp_path / "latin")
-    with pytest.raises(InputError, match="over 10 bytes"):
+    with pytest.raises(InputError, match="over the 10 bytes cap"):
         build.read_text(tmp_path / "big", cap=10)
     with pytest.raises(InputError, match="not UTF-8"):
         build.read_text(tmp_path / "latin")
@@ -283,3 +283,99 @@ def test_main_prints_the_table_or_the_bindir_or_one_line(tmp_path, capsys):
     assert build.main(["--root", str(tmp_path / "repo")], env) == 2
     err = capsys.readouterr().err
     assert err.startswith("torchpod: ") and "go.sum: expected a regular file" in err and err.count("\n") == 1
+
+
+# --- the operators' modules ------------------------------------------------------------------
+
+OPERATOR_GO_MOD = """module example/kube/operators/jobset
+
+go 1.26.0
+
+require sigs.k8s.io/jobset v0.12.0
+
+require (
+\tk8s.io/api v0.36.0 // indirect
+\tsigs.k8s.io/jobset/api v0.1.0 // indirect
+)
+"""
+OPERATOR_TOOLS = """//go:build tools
+
+package tools
+
+import (
+\t_ "sigs.k8s.io/jobset" // jobset
+)
+"""
+
+
+def _operator(root: Path, name: str = "jobset", go_mod: str = OPERATOR_GO_MOD, tools: str = OPERATOR_TOOLS) -> Path:
+    folder = root / "kube" / "operators" / name
+    folder.mkdir(parents=True)
+    (folder / "go.mod").write_text(go_mod)
+    (folder / "go.sum").write_text(f"sigs.k8s.io/jobset v0.12.0 h1:{name}=\n")
+    (folder / "tools.go").write_text(tools)
+    return folder
+
+
+def test_the_committed_operator_modules_each_pin_one_release_of_their_operator():
+    modules = build.operator_modules(ROOT)
+    assert {"training-operator", "jobset"} <= {m.name for m in modules}
+    for module in modules:
+        mod = build.parse_go_mod(build.read_text(module / "go.mod"), str(module / "go.mod"))
+        programs = build.parse_tools(build.read_text(module / "tools.go"), str(module / "tools.go"))
+        upstream, version = build.upstream_of(mod, programs, str(module / "go.mod"))
+        assert version.startswith("v") and upstream in mod.requires
+        assert "k8s.io/kubernetes" not in mod.requires  # each takes its k8s.io modules from its own graph
+
+
+def test_the_operator_is_the_required_module_its_programs_lie_in():
+    mod = build.parse_go_mod(OPERATOR_GO_MOD, "go.mod")
+    programs = build.parse_tools(OPERATOR_TOOLS, "tools.go")
+    assert build.upstream_of(mod, programs, "go.mod") == ("sigs.k8s.io/jobset", "v0.12.0")
+    # the longest required path owns a package
+    inner = (build.Program("x", "sigs.k8s.io/jobset/api/cmd"),)
+    assert build.upstream_of(mod, inner, "go.mod") == ("sigs.k8s.io/jobset/api", "v0.1.0")
+    for programs, words in [((build.Program("x", "example.com/other"),), "no required module"),
+                            ((build.Program("a", "sigs.k8s.io/jobset"), build.Program("b", "k8s.io/api/x")),
+                             r"\['k8s.io/api', 'sigs.k8s.io/jobset'\]")]:
+        with pytest.raises(InputError, match=f"go.mod: programs .* lie in {words}"):
+            build.upstream_of(mod, programs, "go.mod")
+    odd = build.parse_go_mod(OPERATOR_GO_MOD.replace("jobset v0.12.0", "jobset latest"), "go.mod")
+    with pytest.raises(InputError, match="require sigs.k8s.io/jobset latest; expected a release"):
+        build.upstream_of(odd, build.parse_tools(OPERATOR_TOOLS, "tools.go"), "go.mod")
+
+
+def test_every_module_is_planned_with_a_key_of_its_own_and_built_in_turn(tmp_path):
+    _module(tmp_path / "repo")
+    _operator(tmp_path / "repo", "jobset")
+    _operator(tmp_path / "repo", "another")
+    (tmp_path / "repo" / "kube" / "operators" / "notes").mkdir()  # no go.mod: not a module
+    go = _fake_go(tmp_path / "bin")
+    env = {"PATH": f"{go.parent}:/usr/bin:/bin", "HOME": str(tmp_path / "home")}
+    plans = build.plans_for(tmp_path / "repo", env)
+    assert [p.name for p in plans] == ["plane", "another", "jobset"]
+    assert len({p.bindir for p in plans}) == 3 and plans[2].kubernetes == ""
+    said: list[str] = []
+    text = build.build_all(plans, env, clock=iter(range(100)).__next__, say=said.append)
+    assert "jobset: building sigs.k8s.io/jobset (sigs.k8s.io/jobset v0.12.0)" in said
+    assert text.splitlines()[0].split() == ["module", "program", "build", "s"]
+    assert [line.split()[:2] for line in text.splitlines()[1:]] == [
+        ["plane", "etcd"], ["plane", "kube-apiserver"], ["another", "jobset"], ["jobset", "jobset"]]
+    argv = build.build_argv("go", plans[2].programs[0], Path("/o"), plans[2].kubernetes)
+    assert argv[argv.index("-ldflags") + 1] == "-s -w"  # an operator: stripped, no Kubernetes version
+    assert build.operator_plan_for(tmp_path / "repo", env, "jobset") == plans[2]
+    with pytest.raises(InputError, match="operator 'kueue': no .*; expected one of: another, jobset"):
+        build.operator_plan_for(tmp_path / "repo", env, "kueue")
+
+
+def test_main_builds_one_module_by_name(tmp_path, capsys):
+    _module(tmp_path / "repo")
+    _operator(tmp_path / "repo")
+    go = _fake_go(tmp_path / "bin")
+    env = {"PATH": f"{go.parent}:/usr/bin:/bin", "HOME": str(tmp_path / "home")}
+    assert build.main(["--root", str(tmp_path / "repo"), "--module", "jobset"], env) == 0
+    out = capsys.readouterr().out
+    assert "jobset" in out and "kube-apiserver" not in out
+    assert build.main(["--root", str(tmp_path / "repo"), "--module", "jobset", "--print-bindir"], env) == 0
+    assert (Path(capsys.readouterr().out.strip()) / "jobset").is_file()
+    assert build.main(["--root", str(tmp_path / "repo"), "--module", "nope"], env) == 2
