@@ -73,3 +73,17 @@ class Kube:
         self.kubectl("create", "namespace", name)
         until(f"the default service account of {name}",
               lambda: self.kubectl("-n", name, "get", "serviceaccount", "default", check=False).returncode == 0)
+
+
+def require_operator(name: str) -> build.Plan:
+    """The plan of the operator whose module is kube/operators/<name>, once its programs are
+    built (else :func:`needs.missing` naming `invoke kube.build`)."""
+    try:
+        plan = build.operator_plan_for(ROOT, os.environ, name)
+    except TorchpodError as exc:
+        missing(f"a Go toolchain and kube/operators/{name}'s module ({exc})")
+        raise AssertionError("unreachable") from None
+    absent = [p.name for p in plan.missing()]
+    if absent:
+        missing(f"{', '.join(absent)} in {plan.bindir} (`invoke kube.build`)")
+    return plan

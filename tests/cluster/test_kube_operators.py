@@ -1,0 +1,125 @@
+"""The real operators on the real control plane (torchpod_toolkit.kube.operators): each
+installed once for the module, from its release's CRDs, RBAC and webhooks, its program
+built from kube/operators/<name>/. A job of each kind, torchpod's own render where torchpod
+renders it, is admitted by the operator's webhooks and makes the children the operator
+makes (pods stay Pending: the plane has no nodes); an invalid one is refused by the
+webhook or the CRD schema, naming the field."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from torchpod_toolkit.kube import operators
+from torchpod_toolkit.manifests.render import render
+from torchpod_toolkit.manifests.spec import JobSpec
+
+from kube_helpers import Kube, require_operator, until
+
+IMAGE = "registry.example.com/torchpod/pytorch:2.13.0"
+TRAIN = ("train.py", "--epochs", "1")
+
+
+@pytest.fixture(scope="module")
+def operator(kube: Kube, tmp_path_factory) -> Iterator[Callable[[str], operators.Running]]:
+    """``operator(name)``: that operator installed on the module's plane (once), stopped
+    after the module; fails under CI when its program is not built."""
+    running: dict[str, operators.Running] = {}
+    kubectl = operators.Kubectl(kube.plan.bindir / "kubectl", kube.plane.kubeconfig)
+
+    def get(name: str) -> operators.Running:
+        if name not in running:
+            plan = require_operator(name)
+            folder = tmp_path_factory.mktemp(f"operator-{name}")
+            running[name] = operators.install(operators.operator(name), plan, kubectl, kube.plane, folder,
+                                              os.environ)
+        return running[name]
+
+    yield get
+    for started in running.values():
+        operators.stop(started)
+        assert not operators.alive(started), f"{started.name} outlived stop()"
+
+
+def rendered(scheduler: str, name: str, namespace: str, nodes: int = 2) -> dict[str, Any]:
+    """The job object of torchpod's render for ``scheduler`` (the first object of its YAML)."""
+    (out,) = [o for o in render(JobSpec(scheduler, nodes, IMAGE, TRAIN, name=name, namespace=namespace,
+                                        gpus_per_node=0)) if o.name.endswith(".yaml")]
+    docs = [d for d in yaml.safe_load_all(out.text) if d]
+    return docs[0]
+
+
+def objects(kube: Kube, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
+    found = kube.kubectl("-n", namespace, "get", kind, "-l", selector, "-o", "json").stdout
+    return json.loads(found)["items"]
+
+
+def create(kube: Kube, obj: dict[str, Any], check: bool = True):
+    return kube.kubectl("create", "-f", "-", stdin=yaml.safe_dump(obj), check=check)
+
+
+# --- training-operator: PyTorchJob --------------------------------------------------------
+
+def test_a_rendered_pytorchjob_is_admitted_and_gets_its_pods_and_headless_services(kube, operator):
+    operator("training-operator")
+    kube.namespace("pt")
+    job = rendered("kubeflow", "pt", "pt")
+    assert job["kind"] == "PyTorchJob"
+    create(kube, job)
+    selector = "training.kubeflow.org/job-name=pt"
+    pods = until("two pods of the PyTorchJob", lambda: len(objects(kube, "pods", "pt", selector)) == 2
+                 and objects(kube, "pods", "pt", selector))
+    assert {p["status"].get("phase") for p in pods} == {"Pending"}  # no node yet
+    services = until("two Services of the PyTorchJob", lambda: len(objects(kube, "services", "pt", selector)) == 2
+                     and objects(kube, "services", "pt", selector))
+    assert {s["spec"]["clusterIP"] for s in services} == {"None"}
+
+
+def test_a_pytorchjob_without_its_pytorch_container_is_refused_by_the_webhook(kube, operator):
+    operator("training-operator")
+    kube.namespace("pt-bad")
+    job = rendered("kubeflow", "pt-bad", "pt-bad")
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        for container in spec["template"]["spec"]["containers"]:
+            container["name"] = "trainer"
+    result = create(kube, job, check=False)
+    assert result.returncode != 0
+    assert "validator.pytorchjob.training-operator.kubeflow.org" in result.stderr
+    assert "spec.pytorchReplicaSpecs" in result.stderr and "containers" in result.stderr, result.stderr
+
+
+# --- JobSet ----------------------------------------------------------------------------------
+
+def test_a_rendered_jobset_is_admitted_and_gets_its_child_jobs(kube, operator):
+    operator("jobset")
+    kube.namespace("js")
+    jobset = rendered("jobset", "js", "js")
+    assert jobset["kind"] == "JobSet"
+    create(kube, jobset)
+    jobs = until("the JobSet's child Jobs", lambda: objects(kube, "jobs", "js", "jobset.sigs.k8s.io/jobset-name=js"))
+    replicated = {r["name"]: r.get("replicas", 1) for r in jobset["spec"]["replicatedJobs"]}
+    assert len(jobs) == sum(replicated.values())
+
+
+def test_a_jobset_with_an_invalid_replicated_job_name_is_refused(kube, operator):
+    operator("jobset")
+    kube.namespace("js-bad")
+    jobset = rendered("jobset", "js-bad", "js-bad")
+    jobset["spec"]["replicatedJobs"][0]["name"] = "Not_A_DNS_Label"
+    result = create(kube, jobset, check=False)
+    assert result.returncode != 0 and "replicatedJobs" in result.stderr, result.stderr
+
+
+def test_installed_operators_run_as_their_service_accounts(kube, operator):
+    running = operator("training-operator")
+    config = yaml.safe_load(Path(running.folder / "operator.kubeconfig").read_text())
+    assert config["users"][0]["name"] == "system:serviceaccount:kubeflow:training-operator"
+    hooks = json.loads(kube.kubectl("get", "validatingwebhookconfiguration",
+                                    "validator.training-operator.kubeflow.org", "-o", "json").stdout)["webhooks"]
+    assert all(h["clientConfig"]["url"].startswith(f"https://127.0.0.1:{running.ports.webhook}/") for h in hooks)

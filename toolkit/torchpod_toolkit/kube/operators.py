@@ -1,0 +1,527 @@
+"""The real operators on a running control plane: their CRDs, RBAC and webhooks as each
+release ships them, their programs built by ``build`` from ``kube/operators/<name>/``.
+
+What is real: the binaries (each operator's own main package at the release its module
+pins), the CRDs with their schemas, the ServiceAccount, Roles, ClusterRoles and bindings,
+and the Validating/MutatingWebhookConfigurations with every rule and path. All of it is
+read at install time from the operator's module source in Go's module cache (``go mod
+download -json MODULE@VERSION``, its ``Dir``) and rendered by the kustomize built into the
+plane's kubectl (``kubectl kustomize``) from the overlay upstream installs from; nothing is
+copied into the checkout. Each object is applied with ``kubectl apply --server-side``.
+
+What stands in: the operator runs as a process on this host instead of as the pod of its
+Deployment (the Deployment is not applied: no node runs pods yet). In the pod's place:
+
+- identity: a token of the operator's own ServiceAccount (``kubectl create token``, the
+  TokenRequest API) in a kubeconfig, so every call it makes passes through the RBAC it ships;
+- webhooks: each configuration's ``clientConfig.service`` becomes ``clientConfig.url``
+  ``https://127.0.0.1:<port><path>`` with a ``caBundle`` of a CA made here, and the
+  operator serves a certificate from that CA (for 127.0.0.1 and the Service's DNS names);
+- the webhook Secret an in-cluster cert rotator reads (open-policy-agent cert-controller
+  v0.10.1, pkg/rotator/rotator.go: ``ValidCert`` checks the CA against the rotator's
+  ``CAName`` and the serving certificate against ``<service>.<namespace>.svc``, 90 days
+  ahead) holds the same CA and certificate, so a rotator that runs keeps them and injects
+  the same ``caBundle``;
+- configuration the pod mounts from a ConfigMap is written to the install folder with the
+  ports and certificate folder of this host.
+
+Every port is a free loopback port. ``install`` returns once the operator answers its
+readiness check (controller-runtime's ``/readyz``, which upstream makes wait for its
+webhook server); ``stop`` ends its processes through ``plane.stop_processes`` (by the ids
+recorded, each checked to still run its binary). It never writes into the checkout or
+``~/.kube``, and leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import http.client
+import ipaddress
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from torchpod.errors import InputError, RuntimeFailure, one_line
+from torchpod_toolkit.kube import build, plane
+
+RENDER_CAP = 64 << 20  # what `kubectl kustomize` prints: Volcano's CRDs are a few MiB
+# A rotator that runs refreshes a certificate valid for under 90 days (module docstring).
+CERT_DAYS = 365
+TOKEN_SECONDS = 24 * 3600
+WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+# Kinds of the overlay the host processes replace (module docstring).
+STAND_INS = ("Deployment",)
+KUBECTL_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class Ports:
+    """One operator's loopback ports: its webhook server's and its health probes'."""
+
+    webhook: int
+    health: int
+
+
+@dataclass(frozen=True)
+class Install:
+    """What one operator's programs are started with (paths inside ``folder``)."""
+
+    folder: Path
+    bindir: Path
+    kubeconfig: Path
+    certs: Path  # tls.crt, tls.key and ca.crt
+    ports: Ports
+    namespace: str
+    config: Mapping[str, str] = field(default_factory=dict)  # ConfigMap files of the overlay, by key
+
+
+Argv = Callable[[Install], list[str]]
+Env = Callable[[Install], dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Operator:
+    """One operator: its module folder under kube/operators/, the overlay upstream installs
+    from, its namespace, the name its cert rotator gives its CA, and its programs (name ->
+    argv) with the environment they add."""
+
+    name: str
+    overlay: str
+    namespace: str
+    rotator_ca: str
+    programs: Mapping[str, Argv]
+    env: Env = lambda install: {}
+    prepare: Callable[[Install], None] = lambda install: None
+
+
+@dataclass(frozen=True)
+class Running:
+    """An installed operator: its folder, ports and processes."""
+
+    name: str
+    folder: Path
+    ports: Ports
+    pids: Mapping[str, int]
+    binaries: Mapping[str, str]
+    seconds: float  # from the first program started to its readiness check answered
+
+
+# --- the operators -------------------------------------------------------------------------
+
+def _training_operator_argv(install: Install) -> list[str]:
+    # Flags of cmd/training-operator.v1/main.go (training-operator v1.8.1).
+    return [str(install.bindir / "training-operator"), f"--webhook-server-port={install.ports.webhook}",
+            f"--health-probe-bind-address={plane.LOOPBACK}:{install.ports.health}",
+            "--metrics-bind-address=0", "--leader-elect=false"]
+
+
+def _training_operator_env(install: Install) -> dict[str, str]:
+    # The namespace of its Secret (pkg/cert/cert.go, MY_POD_NAMESPACE); the webhook server
+    # reads its certificate under $TMPDIR (controller-runtime v0.17, pkg/webhook/server.go).
+    return {"MY_POD_NAMESPACE": install.namespace, "TMPDIR": str(install.folder / "tmp")}
+
+
+# training-operator v1.8.1, pkg/cert/cert.go: the rotator waits until a file exists at this
+# fixed path (cert-controller v0.10.1, rotator.go, ensureCertsMounted, a stat only) before
+# the operator starts its controllers; in a pod the Secret's volume is mounted there.
+ROTATOR_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+
+
+def _training_operator_prepare(install: Install) -> None:
+    served = install.folder / "tmp" / "k8s-webhook-server" / "serving-certs"
+    served.mkdir(parents=True, exist_ok=True)
+    for name in ("tls.crt", "tls.key"):
+        (served / name).write_bytes((install.certs / name).read_bytes())
+    marker = ROTATOR_CERT_DIR / "tls.crt"
+    if not marker.exists():
+        ROTATOR_CERT_DIR.mkdir(parents=True, exist_ok=True)
+        marker.write_bytes((install.certs / "tls.crt").read_bytes())
+
+
+def _jobset_argv(install: Install) -> list[str]:
+    # Flags of main.go (jobset v0.12.0); the rest comes from its Configuration file.
+    return [str(install.bindir / "jobset"), f"--config={install.folder / 'jobset-config.yaml'}",
+            f"--health-probe-bind-address={plane.LOOPBACK}:{install.ports.health}",
+            "--metrics-bind-address=0", "--leader-elect=false"]
+
+
+def _jobset_prepare(install: Install) -> None:
+    """The overlay's Configuration (config/components/manager/controller_manager_config.yaml)
+    with this host's webhook server and the certificate made here instead of the rotator's
+    (api/config/v1alpha1/configuration_types.go, jobset v0.12.0)."""
+    config = yaml.safe_load(install.config.get("controller_manager_config.yaml", "")) or {}
+    config["internalCertManagement"] = {"enable": False}
+    config["webhook"] = {"port": install.ports.webhook, "host": plane.LOOPBACK, "certDir": str(install.certs)}
+    config["leaderElection"] = {"leaderElect": False}
+    (install.folder / "jobset-config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+OPERATORS: Mapping[str, Operator] = {o.name: o for o in (
+    # manifests/overlays/standalone: namespace kubeflow and the empty webhook Secret its
+    # rotator fills (training-operator v1.8.1).
+    Operator("training-operator", "manifests/overlays/standalone", "kubeflow", "training-operator-ca",
+             {"training-operator": _training_operator_argv}, _training_operator_env, _training_operator_prepare),
+    # config/default: namespace jobset-system, names prefixed jobset- (jobset v0.12.0).
+    Operator("jobset", "config/default", "jobset-system", "jobset-ca", {"jobset": _jobset_argv},
+             prepare=_jobset_prepare),
+)}
+
+
+def operator(name: str) -> Operator:
+    """The operator called ``name``; another name is refused with the known ones."""
+    if name not in OPERATORS:
+        raise InputError(f"operator {name!r}; expected one of: {', '.join(OPERATORS)}")
+    return OPERATORS[name]
+
+
+# --- the upstream manifests, read and rewritten (pure) ---------------------------------------
+
+def parse_download(text: str, module: str) -> Path:
+    """The ``Dir`` of ``go mod download -json``'s answer: the module's source in Go's cache."""
+    try:
+        found = json.loads(text)
+    except ValueError as exc:
+        raise RuntimeFailure(f"go mod download -json {module}: not JSON ({one_line(exc)})") from None
+    if not isinstance(found, dict) or found.get("Error") or not isinstance(found.get("Dir"), str):
+        reason = found.get("Error") if isinstance(found, dict) else None
+        raise RuntimeFailure(f"go mod download -json {module}: {reason or 'no Dir in its answer'}; expected the "
+                             "module's source in Go's module cache (is the Go module proxy reachable?)")
+    return Path(found["Dir"])
+
+
+def parse_objects(text: str, where: str) -> list[dict[str, Any]]:
+    """The objects of a multi-document YAML stream; anything but mappings with a kind and a
+    name is one error naming ``where``."""
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise RuntimeFailure(f"{where}: not YAML ({one_line(exc)})") from None
+    for doc in docs:
+        if not isinstance(doc, dict) or not doc.get("kind") or not (doc.get("metadata") or {}).get("name"):
+            raise RuntimeFailure(f"{where}: {str(doc)[:200]!r}; expected Kubernetes objects with a kind and a name")
+    return docs
+
+
+@dataclass(frozen=True)
+class Manifests:
+    """An overlay's objects sorted by what the install does with each."""
+
+    crds: list[dict[str, Any]]
+    objects: list[dict[str, Any]]  # namespaces, RBAC, ConfigMaps, Secrets, Services
+    webhooks: list[dict[str, Any]]
+    deployments: list[dict[str, Any]]  # stood in for by host processes; read for what they mount
+
+
+def sort_manifests(docs: Iterable[dict[str, Any]]) -> Manifests:
+    """:class:`Manifests` of ``docs``, namespaces first among the objects."""
+    docs = list(docs)
+    objects = [d for d in docs if d["kind"] not in ("CustomResourceDefinition", *WEBHOOK_KINDS, *STAND_INS)]
+    objects.sort(key=lambda d: d["kind"] != "Namespace")
+    return Manifests(crds=[d for d in docs if d["kind"] == "CustomResourceDefinition"], objects=objects,
+                     webhooks=[d for d in docs if d["kind"] in WEBHOOK_KINDS],
+                     deployments=[d for d in docs if d["kind"] in STAND_INS])
+
+
+def _pod_specs(deployments: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [((d.get("spec") or {}).get("template") or {}).get("spec") or {} for d in deployments]
+
+
+def service_account(deployments: Sequence[Mapping[str, Any]], where: str) -> str:
+    """The one ServiceAccount the operator's pod runs as."""
+    names = {spec.get("serviceAccountName", "") for spec in _pod_specs(deployments)}
+    if len(names) != 1 or "" in names:
+        raise RuntimeFailure(f"{where}: service accounts {sorted(names)}; expected one Deployment naming one")
+    return names.pop()
+
+
+def mounted(deployments: Sequence[Mapping[str, Any]], source: str) -> list[str]:
+    """The names of the ``source`` volumes (``secret``: ``secretName``, ``configMap``: ``name``)."""
+    key = "secretName" if source == "secret" else "name"
+    return [volume[source][key] for spec in _pod_specs(deployments) for volume in spec.get("volumes") or []
+            if isinstance(volume.get(source), dict) and volume[source].get(key)]
+
+
+def service_hosts(webhooks: Iterable[Mapping[str, Any]]) -> list[str]:
+    """``<service>.<namespace>.svc`` of each Service the webhooks name, sorted, once each."""
+    hosts = {f"{c['service']['name']}.{c['service'].get('namespace', 'default')}.svc"
+             for config in webhooks for hook in config.get("webhooks") or []
+             for c in [hook.get("clientConfig") or {}] if isinstance(c.get("service"), dict)}
+    return sorted(hosts)
+
+
+def rewrite_webhooks(configs: Iterable[Mapping[str, Any]], port: int, ca_pem: bytes) -> list[dict[str, Any]]:
+    """Each configuration with every ``clientConfig.service`` (and its ``path``) replaced by
+    ``url: https://127.0.0.1:<port><path>`` and ``caBundle``: the API server calls the host
+    process (module docstring). Rules, policies and selectors are kept as shipped."""
+    bundle = base64.b64encode(ca_pem).decode("ascii")
+    rewritten = []
+    for config in configs:
+        hooks = []
+        for hook in config.get("webhooks") or []:
+            service = (hook.get("clientConfig") or {}).get("service") or {}
+            path = service.get("path") or "/"
+            if not path.startswith("/"):
+                raise RuntimeFailure(f"webhook {hook.get('name')}: path {path!r}; expected one starting with /")
+            hooks.append({**hook, "clientConfig": {"url": f"https://{plane.LOOPBACK}:{port}{path}",
+                                                   "caBundle": bundle}})
+        rewritten.append({**config, "webhooks": hooks})
+    return rewritten
+
+
+def seed_secrets(objects: Iterable[Mapping[str, Any]], names: Sequence[str],
+                 files: Mapping[str, bytes]) -> list[dict[str, Any]]:
+    """``objects`` with each Secret called one of ``names`` holding ``files`` (base64)."""
+    data = {key: base64.b64encode(value).decode("ascii") for key, value in files.items()}
+    return [{**obj, "data": data} if obj["kind"] == "Secret" and obj["metadata"]["name"] in names else dict(obj)
+            for obj in objects]
+
+
+def config_files(objects: Iterable[Mapping[str, Any]], names: Sequence[str]) -> dict[str, str]:
+    """The files of the ConfigMaps called one of ``names``, by key."""
+    return {key: str(value) for obj in objects if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] in names
+            for key, value in (obj.get("data") or {}).items()}
+
+
+def token_kubeconfig(server: str, ca: Path, token: str, user: str) -> str:
+    """A kubeconfig that calls ``server`` with a ServiceAccount's bearer token."""
+    return yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "torchpod",
+        "clusters": [{"name": "torchpod", "cluster": {"server": server, "certificate-authority": str(ca)}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "torchpod", "context": {"cluster": "torchpod", "user": user}}],
+    }, sort_keys=False)
+
+
+# --- the webhook CA and serving certificate ----------------------------------------------------
+
+def _pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _key_pem(key: rsa.RSAPrivateKey) -> bytes:
+    # PKCS #1: the rotator parses the CA key of its Secret with x509.ParsePKCS1PrivateKey
+    # before it injects the CA (cert-controller v0.10.1, rotator.go, buildArtifactsFromSecret).
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                             serialization.NoEncryption())
+
+
+def _new_key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def _certificate(subject: str, names: Sequence[x509.GeneralName], key: rsa.RSAPrivateKey,
+                 issuer: tuple[x509.Certificate, rsa.RSAPrivateKey] | None,
+                 now: datetime.datetime) -> x509.Certificate:
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+    signer_name, signer_key = (name, key) if issuer is None else (issuer[0].subject, issuer[1])
+    builder = (x509.CertificateBuilder().subject_name(name).issuer_name(signer_name).public_key(key.public_key())
+               .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+               .not_valid_after(now + datetime.timedelta(days=CERT_DAYS))
+               .add_extension(x509.BasicConstraints(ca=issuer is None, path_length=None), critical=True)
+               .add_extension(x509.SubjectAlternativeName(list(names)), critical=False))
+    if issuer is None:
+        builder = builder.add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                                      content_commitment=False, key_encipherment=False,
+                                                      data_encipherment=False, key_agreement=False,
+                                                      encipher_only=False, decipher_only=False), critical=True)
+    else:
+        builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+    return builder.sign(signer_key, hashes.SHA256())
+
+
+def make_certs(folder: Path, ca_name: str, hosts: Sequence[str], now: datetime.datetime) -> dict[str, bytes]:
+    """A CA (named ``ca_name``, also as a DNS name: what a rotator checks) and a serving
+    certificate it signs for 127.0.0.1 and ``hosts``, written to ``folder`` as ``ca.crt``,
+    ``ca.key``, ``tls.crt`` and ``tls.key`` (the keys a webhook Secret holds); returns them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ca_key, key = _new_key(), _new_key()
+    ca = _certificate(ca_name, [x509.DNSName(ca_name)], ca_key, None, now)
+    names: list[x509.GeneralName] = [x509.IPAddress(ipaddress.IPv4Address(plane.LOOPBACK)),
+                                     *(x509.DNSName(h) for h in hosts)]
+    served = _certificate(hosts[0] if hosts else plane.LOOPBACK, names, key, (ca, ca_key), now)
+    files = {"ca.crt": _pem(ca), "ca.key": _key_pem(ca_key), "tls.crt": _pem(served), "tls.key": _key_pem(key)}
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+        (folder / name).chmod(0o600)
+    return files
+
+
+# --- kubectl, go, processes ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Kubectl:
+    """The plane's kubectl with its administrator's kubeconfig."""
+
+    binary: Path
+    kubeconfig: Path
+
+    def __call__(self, *args: str, stdin: str = "", cap: int = RENDER_CAP) -> str:
+        argv = [str(self.binary), f"--kubeconfig={self.kubeconfig}", "--request-timeout=60s", *args]
+        try:
+            done = subprocess.run(argv, input=stdin.encode("utf-8"), capture_output=True, timeout=KUBECTL_TIMEOUT)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise RuntimeFailure(f"kubectl {' '.join(args[:3])}: {one_line(exc)}") from None
+        if done.returncode != 0 or len(done.stdout) > cap:
+            why = done.stderr.decode("utf-8", "replace")[-2000:] or f"over {cap} bytes of output"
+            raise RuntimeFailure(f"kubectl {' '.join(args[:3])}: exit {done.returncode}: {one_line(why)}")
+        return done.stdout.decode("utf-8", "replace")
+
+    def apply(self, objects: Sequence[Mapping[str, Any]]) -> None:
+        """``kubectl apply --server-side`` of ``objects`` (YAML from the library, on stdin)."""
+        if objects:
+            self("apply", "--server-side", "--force-conflicts", "--field-manager=torchpod", "-f", "-",
+                 stdin=yaml.safe_dump_all(list(objects), sort_keys=False))
+
+
+def module_source(plan: build.Plan, env: Mapping[str, str]) -> Path:
+    """Where Go's module cache holds ``plan``'s upstream module at its pinned version."""
+    wanted = f"{plan.upstream}@{plan.version}"
+    try:
+        done = subprocess.run([plan.go, "mod", "download", "-json", wanted], cwd=plan.module, env=dict(env),
+                              capture_output=True, timeout=600)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise RuntimeFailure(f"go mod download -json {wanted}: {one_line(exc)}") from None
+    return parse_download(done.stdout.decode("utf-8", "replace")[:1 << 20], wanted)
+
+
+def _spawn(argv: Sequence[str], env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """One program in a session of its own, as plane.py starts the plane's components."""
+    with log.open("ab") as out:
+        return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                env=dict(env), start_new_session=True, cwd=log.parent)
+
+
+def ready(port: int, path: str = "/readyz", timeout: float = 2.0) -> bool:
+    """Whether the health server on ``port`` answers ``path`` with 200."""
+    conn = http.client.HTTPConnection(plane.LOOPBACK, port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        return conn.getresponse().status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
+def _await_ready(name: str, processes: Mapping[str, subprocess.Popen[bytes]], port: int, logs: Path,
+                 deadline: float, clock: Callable[[], float]) -> None:
+    """Until the health server on ``port`` answers; a program that exits, or no answer by the
+    deadline, is one error carrying the end of each program's log."""
+    while not ready(port):
+        ended = {program: p.poll() for program, p in processes.items() if p.poll() is not None}
+        if ended or clock() > deadline:
+            what = (", ".join(f"{p} exited with {code}" for p, code in ended.items()) if ended
+                    else f"{name} did not answer /readyz on {plane.LOOPBACK}:{port} in time")
+            tails = "; ".join(f"the end of {logs / f'{p}.log'}: {plane.log_tail(logs / f'{p}.log')}"
+                              for p in processes)
+            raise RuntimeFailure(f"{what}; {tails}")
+        time.sleep(0.2)
+
+
+def start(spec: Operator, install: Install, env: Mapping[str, str], timeout: float = 180.0,
+          clock: Callable[[], float] = time.monotonic) -> Running:
+    """Start ``spec``'s programs and wait for their readiness check; on any failure every
+    program started is stopped before the error is raised (the folder and its logs stay)."""
+    logs = install.folder / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    base = {"PATH": env.get("PATH", "/usr/bin:/bin"), "HOME": str(install.folder),
+            "KUBECONFIG": str(install.kubeconfig), **spec.env(install)}
+    began, deadline = clock(), clock() + timeout
+    started: dict[str, subprocess.Popen[bytes]] = {}
+    binaries = {program: str(install.bindir / program) for program in spec.programs}
+    try:
+        for program, argv in spec.programs.items():
+            started[program] = _spawn(argv(install), base, logs / f"{program}.log")
+        _await_ready(spec.name, started, install.ports.health, logs, deadline, clock)
+    except BaseException:
+        plane.stop_processes({p: s.pid for p, s in started.items()}, binaries)
+        raise
+    return Running(name=spec.name, folder=install.folder, ports=install.ports,
+                   pids={p: s.pid for p, s in started.items()}, binaries=binaries, seconds=clock() - began)
+
+
+def established(crds: Mapping[str, Any]) -> set[str]:
+    """The names of the CRDs of a ``kubectl get -o json`` list whose Established condition is True."""
+    return {item["metadata"]["name"] for item in crds.get("items") or []
+            if any(c.get("type") == "Established" and c.get("status") == "True"
+                   for c in (item.get("status") or {}).get("conditions") or [])}
+
+
+def await_established(kubectl: Kubectl, names: Sequence[str], timeout: float = 60.0) -> None:
+    """Until every CRD in ``names`` is Established (``kubectl wait`` fails on a CRD whose
+    status has no conditions yet, so this polls)."""
+    deadline = time.monotonic() + timeout
+    while names:
+        listed = json.loads(kubectl("get", "customresourcedefinitions", "-o", "json", *names))
+        missing = sorted(set(names) - established(listed if "items" in listed else {"items": [listed]}))
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeFailure(f"CRDs {', '.join(missing)} not Established within {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+def apply_manifests(kubectl: Kubectl, manifests: Manifests, objects: Sequence[Mapping[str, Any]],
+                    webhooks: Sequence[Mapping[str, Any]]) -> None:
+    """CRDs first, until each is Established; then the objects; then the webhook configurations."""
+    kubectl.apply(manifests.crds)
+    await_established(kubectl, [crd["metadata"]["name"] for crd in manifests.crds])
+    kubectl.apply(objects)
+    kubectl.apply(webhooks)
+
+
+def install(spec: Operator, plan: build.Plan, kubectl: Kubectl, started: plane.Plane, folder: Path,
+            env: Mapping[str, str], timeout: float = 180.0, now: datetime.datetime | None = None) -> Running:
+    """Install ``spec`` on the plane ``started`` from the binaries ``plan`` names: its CRDs,
+    RBAC and webhooks from its module source, a token of its ServiceAccount, and its programs
+    as processes in ``folder`` (a new, empty folder), ready when this returns."""
+    absent = [p.name for p in plan.missing()]
+    if absent:
+        raise RuntimeFailure(f"{', '.join(absent)} missing in {plan.bindir}; run `invoke kube.build` first")
+    folder.mkdir(parents=True, exist_ok=True)
+    if any(folder.iterdir()):
+        raise RuntimeFailure(f"{folder} is not empty; expected a new folder for the operator {spec.name}")
+    overlay = module_source(plan, env) / spec.overlay
+    manifests = sort_manifests(parse_objects(kubectl("kustomize", str(overlay)), str(overlay)))
+    account = service_account(manifests.deployments, str(overlay))
+    ports = Ports(*plane.free_ports(2))
+    files = make_certs(folder / "certs", spec.rotator_ca, service_hosts(manifests.webhooks),
+                       now or datetime.datetime.now(datetime.timezone.utc))
+    objects = seed_secrets(manifests.objects, mounted(manifests.deployments, "secret"), files)
+    apply_manifests(kubectl, manifests, objects, rewrite_webhooks(manifests.webhooks, ports.webhook, files["ca.crt"]))
+    token = kubectl("create", "token", account, "-n", spec.namespace, f"--duration={TOKEN_SECONDS}s").strip()
+    kubeconfig = folder / "operator.kubeconfig"
+    kubeconfig.write_text(token_kubeconfig(started.server, started.root / "pki" / "ca.crt", token,
+                                           f"system:serviceaccount:{spec.namespace}:{account}"))
+    kubeconfig.chmod(0o600)
+    made = Install(folder=folder, bindir=plan.bindir, kubeconfig=kubeconfig, certs=folder / "certs", ports=ports,
+                   namespace=spec.namespace, config=config_files(objects, mounted(manifests.deployments, "configMap")))
+    spec.prepare(made)
+    return start(spec, made, env, timeout=timeout)
+
+
+def stop(running: Running) -> list[str]:
+    """Stop an installed operator's programs (TERM, then KILL after a grace); those that needed KILL."""
+    return plane.stop_processes(running.pids, running.binaries)
+
+
+def alive(running: Running) -> bool:
+    """Whether any of the operator's programs still runs its binary (not a reused id)."""
+    def runs(pid: int, binary: str) -> bool:
+        try:
+            return os.readlink(f"/proc/{pid}/exe") == str(Path(binary).resolve())
+        except OSError:
+            return False
+    return any(runs(pid, running.binaries[program]) for program, pid in running.pids.items())
