@@ -522,7 +522,7 @@ def slurm_script(spec: JobSpec, header: list[str]) -> str:
 
 
 def pbs_script(spec: JobSpec, header: list[str]) -> str:
-    pals = spec.scheduler == "pbs-pals"
+    pals = jobs.kind(spec.scheduler).pals
     # ncpus and mem per chunk (one chunk per node): OpenPBS's cgroups hook confines the job to
     # them (src/hooks/cgroups/pbs_cgroups.PY: a cpuset of ncpus CPUs, a memory limit of mem);
     # PBS has no "the whole node" in a select, so the default is sized (resources.per_node)

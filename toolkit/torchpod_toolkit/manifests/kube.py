@@ -21,6 +21,7 @@ What the objects carry, and what they leave out on purpose:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from torchpod.contract import ENV_PRESET, ETCD_PORT, JOBSET_LABEL_ENV
@@ -213,9 +214,9 @@ def _volcano_elastic(spec: JobSpec, job_spec: Obj, tasks: list[Obj]) -> None:
 
 def volcano_job(spec: JobSpec) -> Obj:
     """batch.volcano.sh/v1alpha1 Job: gang-scheduled (minAvailable = nodes), env + svc
-    plugins; master + worker tasks with the pytorch plugin for volcano-master; with
-    --nodes MIN:MAX, elastic (_volcano_elastic)."""
-    with_master = spec.scheduler == "volcano-master"
+    plugins; master + worker tasks with the pytorch plugin for a kind with a master task
+    (JobKind.master_task); with --nodes MIN:MAX, elastic (_volcano_elastic)."""
+    with_master = jobs.kind(spec.scheduler).master_task
     hostnet = spec.rdma == "hostnetwork"
     # Under hostNetwork the hostname is the node's; master+worker pods then find their task
     # by POD_NAME. Worker-only pods need nothing: VC_TASK_INDEX indexes VC_WORKER_HOSTS.
@@ -354,6 +355,22 @@ def runai_command(spec: JobSpec) -> list[str]:
     for entry in user_env(spec):
         argv += ["-e", f"{entry['name']}={entry['value']}"]
     return argv + ["--", *launcher_args(spec)]
+
+
+@dataclass(frozen=True)
+class CliLine:
+    """A CLI line a kind writes beside its manifest (JobKind.cli): its builder, and the comment
+    lines above it ({manifest}: the manifest's file name)."""
+
+    build: Callable[[JobSpec], list[str]]
+    notes: tuple[str, ...]
+
+
+# The CLI lines, by their builder's name: a kind's record names its own (JobKind.cli).
+CLI_LINES: dict[str, CliLine] = {"runai_command": CliLine(runai_command, (
+    "The Run:ai CLI line for the job; {manifest} is the PyTorchJob it corresponds to.",
+    "Flags as in the Run:ai CLI reference (`runai training pytorch submit`, v2.18+).",
+))}
 
 
 # The c10d port's name on LeaderWorkerSet and JobSet pods: no operator reads it (the

@@ -95,16 +95,18 @@ def _require_level(spec: JobSpec, docs) -> None:
 def shared_paths(spec: JobSpec) -> list[str]:
     """The header lines naming the paths a batch script needs on every node: the submit
     directory (the image file, the bound workdir, pbsdsh's statuses) and the node file the
-    launcher reads inside the container (the kind's record)."""
-    if spec.scheduler == "skypilot":
+    launcher reads inside the container (the kind's record). Nothing for a kind whose nodes
+    share no submit directory (a SkyPilot task)."""
+    kind = jobs.kind(spec.scheduler)
+    if not kind.shared_dir:
         return []
     seen = ["the submit directory"]
     if spec.runtime in ("apptainer", "enroot"):
         seen.append(f"the {'SIF' if spec.runtime == 'apptainer' else 'squashfs'} written there "
                     f"(or TORCHPOD_{'SIF' if spec.runtime == 'apptainer' else 'SQSH'})")
-    if spec.scheduler == "pbs":
-        seen.append("pbsdsh's task statuses there")
-    node_file = jobs.kind(spec.scheduler).node_file
+    if kind.shared_writes:
+        seen.append(f"{kind.shared_writes} there")
+    node_file = kind.node_file
     if node_file and spec.runtime != "none":
         seen.append(f"${node_file}, bound into the container")
     lines = ["Shared: every node must see, at the same path, " + "; ".join(seen)]
@@ -198,14 +200,13 @@ def render(spec: JobSpec) -> list[Output]:
     docs = kube.objects(spec)
     _require_level(spec, docs)
     out = [Output(name, "\n".join(header(spec, name)) + "\n" + yamltext.dump(docs))]
-    if spec.scheduler == "runai":
+    if kind.cli:  # a CLI line beside the manifest (kube.CLI_LINES)
         sh = f"{base}.sh"
-        cmd = kube.runai_command(spec)
+        cli = kube.CLI_LINES[kind.cli]
         # bash: the words may use $'...' quoting (hpc.quote), which POSIX sh before 2024 lacks
         lines = ["#!/bin/bash", hpc.SHELLCHECK, header(spec, sh)[0], header(spec, sh)[-1],
-                 f"# The Run:ai CLI line for the job; {name} is the PyTorchJob it corresponds to.",
-                 "# Flags as in the Run:ai CLI reference (`runai training pytorch submit`, v2.18+).",
-                 "exec " + " \\\n  ".join(_chunks(cmd))]
+                 *(f"# {note.format(manifest=name)}" for note in cli.notes),
+                 "exec " + " \\\n  ".join(_chunks(cli.build(spec)))]
         out.insert(0, Output(sh, "\n".join(lines) + "\n"))
     return out
 

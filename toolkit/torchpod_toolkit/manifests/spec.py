@@ -94,15 +94,14 @@ MNNVL_KINDS = tuple(MNNVL_OPERATORS)
 # GB200's Grace CPU is Arm: its nodes run linux/arm64 images (NVIDIA GB200 NVL Multi-Node
 # Tuning Guide, "The NVIDIA Grace Blackwell Superchip").
 MNNVL_ARCH = "aarch64"
-# A Trainer job's pods are <name>-node-0-<i> (the torch-distributed runtime's replicated job
-# "node", one Job of numNodes pods: operators.trainjob); JobSet's webhook refuses a JobSet
-# whose longest pod name plus a 5-character suffix is no DNS-1035 label of at most 63
-# (kubernetes-sigs/jobset v0.12.0, pkg/webhooks/jobset_webhook.go, longestPodName), and
-# Trainer's CEL rule holds the TrainJob's name to 63 (v2.3.0 trainjob_types.go).
-TRAINER_POD = "{name}-node-0-{index}"
+# A kind's record may name its last pod (JobKind.last_pod: a Trainer job's are
+# <name>-node-0-<i>); JobSet's webhook refuses a JobSet whose longest pod name plus a
+# 5-character suffix is no DNS-1035 label of at most 63 (kubernetes-sigs/jobset v0.12.0,
+# pkg/webhooks/jobset_webhook.go, longestPodName), and Trainer's CEL rule holds the
+# TrainJob's name to 63 (v2.3.0 trainjob_types.go).
 POD_SUFFIX = len("-abcde")
 DNS_LABEL_MAX = 63
-# --name: well inside every kind's limits (trainer_name_room(MAX_NODES) is 44).
+# --name: well inside every kind's limits (pod_name_room of the Trainer's pods at MAX_NODES is 44).
 NAME_MAX = 40
 
 
@@ -627,9 +626,7 @@ def check(spec: JobSpec) -> JobSpec:
         except InputError as exc:
             raise InputError(f"--workload preflight, the options after `--`: {exc}") from None
     spec = _check_node_range(replace(spec, **counts, command=command))
-    if spec.scheduler == "volcano-master" and spec.nodes < 2:
-        raise InputError(f"--nodes={spec.nodes} with --scheduler volcano-master; expected 2 or more "
-                         "(one master task and at least one worker), or --scheduler volcano")
+    _check_master_task(spec)
     spec = _check_job_fields(spec)
     _check_requeue(spec)
     _check_ids(spec)
@@ -643,9 +640,9 @@ def check(spec: JobSpec) -> JobSpec:
     if spec.rdma != "none" and not spec.kube:
         raise InputError(f"--rdma={spec.rdma} is for Kubernetes pods; a {spec.scheduler} job runs on the "
                          "node's own network and devices: leave --rdma out")
-    if spec.scheduler == "trainer" and spec.rdma == "hostnetwork":
-        raise InputError("--rdma hostnetwork with --scheduler trainer: a TrainJob's runtimePatches cannot "
-                         "set hostNetwork (trainer v2.3 CRD); use --rdma device-plugin, or another scheduler")
+    if spec.rdma == "hostnetwork" and jobs.kind(spec.scheduler).no_hostnetwork:
+        raise InputError(f"--rdma hostnetwork with --scheduler {spec.scheduler}: "
+                         f"{jobs.kind(spec.scheduler).no_hostnetwork}")
     if spec.preset:
         known = presets_mod.load()
         if spec.preset not in known:
@@ -776,9 +773,10 @@ def image_arch(image: str) -> str | None:
         return None
 
 
-def trainer_name_room(nodes: int) -> int:
-    """The longest --name a Trainer job of ``nodes`` pods can have (TRAINER_POD)."""
-    return DNS_LABEL_MAX - POD_SUFFIX - len(TRAINER_POD.format(name="", index=nodes - 1))
+def pod_name_room(last_pod: str, nodes: int) -> int:
+    """The longest --name a job of ``nodes`` pods can have when its last pod is named
+    ``last_pod`` (JobKind.last_pod) and held, with JobSet's suffix, to a DNS label."""
+    return DNS_LABEL_MAX - POD_SUFFIX - len(last_pod.format(name="", index=nodes - 1))
 
 
 # Why a Kubernetes kind outside MNNVL_KINDS cannot carry --mnnvl (its record's no_mnnvl).
@@ -812,16 +810,27 @@ def _check_mnnvl(spec: JobSpec) -> None:
                          f"are {MNNVL_ARCH} (Grace); expected the multi-arch tag or the -{MNNVL_ARCH} one")
 
 
+def _check_master_task(spec: JobSpec) -> None:
+    """A kind with a master task (JobKind.master_task) needs a worker beside it; the kind of
+    the same model without one takes a single node."""
+    kind = jobs.kind(spec.scheduler)
+    if kind.master_task and spec.nodes < 2:
+        alone = next(k.name for k in jobs.KINDS if k.model is kind.model and not k.master_task)
+        raise InputError(f"--nodes={spec.nodes} with --scheduler {spec.scheduler}; expected 2 or more "
+                         f"(one master task and at least one worker), or --scheduler {alone}")
+
+
 def _check_kind_limits(spec: JobSpec) -> None:
-    """What some kinds alone refuse: --mnnvl (_check_mnnvl), and a Trainer job whose pod
-    names JobSet's webhook would refuse (TRAINER_POD)."""
+    """What some kinds alone refuse: --mnnvl (_check_mnnvl), and a job whose last pod's name
+    JobSet's webhook would refuse (JobKind.last_pod)."""
     _check_mnnvl(spec)
-    room = trainer_name_room(spec.nodes)
-    if spec.scheduler == "trainer" and len(spec.name) > room:
-        last = TRAINER_POD.format(name=spec.name, index=spec.nodes - 1)
-        raise InputError(f"--name={spec.name!r} with --nodes {spec.nodes}: the TrainJob's last pod would be {last!r}, "
-                         f"over {DNS_LABEL_MAX} characters with the {POD_SUFFIX}-character suffix JobSet's webhook "
-                         f"counts; expected a --name of at most {room} characters")
+    last_pod = jobs.kind(spec.scheduler).last_pod
+    room = pod_name_room(last_pod, spec.nodes) if last_pod else DNS_LABEL_MAX
+    if last_pod and len(spec.name) > room:
+        last = last_pod.format(name=spec.name, index=spec.nodes - 1)
+        raise InputError(f"--name={spec.name!r} with --nodes {spec.nodes}: the {spec.scheduler} job's last pod would "
+                         f"be {last!r}, over {DNS_LABEL_MAX} characters with the {POD_SUFFIX}-character suffix "
+                         f"JobSet's webhook counts; expected a --name of at most {room} characters")
 
 
 def _check_site(spec: JobSpec, runtime: str) -> None:

@@ -82,6 +82,11 @@ def test_the_table_is_what_every_user_lists():
     assert {k.renderer for k in jobs.KINDS if not k.kube} == set(hpc.SCRIPTS)
     assert {k.renderer for k in jobs.KINDS if k.kube} == set(kube.BUILDERS)
     assert {k.model for k in jobs.KINDS if k.kube} == set(operators.MODELS.values())
+    # a CLI line beside a manifest is a Kubernetes kind's, and every CLI line is some kind's
+    assert {k.cli for k in jobs.KINDS if k.cli} == set(kube.CLI_LINES) and all(k.kube for k in jobs.KINDS if k.cli)
+    # what only a batch script or a Kubernetes pod can say sits on a record of that sort
+    assert not [k.name for k in jobs.KINDS if k.kube and (k.pals or k.shared_dir or k.shared_writes)]
+    assert not [k.name for k in jobs.KINDS if not k.kube and (k.master_task or k.no_hostnetwork or k.last_pod)]
     # the harness's scenarios that no job renders are conventions with detectors of their own
     assert {s.detector for n, s in topology.SCENARIOS.items() if n not in jobs.NAMES} <= set(schedulers.NAMES)
 

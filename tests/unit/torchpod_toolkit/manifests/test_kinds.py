@@ -1,11 +1,12 @@
-"""manifests/kinds/: one module per job kind, each registered once in KINDS; a made-up kind
-added as one module (and its place in KINDS) is taken up by the option checks, the renderer,
-the header and the harness with no edit anywhere else."""
+"""manifests/kinds/: one module per job kind, found in the folder and placed in KINDS by its
+record's order; a made-up kind added as one module in a copy of the toolkit, and no edit
+anywhere else, is taken up by the option checks, the renderer, the header and the harness."""
 
 from __future__ import annotations
 
 import importlib
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -37,14 +38,13 @@ KIND = JobKind("gang", "jobset", RDZV_PORT_DEFAULT, "gang", operators.jobset, "J
                "kubectl apply -f", "yaml", "job_set", pod_fields=True, priority_class=True, workdir=True)
 '''
 
-# Run in a fresh interpreter: the kind joins KINDS before anything derives from it, as a
-# line in kinds/__init__.py would put it there.
+# Run in a fresh interpreter on the copy of the toolkit that holds the new module, and on
+# nothing else of the toolkit.
 PROBE = '''
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from torchpod_toolkit.manifests import kinds
-import gang
-kinds.KINDS = (*kinds.KINDS, gang.KIND)
+assert kinds.__file__.startswith(sys.argv[1]), kinds.__file__
 from torchpod.errors import InputError
 from torchpod_toolkit.cluster import topology
 from torchpod_toolkit.manifests import render, spec
@@ -63,7 +63,9 @@ print(json.dumps({"schedulers": spec.SCHEDULERS, "pod_kinds": spec.POD_KINDS, "n
 
 
 def test_a_made_up_kind_in_one_module_is_taken_up_everywhere(tmp_path):
-    (tmp_path / "gang.py").write_text(textwrap.dedent(MADE_UP))
+    copy = tmp_path / "torchpod_toolkit"
+    shutil.copytree(FOLDER.parents[1], copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "manifests" / "kinds" / "gang.py").write_text(textwrap.dedent(MADE_UP))
     run = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path), IMAGE], capture_output=True, text=True,
                          timeout=120, check=True)
     seen = json.loads(run.stdout)
@@ -76,3 +78,19 @@ def test_a_made_up_kind_in_one_module_is_taken_up_everywhere(tmp_path):
     assert "--mnnvl with --scheduler gang: its pods cannot carry a resource claim" == seen["mnnvl"]
     assert "a gang job has a fixed size" in seen["range"]
     assert seen["harness"] == "jobset"
+
+
+def test_the_kinds_keep_the_order_every_list_follows():
+    # the Kubernetes kinds first, Volcano's before the operators', the batch systems, SkyPilot last
+    assert jobs.NAMES == ("volcano", "volcano-master", "kubeflow", "kubeflow-elastic", "trainer", "runai", "lws",
+                          "jobset", "slurm", "pbs", "pbs-pals", "lsf", "skypilot")
+
+
+def test_a_module_without_a_kind_is_refused_at_import(tmp_path):
+    copy = tmp_path / "torchpod_toolkit"
+    shutil.copytree(FOLDER.parents[1], copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "manifests" / "kinds" / "helpers.py").write_text("X = 1\n")
+    run = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                          "import torchpod_toolkit.manifests.kinds", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and "kinds.helpers declares no KIND" in run.stderr, run.stderr

@@ -120,7 +120,7 @@ def test_any_accepted_name_makes_kubernetes_names_for_the_domain_and_its_claims(
 
 def test_every_name_trainer_accepts_fits_jobsets_pod_name_limit():
     # spec.NAME_MAX holds every kind's --name; Trainer's pods must stay within JobSet's webhook
-    room = spec.trainer_name_room(spec.MAX_NODES)
+    room = spec.pod_name_room(jobs.kind("trainer").last_pod, spec.MAX_NODES)
     assert room == 63 - len("-abcde") - len(f"-node-0-{spec.MAX_NODES - 1}") and spec.NAME_MAX <= room
     longest = JobSpec("trainer", spec.MAX_NODES, IMAGE, ("t.py",), name="t" * spec.NAME_MAX)
     job = next(d for d in yaml.safe_load_all(render_mod.render(longest)[0].text) if d)

@@ -11,4 +11,5 @@ from .record import JobKind
 
 KIND = JobKind("jobset", "jobset", RDZV_PORT_DEFAULT, "jobset", operators.jobset,
                "JobSet (kubernetes-sigs/jobset) >= 0.7", "kubectl apply -f", "yaml", "job_set",
-               mnnvl="JobSet >= 0.7", pod_fields=True, priority_class=True, workdir=True)
+               mnnvl="JobSet >= 0.7", pod_fields=True, priority_class=True, workdir=True,
+               order=80)

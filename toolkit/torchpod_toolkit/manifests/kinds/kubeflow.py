@@ -11,4 +11,5 @@ from .record import JobKind
 
 KIND = JobKind("kubeflow", "kubeflow", PYTORCHJOB_PORT, "kubeflow", operators.pytorchjob,
                "Kubeflow training-operator >= 1.7 (PET_* variables)", "kubectl apply -f", "yaml", "pytorch_job_fixed",
-               mnnvl="training-operator >= 1.9", pod_fields=True, priority_class=True, workdir=True)
+               mnnvl="training-operator >= 1.9", pod_fields=True, priority_class=True, workdir=True,
+               order=30)

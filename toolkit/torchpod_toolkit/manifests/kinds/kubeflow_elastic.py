@@ -14,4 +14,5 @@ from .record import JobKind
 
 KIND = JobKind("kubeflow-elastic", "kubeflow", PYTORCHJOB_PORT, "kubeflow-elastic", operators.pytorchjob,
                "Kubeflow training-operator >= 1.7 (elasticPolicy)", "kubectl apply -f", "yaml", "pytorch_job_elastic",
-               node_range=True, mnnvl="training-operator >= 1.9", pod_fields=True, priority_class=True, workdir=True)
+               node_range=True, mnnvl="training-operator >= 1.9", pod_fields=True, priority_class=True, workdir=True,
+               order=40)

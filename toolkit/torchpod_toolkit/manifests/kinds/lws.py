@@ -11,4 +11,5 @@ from .record import JobKind
 
 KIND = JobKind("lws", "lws", RDZV_PORT_DEFAULT, "lws", operators.leaderworkerset,
                "LeaderWorkerSet (kubernetes-sigs/lws) >= 0.6 on Kubernetes >= 1.27", "kubectl apply -f", "yaml",
-               "leader_worker_set", mnnvl="LeaderWorkerSet >= 0.4", pod_fields=True, priority_class=True, workdir=True)
+               "leader_worker_set", mnnvl="LeaderWorkerSet >= 0.4", pod_fields=True, priority_class=True, workdir=True,
+               order=70)

@@ -8,4 +8,5 @@ from torchpod.contract import RDZV_PORT_DEFAULT, SCHEDULER_VARS
 from .record import JobKind
 
 KIND = JobKind("pbs", "pbs", RDZV_PORT_DEFAULT, "pbs", None, None, "qsub", "sh", "pbs_script", fan_out="pbsdsh",
-               forwards=SCHEDULER_VARS["pbs"], job_id="PBS_JOBID", node_file="PBS_NODEFILE", queue=True, batch=True)
+               forwards=SCHEDULER_VARS["pbs"], job_id="PBS_JOBID", node_file="PBS_NODEFILE", queue=True, batch=True,
+               shared_dir=True, shared_writes="pbsdsh's task statuses", order=100)

@@ -9,4 +9,5 @@ from .record import JobKind
 
 KIND = JobKind("pbs-pals", "pbs", RDZV_PORT_DEFAULT, "pbs-pals", None, None, "qsub", "sh", "pbs_script",
                fan_out="Cray PALS mpiexec", forwards=SCHEDULER_VARS["pbs"], job_id="PBS_JOBID",
-               node_file="PBS_NODEFILE", queue=True, batch=True)
+               node_file="PBS_NODEFILE", queue=True, batch=True,
+               pals=True, shared_dir=True, order=110)

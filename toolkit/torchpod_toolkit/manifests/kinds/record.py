@@ -2,7 +2,8 @@
 
 A kind's module declares one ``JobKind`` (``KIND``); everything else asks the record. The
 option checks (spec), the renderers (kube, hpc, render) and the harness (cluster/topology)
-read its fields, so adding a kind is its module plus its line in ``kinds.KINDS``.
+read its fields, and none of them names a kind: adding a kind is its module, which
+``kinds`` finds in its folder and places by ``order``.
 
 This module imports nothing of the toolkit: the records sit below the data model (spec) and
 below the renderers, which both read them. A record names its renderer (``renderer``) rather
@@ -54,6 +55,18 @@ class JobKind:
     priority_class: bool = False  # --priority-class in its pod template
     workdir: bool = False  # --workdir: its containers have a workingDir
     project: bool = False  # --project (Run:ai's)
+    # How its file is rendered, where kinds of one renderer or model differ.
+    master_task: bool = False  # a master task of one pod beside the workers (so at least 2 nodes)
+    pals: bool = False  # its nodes are started by Cray PALS's mpiexec, which copies the script's environment
+    shared_dir: bool = False  # a batch job whose nodes see its submit directory at the same path
+    shared_writes: str = ""  # what its script writes in the submit directory for the nodes to share
+    cli: str = ""  # a CLI line written beside the manifest: its builder's name in kube.CLI_LINES
+    no_hostnetwork: str = ""  # a Kubernetes kind whose pods cannot be given hostNetwork: why, and what to use
+    # the name the operator gives the job's last pod ({name}, {index}) when a webhook holds it,
+    # with the suffix JobSet adds, to a DNS label (spec.pod_name_room)
+    last_pod: str = ""
+    # its place in every list of kinds (kinds.KINDS), lowest first; a kind without one comes last
+    order: int = 1000
 
     @property
     def kube(self) -> bool:

@@ -19,4 +19,5 @@ KIND = JobKind("runai", "runai", PYTORCHJOB_PORT, "runai", operators.pytorchjob,
                marker="RUNAI_JOB_NAME", project=True,
                no_mnnvl="the `runai training pytorch submit` line written beside the PyTorchJob has no flag for a "
                         "resource claim, so its pods would get no IMEX channel; use --scheduler kubeflow, the same "
-                        "PyTorchJob")
+                        "PyTorchJob",
+               cli="runai_command", order=60)

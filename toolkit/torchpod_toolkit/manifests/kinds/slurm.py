@@ -11,4 +11,5 @@ from .record import JobKind
 
 KIND = JobKind("slurm", "slurm", RDZV_PORT_DEFAULT, "slurm", None, None, "sbatch", "sbatch", "slurm_script",
                forwards=SCHEDULER_VARS["slurm"], job_id="SLURM_JOB_ID", step_gpus=True,
-               queue=True, batch=True, qos=True, requeue=True)
+               queue=True, batch=True, qos=True, requeue=True,
+               shared_dir=True, order=90)

@@ -19,4 +19,5 @@ from .record import JobKind
 KIND = JobKind("volcano", "volcano", RDZV_PORT_DEFAULT, "volcano", operators.volcano,
                "Volcano >= 1.9 (its env and svc job plugins)", "kubectl apply -f", "yaml", "volcano_job",
                node_range=True, mnnvl="Volcano >= 1.11", queue=True, pod_fields=True, priority_class=True,
-               workdir=True)
+               workdir=True,
+               order=10)

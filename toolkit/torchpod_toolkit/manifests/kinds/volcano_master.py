@@ -10,4 +10,5 @@ from .record import JobKind
 
 KIND = JobKind("volcano-master", "volcano", PYTORCHJOB_PORT, "volcano-master", operators.volcano,
                "Volcano >= 1.9 (its env, svc and pytorch job plugins)", "kubectl apply -f", "yaml", "volcano_job",
-               mnnvl="Volcano >= 1.11", queue=True, pod_fields=True, priority_class=True, workdir=True)
+               mnnvl="Volcano >= 1.11", queue=True, pod_fields=True, priority_class=True, workdir=True,
+               master_task=True, order=20)
