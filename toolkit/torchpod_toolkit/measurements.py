@@ -288,7 +288,7 @@ def _hostile_reads(r: Result) -> list[Row]:
 def _rebuild(r: Result) -> list[Row]:
     host = r.text("host")
     arches = sorted(r.items("arches"), key=lambda kv: kv[0] != host)
-    full, edit, layers = [], [], []
+    full, edit, layers, over = [], [], [], []
     for name, value in arches:
         if not re.fullmatch(r"[a-z0-9_]{1,16}", name):
             raise r.bad("arches", name, "arch names such as x86_64 and aarch64")
@@ -299,6 +299,8 @@ def _rebuild(r: Result) -> list[Row]:
         full.append(f"{name} {r.number('full_s', before, b):.1f} / **{r.number('full_s', after, a):.1f} s**")
         edit.append(f"{name} {r.number('launcher_edit_s', before, b):.1f} / "
                     f"**{r.number('launcher_edit_s', after, a):.1f} s**")
+        if r.number("launcher_edit_s", after, a) > GOAL_WARM_REBUILD_S:
+            over.append(name)
         differ = r.get("layers_differing", after, a)
         if not isinstance(differ, list):
             raise r.bad(f"{a}.layers_differing", differ, "a list of the differing layers' steps (empty when none)")
@@ -310,8 +312,9 @@ def _rebuild(r: Result) -> list[Row]:
     return [
         (f"full rebuild, layer cache pruned, base cached: build code of {rev} (downloads its wheels) / locked "
          "builds from the wheelhouse (`--no-cache`)", "; ".join(full), cmd),
-        (f"rebuild after adding a file under `entrypoints/` only, probe and labels included: {rev} / now "
-         f"(goal ≤ {GOAL_WARM_REBUILD_S:.0f} s)", "; ".join(edit),
+        (f"rebuild after adding a file under `entrypoints/` only, probe and labels included: {rev} (the probe "
+         "imports torch) / locked builds (its result reused)", "; ".join(edit)
+         + f" (goal ≤ {GOAL_WARM_REBUILD_S:.0f} s: {'missed by ' + ', '.join(over) if over else 'met'})",
          f"`python bench/rebuild.py --before {rev} --edit-only`" if r.flag("edit_only_rerun") else "same run"),
         ("two builds with `--no-cache` from the same locks: layer digests", "; ".join(layers), "same run"),
     ]
