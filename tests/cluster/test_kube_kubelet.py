@@ -2,7 +2,8 @@
 Nodes that advertise GPUs and RDMA register with their own certificates and keep their
 Leases fresh; pods the real scheduler binds to them run as containers of the torchpod image
 with the environment the kubelet would give them; a failing command, a missing ConfigMap key
-and a deletion end as the kubelet reports them; the real Job controller's Indexed Job runs to
+and a deletion end as the kubelet reports them; a pod running as a user on a read-only root
+restarts on failure with its memory emptyDir kept; the real Job controller's Indexed Job runs to
 Complete with its pods finding each other by their headless Service names; and stopping the
 stand-in leaves no container, volume or network.
 
@@ -67,13 +68,17 @@ def _pod(kube, namespace: str, name: str) -> dict:
     return json.loads(found.stdout) if found.returncode == 0 else {}
 
 
-def _phase(kube, namespace: str, name: str, *phases: str) -> dict:
-    return until(f"pod {namespace}/{name} in {phases}",
-                 lambda: _when(_pod(kube, namespace, name), phases), seconds=180)
-
-
-def _when(pod: dict, phases: tuple[str, ...]) -> dict | None:
-    return pod if pod.get("status", {}).get("phase") in phases else None
+def _phase(kube, namespace: str, name: str, *phases: str, nodes=None) -> dict:
+    """The pod once its phase is one of ``phases``; else the test fails with its status and
+    what the stand-in met."""
+    deadline, pod = time.monotonic() + 180, {}
+    while time.monotonic() < deadline:
+        pod = _pod(kube, namespace, name)
+        if pod.get("status", {}).get("phase") in phases:
+            return pod
+        time.sleep(0.5)
+    pytest.fail(f"pod {namespace}/{name} not in {phases} within 180 s; status {json.dumps(pod.get('status'))[:3000]}"
+                f"; the stand-in met {nodes.errors if nodes else '(not asked)'}")
 
 
 def _apply(kube, namespace: str, *objects: dict) -> None:
@@ -127,7 +132,7 @@ def test_a_pod_gets_its_environment_and_succeeds(kube, nodes, cluster_image, doc
                     "containers": [_container(cluster_image, ["sh", "-c", script, "sh"], env=env,
                                               args=["$(POD)"])]}}
     _apply(kube, "plain", config, secret, pod)
-    done = _phase(kube, "plain", "hello", "Succeeded", "Failed")
+    done = _phase(kube, "plain", "hello", "Succeeded", "Failed", nodes=nodes)
     assert done["status"]["phase"] == "Succeeded", done["status"]
     state = done["status"]["containerStatuses"][0]["state"]["terminated"]
     assert state["exitCode"] == 0 and state["reason"] == "Completed"
@@ -146,7 +151,7 @@ def test_a_failing_command_fails_the_pod_with_its_exit_code(kube, nodes, cluster
                     "initContainers": [_container(cluster_image, ["true"]) | {"name": "init"}],
                     "containers": [_container(cluster_image, ["sh", "-c", "exit 3"])]}}
     _apply(kube, "failing", pod)
-    done = _phase(kube, "failing", "three", "Succeeded", "Failed")
+    done = _phase(kube, "failing", "three", "Succeeded", "Failed", nodes=nodes)
     assert done["status"]["phase"] == "Failed"
     state = done["status"]["containerStatuses"][0]["state"]["terminated"]
     assert state["exitCode"] == 3 and state["reason"] == "Error"
@@ -182,12 +187,39 @@ def test_a_deleted_running_pod_leaves_no_container(kube, nodes, cluster_image, d
            "spec": {"restartPolicy": "Always", "terminationGracePeriodSeconds": 5,
                     "containers": [_container(cluster_image, ["sh", "-c", "trap 'exit 0' TERM; sleep 300 & wait"])]}}
     _apply(kube, "deleting", pod)
-    running = _phase(kube, "deleting", "sleeper", "Running")
+    running = _phase(kube, "deleting", "sleeper", "Running", nodes=nodes)
     uid = running["metadata"]["uid"]
     assert docker_client.containers.list(filters={"label": f"io.kubernetes.pod.uid={uid}"})
     kube.kubectl("-n", "deleting", "delete", "pod", "sleeper", "--wait=false")
     until("the pod finalised", lambda: not _pod(kube, "deleting", "sleeper"), seconds=90)
     assert not docker_client.containers.list(all=True, filters={"label": f"io.kubernetes.pod.uid={uid}"})
+
+
+RESTART_SCRIPT = """
+id -u; touch /cannot-write 2>/dev/null && echo "root filesystem writable"
+df -k /scratch | tail -1
+if [ -e /scratch/ran-once ]; then echo second; exit 0; fi
+touch /scratch/ran-once; echo first; exit 1
+"""
+
+
+def test_a_restricted_pod_restarts_on_failure_keeping_its_memory_volume(kube, nodes, cluster_image, docker_client):
+    kube.namespace("restarts")
+    security = {"runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": True, "readOnlyRootFilesystem": True,
+                "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "again"},
+           "spec": {"restartPolicy": "OnFailure",
+                    "volumes": [{"name": "scratch", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}],
+                    "containers": [_container(cluster_image, ["sh", "-c", RESTART_SCRIPT], securityContext=security,
+                                              volumeMounts=[{"name": "scratch", "mountPath": "/scratch"}])]}}
+    _apply(kube, "restarts", pod)
+    done = _phase(kube, "restarts", "again", "Succeeded", "Failed", nodes=nodes)
+    main = done["status"]["containerStatuses"][0]
+    assert done["status"]["phase"] == "Succeeded" and main["restartCount"] == 1, done["status"]
+    assert main["lastState"]["terminated"]["exitCode"] == 1 and main["state"]["terminated"]["exitCode"] == 0
+    log = _logs(docker_client, done)
+    assert log.startswith("1000\n") and "second" in log and "writable" not in log, log
+    assert " 16384 " in log, log  # the tmpfs holds sizeLimit
 
 
 JOB_SCRIPT = """

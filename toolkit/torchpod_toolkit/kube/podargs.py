@@ -59,11 +59,16 @@ def _labels(labels: Mapping[str, str]) -> list[str]:
     return [f"--label={key}={value}" for key, value in sorted(labels.items())]
 
 
-def sandbox_argv(pod: Obj, name: str, image: str, network: str, labels: Mapping[str, str]) -> list[str]:
+def sandbox_argv(pod: Obj, name: str, image: str, network: str, labels: Mapping[str, str],
+                 holds: Sequence[str] = ()) -> list[str]:
     """The sandbox: the pod's image sleeping, on the cluster's network with its hostname,
-    DNS search path and names."""
+    DNS search path and names. It also mounts the docker volumes in ``holds`` (a memory
+    emptyDir's tmpfs), which docker would otherwise unmount, and empty, whenever no container
+    of the pod runs, between a container's exit and its restart."""
     namespace = (pod.get("metadata") or {}).get("namespace", "default")
     argv = ["docker", "create", "--name", name, *_labels(labels), "--network", network, "--hostname", hostname(pod)]
+    for index, volume in enumerate(holds):
+        argv.append(f"--mount=type=volume,source={volume},target=/run/pod-volumes/{index}")
     subdomain = (pod.get("spec") or {}).get("subdomain")
     if subdomain:
         argv += ["--domainname", f"{subdomain}.{namespace}.svc.{ZONE}"]

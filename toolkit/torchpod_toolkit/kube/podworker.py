@@ -182,11 +182,14 @@ class PodWorker(threading.Thread):
             self._patch({"phase": "Failed", "reason": "UnsupportedPodSpec", "message": why,
                          "startTime": self.start_time, "hostIP": self.runtime.host_ip})
             return
+        # volumes before the sandbox, as the kubelet mounts them before it creates one
+        if not self._volumes():
+            return
         self._make_sandbox()
         for record in self.apps:
             record.state = podstatus.waiting(podstatus.INITIALIZING if self.inits else podstatus.CREATING)
         self.report()
-        if not self._volumes() or not self._run_inits():
+        if not self._run_inits():
             return
         self._monitor()
         if (self._reported or {}).get("phase") in ("Succeeded", "Failed"):
@@ -197,8 +200,9 @@ class PodWorker(threading.Thread):
     def _make_sandbox(self) -> None:
         image = str(self.specs[self.apps[0].name].get("image", "")) if self.apps else ""
         self.runtime.remove(self.sandbox)
+        held = [s.where for s in self.sources.values() if s.kind == "volume"]
         self.runtime.run(podargs.sandbox_argv(self.pod, self.sandbox, image, self.runtime.network,
-                                              self._labels(podargs.SANDBOX)))
+                                              self._labels(podargs.SANDBOX), held))
         self.runtime.run(["docker", "start", self.sandbox])
         found = self.runtime.docker.containers.get(self.sandbox)
         self.pod_ip = found.attrs["NetworkSettings"]["Networks"][self.runtime.network]["IPAddress"]
@@ -263,10 +267,10 @@ class PodWorker(threading.Thread):
     def _memory_volume(self, name: str, source: Mapping[str, Any]) -> podargs.Source:
         """An emptyDir of medium Memory: a tmpfs docker volume every container of the pod shares."""
         volume = podargs.container_name(self.namespace, self.pod_name, self.uid, name, 0)
-        options = {"type": "tmpfs", "device": "tmpfs"}
+        options = {"type": "tmpfs", "device": "tmpfs", "o": "mode=0777"}  # an emptyDir's mode, as the kubelet makes it
         if source.get("sizeLimit"):
             try:
-                options["o"] = f"size={int(podenv.quantity(source['sizeLimit']))}"
+                options["o"] += f",size={int(podenv.quantity(source['sizeLimit']))}"
             except podenv.ConfigError as exc:
                 raise podvolumes.MountError(str(exc)) from None
         self.runtime.docker.volumes.create(name=volume, driver="local", driver_opts=options,

@@ -44,6 +44,8 @@ def test_the_sandbox_carries_the_hostname_the_headless_names_and_the_search_path
     aliases = [b for a, b in pairs if a == "--network-alias"]
     assert aliases == ["pair-0.peers", "pair-0.peers.ns", "pair-0.peers.ns.svc", "pair-0.peers.ns.svc.cluster.local"]
     assert ("--dns-search", "ns.svc.cluster.local") in pairs and words[-2:] == ["img:1", "infinity"]
+    held = podargs.sandbox_argv(POD, "k8s_POD", "img:1", "net", {}, holds=["k8s_shm_p_ns_u_0"])
+    assert "--mount=type=volume,source=k8s_shm_p_ns_u_0,target=/run/pod-volumes/0" in held
     plain = {"metadata": {"name": "x" * 70, "namespace": "ns"}, "spec": {}}
     assert podargs.hostname(plain) == "x" * 63 and podargs.dns_names(plain) == []
 
