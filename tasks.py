@@ -141,7 +141,7 @@ def test_plugin_tarball() -> tuple[Path, str]:
 def build(c, arch="", image=DEFAULT_IMAGE, offline=False, ca_bundle="", netplugin_tarball="",
           netplugin_version="", netplugin_sha256=""):
     """Build, verify and label images for one or more architectures."""
-    from torchpod_toolkit import definitions, engine
+    from torchpod_toolkit import definitions, host, pipeline
 
     try:
         defn = definitions.select(_defs(), image)
@@ -154,15 +154,15 @@ def build(c, arch="", image=DEFAULT_IMAGE, offline=False, ca_bundle="", netplugi
             defn = definitions.with_netplugin_source(defn, Path(netplugin_tarball), netplugin_version,
                                                      netplugin_sha256 or None)
         arches = _arches(defn, arch)
-        bundle = Path(ca_bundle) if ca_bundle else engine.default_ca_bundle()
+        bundle = Path(ca_bundle) if ca_bundle else host.default_ca_bundle()
         if bundle is not None and not bundle.is_file():
             raise TorchpodError(f"--ca-bundle={ca_bundle!r} is not a readable file; give a PEM bundle path")
-        results = [engine.build(defn, a, root=ROOT, offline=offline, ca_bundle=bundle) for a in arches]
+        results = [pipeline.build(defn, a, root=ROOT, offline=offline, ca_bundle=bundle) for a in arches]
     except TorchpodError as exc:
         raise _abort(exc) from None
-    print("\n" + engine.summary_table(results))
+    print("\n" + pipeline.summary_table(results))
     print("\nwhere the time went (s; wheels and base run side by side, export is BuildKit's)")
-    print(engine.phase_table(results), flush=True)
+    print(pipeline.phase_table(results), flush=True)
     return results
 
 
@@ -193,13 +193,13 @@ def push(c, registry, image=DEFAULT_IMAGE, insecure=False):
 })
 def wheels(c, image=DEFAULT_IMAGE, arch="", offline=False):
     """Fill the wheelhouse (~/.cache/torchpod/wheelhouse) with an image's locked files, hash-checked."""
-    from torchpod_toolkit import definitions, engine, locks, wheelhouse
+    from torchpod_toolkit import definitions, host, locks, wheelhouse
 
     try:
         defn = definitions.select(_defs(), image)
         for a in _arches(defn, arch):
             lock = locks.load(ROOT / "images", defn, a, debian=False)
-            fetched = wheelhouse.fill(defn, a, lock, home=wheelhouse.root(), ca_bundle=engine.default_ca_bundle(),
+            fetched = wheelhouse.fill(defn, a, lock, home=wheelhouse.root(), ca_bundle=host.default_ca_bundle(),
                                       offline=offline)
             print(f"{defn.name} {a.name}: {len(lock.entries)} locked files in {wheelhouse.root()}, {fetched} fetched")
     except TorchpodError as exc:
@@ -231,10 +231,10 @@ def lock(c, image="", arch="", check=False, wheels_only=False):
 
 
 def _check_locks(defs, work) -> list[str]:
-    from torchpod_toolkit import engine, locks
+    from torchpod_toolkit import host, locking, locks
 
     out = locks.stray(ROOT / "images", defs)
-    fetch = engine.index_fetcher(engine.default_ca_bundle())
+    fetch = locking.index_fetcher(host.default_ca_bundle())
     for defn, arch in work:
         try:
             if defn.base.debian:
@@ -259,18 +259,18 @@ def _check_locks(defs, work) -> list[str]:
 
 
 def _write_locks(work, wheels_only: bool) -> list[str]:
-    from torchpod_toolkit import engine, locks
+    from torchpod_toolkit import host, locking, locks
 
     out: list[str] = []
     refreshed: set[str] = set()
-    bundle = engine.default_ca_bundle()
+    bundle = host.default_ca_bundle()
     for defn, arch in work:
         try:
             files = [(locks.wheel_path(ROOT / "images", defn, arch),
-                      locks.render(defn, arch, engine.lock_wheels(defn, arch, ROOT / ".cache", bundle), debian=False))]
+                      locks.render(defn, arch, locking.lock_wheels(defn, arch, ROOT / ".cache", bundle), debian=False))]
             if defn.base.debian and not wheels_only:
                 files.append((locks.deb_path(ROOT / "images", defn, arch),
-                              locks.render(defn, arch, engine.lock_debs(defn, arch, ROOT, refreshed), debian=True)))
+                              locks.render(defn, arch, locking.lock_debs(defn, arch, ROOT, refreshed), debian=True)))
         except TorchpodError as exc:
             out.append(f"{defn.name} {arch.name}: {exc}")
             continue
@@ -420,7 +420,7 @@ def _build_ci_images(c, prune: bool) -> None:
     peak disk use fell from about 75 GB to about 40 (docs/testing.md, "Disk"). Then, only
     when the disk is low, the wheelhouse keeps just what later builds need (``trim``).
     """
-    from torchpod_toolkit import engine, locks, wheelhouse
+    from torchpod_toolkit import host, locks, payload, pipeline, wheelhouse
 
     order = [(group, arch) for group in _payload_groups(_defs())
              for arch in dict.fromkeys(a.name for defn in group for a in defn.arches)]
@@ -431,10 +431,10 @@ def _build_ci_images(c, prune: bool) -> None:
             # the tests' stand-in plugin, through the same definition key (docs/images.md, "CI")
             results += build(c, arch=arch, image=defn.name, netplugin_tarball="test" if defn.aws_ofi_nccl else "") or []
         if prune:
-            stale = engine.drop_stale_payloads(engine.docker_client())
+            stale = payload.drop_stale_payloads(host.docker_client())
             if stale:
                 print(f"==> payload images no image stands on any more, removed: {', '.join(stale)}", flush=True)
-            c.run(f"{engine.find_builder().docker} builder prune -af", pty=False)
+            c.run(f"{host.find_builder().docker} builder prune -af", pty=False)
             later = {w.sha256 for g, a in order[i + 1:] for d in g if any(x.name == a for x in d.arches)
                      for w in locks.load(ROOT / "images", d, d.arch(a), debian=False).entries}
             dropped = wheelhouse.trim(wheelhouse.root(), later, MIN_FREE_BYTES)
@@ -442,9 +442,9 @@ def _build_ci_images(c, prune: bool) -> None:
                 print(f"==> disk under {MIN_FREE_BYTES >> 30} GiB free: {dropped} wheels no later build needs "
                       f"dropped from {wheelhouse.root()}", flush=True)
     if results:
-        print("\nthe CI images: where the time went (s)\n" + engine.phase_table(results), flush=True)
+        print("\nthe CI images: where the time went (s)\n" + pipeline.phase_table(results), flush=True)
     if prune and results:  # a payload no image of this tree stands on is 5 GB of nothing
-        gone = engine.drop_payloads(engine.docker_client(), {r.payload for r in results})
+        gone = payload.drop_payloads(host.docker_client(), {r.payload for r in results})
         if gone:
             print(f"==> payload images no CI image stands on, removed: {', '.join(gone)}", flush=True)
 
@@ -469,7 +469,7 @@ def demo(c, scheduler="volcano", nodes=2, workload="ddp_resnet", timeout=600, gp
     import signal
 
     from torchpod_toolkit.cluster import demo as demo_mod
-    from torchpod_toolkit.engine import docker_client
+    from torchpod_toolkit.host import docker_client
 
     def interrupt(signum, _frame):
         raise KeyboardInterrupt

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoints"))
 sys.path.insert(0, str(ROOT / "toolkit"))
 
-from torchpod_toolkit import engine  # noqa: E402
+from torchpod_toolkit import host  # noqa: E402
 from torchpod_toolkit.cluster import runner, topology  # noqa: E402
 from torchpod_toolkit.definitions import DEFAULT_IMAGE, load_definitions  # noqa: E402
 
@@ -87,7 +87,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     defn = load_definitions(ROOT / "images")[DEFAULT_IMAGE]
     image = defn.ref(defn.arch("x86_64"))
-    client = engine.docker_client()
+    client = host.docker_client()
     runner.image_or_error(client, image)
     vols = iperf_volumes()
     runs = []

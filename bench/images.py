@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoints"))
 sys.path.insert(0, str(ROOT / "toolkit"))
 
-from torchpod_toolkit import definitions, engine  # noqa: E402
+from torchpod_toolkit import definitions, host, pipeline, proc  # noqa: E402
 
 
 def payload_bytes(client, ref: str, defn, arch) -> int:
@@ -36,20 +36,20 @@ def payload_bytes(client, ref: str, defn, arch) -> int:
 
 def prune_layer_cache() -> None:
     """Drop BuildKit's layer records (cache mounts, if any, kept)."""
-    docker = engine.find_builder().docker
-    engine.run([docker, "builder", "prune", "-af", "--filter", "type=regular"], quiet=True,
+    docker = host.find_builder().docker
+    proc.run([docker, "builder", "prune", "-af", "--filter", "type=regular"], quiet=True,
                what="docker builder prune")
 
 
 def cold_builds(defn, bundle, rounds: int) -> dict[str, list[float]]:
     """Full rebuilds, arches alternated, the wheelhouse kept, layer cache pruned first."""
     for arch in defn.arches:  # warm-up: the wheelhouse and base images
-        engine.build(defn, arch, root=ROOT, ca_bundle=bundle, quiet=True)
+        pipeline.build(defn, arch, root=ROOT, ca_bundle=bundle, quiet=True)
     builds: dict[str, list[float]] = {a.name: [] for a in defn.arches}
     for _ in range(rounds):
         for arch in defn.arches:
             prune_layer_cache()
-            result = engine.build(defn, arch, root=ROOT, ca_bundle=bundle, rebuild=uuid.uuid4().hex,
+            result = pipeline.build(defn, arch, root=ROOT, ca_bundle=bundle, rebuild=uuid.uuid4().hex,
                                   quiet=True)
             builds[arch.name].append(result.seconds)
     prune_layer_cache()
@@ -60,22 +60,22 @@ def warm_rebuilds(defn, bundle) -> dict[str, float]:
     """A rebuild after a change under entrypoints/ only (the cache rebuilt first); the images
     are left matching the tree."""
     for arch in defn.arches:
-        engine.build(defn, arch, root=ROOT, ca_bundle=bundle, quiet=True)
+        pipeline.build(defn, arch, root=ROOT, ca_bundle=bundle, quiet=True)
     marker = ROOT / "entrypoints" / "torchpod" / f"_bench_{uuid.uuid4().hex[:8]}.py"
     warm: dict[str, float] = {}
     try:
         marker.write_text("# written by bench/images.py to force a launcher-only rebuild\n")
         for arch in defn.arches:
-            warm[arch.name] = engine.build(defn, arch, root=ROOT, ca_bundle=bundle, quiet=True).seconds
+            warm[arch.name] = pipeline.build(defn, arch, root=ROOT, ca_bundle=bundle, quiet=True).seconds
     finally:
         marker.unlink()
     for arch in defn.arches:
-        engine.build(defn, arch, root=ROOT, ca_bundle=bundle, quiet=True)
+        pipeline.build(defn, arch, root=ROOT, ca_bundle=bundle, quiet=True)
     return warm
 
 
 def rows_for(client, defn, builds: dict[str, list[float]], warm: dict[str, float]) -> dict[str, dict]:
-    native = engine.host_arch().name
+    native = host.host_arch().name
     rows: dict[str, dict] = {}
     for arch in defn.arches:
         ref = defn.ref(arch)
@@ -109,10 +109,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1, help="full rebuilds (no layer cache) per arch")
     args = parser.parse_args()
     defn = definitions.select(definitions.load_definitions(ROOT / "images"), args.image)
-    bundle = engine.default_ca_bundle()
+    bundle = host.default_ca_bundle()
     builds = cold_builds(defn, bundle, args.rounds)
     warm = warm_rebuilds(defn, bundle)
-    rows = rows_for(engine.docker_client(), defn, builds, warm)
+    rows = rows_for(host.docker_client(), defn, builds, warm)
     print_table(rows)
     out = ROOT / "bench" / "results" / "images.json"
     out.parent.mkdir(parents=True, exist_ok=True)

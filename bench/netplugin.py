@@ -29,17 +29,17 @@ sys.path.insert(0, str(ROOT / "entrypoints"))
 sys.path.insert(0, str(ROOT / "toolkit"))
 sys.path.insert(0, str(ROOT))
 
-from torchpod_toolkit import commands, definitions, engine  # noqa: E402
+from torchpod_toolkit import base, commands, definitions, host, sources  # noqa: E402
 
 from tasks import test_plugin_tarball  # noqa: E402
 
 
 def stage_seconds(defn, arch, builder, client, cache, tarball_rel: str) -> float:
-    base = engine.ensure_base(client, builder, defn, arch, cache)
-    build_base = engine.ensure_base(client, builder, defn, engine.host_arch(), cache)
+    target = base.ensure_base(client, builder, defn, arch, cache)
+    build_base = base.ensure_base(client, builder, defn, host.host_arch(), cache)
     argv = commands.build_command(builder, defn, arch, context=ROOT, tag=f"torchpod-bench/netplugin:{arch.name}",
-                                  base_image=base, build_base_image=build_base, wheelhouse=None,
-                                  ca_bundle=engine.default_ca_bundle(), netplugin_tarball=tarball_rel)
+                                  base_image=target, build_base_image=build_base, wheelhouse=None,
+                                  ca_bundle=host.default_ca_bundle(), netplugin_tarball=tarball_rel)
     argv[argv.index("--target") + 1] = "netplugin"
     # a new token for this stage only: its apt-get, configure and make run again, the payload stays cached
     argv[-1:-1] = ["--build-arg", f"NETPLUGIN_REBUILD={uuid.uuid4().hex}"]
@@ -58,8 +58,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     defs = definitions.load_definitions(ROOT / "images")
     variants = [d for d in defs.values() if d.aws_ofi_nccl is not None and d.ci]
-    client = engine.docker_client()
-    builder = engine.find_builder()
+    client = host.docker_client()
+    builder = host.find_builder()
     sizes = []
     for v in variants:
         base = defs[v.path.stem.split("-")[0]]
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
                           "added_bytes": vs - bs, "ratio": vs / bs})
     tarball, version = test_plugin_tarball()
     first = definitions.with_netplugin_source(variants[0], tarball, version)
-    rel = engine.stage_netplugin_source(first, ROOT, None)
+    rel = sources.stage_netplugin_source(first, ROOT, None)
     for name in ("x86_64", "aarch64"):  # warm the payload both arches' stages copy headers from
         stage_seconds(first, first.arch(name), builder, client, ROOT / ".cache", rel)
     times: dict[str, list[float]] = {"x86_64": [], "aarch64": []}

@@ -34,9 +34,9 @@ sys.path.insert(0, str(ROOT / "entrypoints"))
 sys.path.insert(0, str(ROOT / "toolkit"))
 
 from torchpod.contract import PREFLIGHT_MODULE  # noqa: E402
-from torchpod_toolkit import engine  # noqa: E402
 from torchpod_toolkit.cluster import runner, throttle, topology  # noqa: E402
 from torchpod_toolkit.definitions import DEFAULT_IMAGE, load_definitions  # noqa: E402
+from torchpod_toolkit.host import docker_client  # noqa: E402
 
 LABEL = "torchpod.bench"
 # --allow-undecided: two containers without a floor cannot be told apart and would exit 1;
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
         parser.error("expected --repeats >= 1, every --nodes value >= 2 and every --slow node >= 0")
     defn = load_definitions(ROOT / "images")[DEFAULT_IMAGE]
     image = defn.ref(defn.arch("x86_64"))
-    client = engine.docker_client()
+    client = docker_client()
     runner.image_or_error(client, image)
     vols = runner.dev_mounts(ROOT, defn.python)
     rows = []

@@ -34,8 +34,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoints"))
 sys.path.insert(0, str(ROOT / "toolkit"))
 
-from torchpod_toolkit import definitions, engine  # noqa: E402
+from torchpod_toolkit import definitions, host, pipeline, proc  # noqa: E402
 
+# run in a worktree of the baseline commit (--before), whose build code is its own
+# torchpod_toolkit.engine module, not this tree's modules
 OLD_BUILD = """
 import sys, uuid
 from pathlib import Path
@@ -58,8 +60,8 @@ print(result.seconds)
 
 
 def prune_layer_cache() -> None:
-    docker = engine.find_builder().docker
-    engine.run([docker, "builder", "prune", "-af", "--filter", "type=regular"], quiet=True, what="builder prune")
+    docker = host.find_builder().docker
+    proc.run([docker, "builder", "prune", "-af", "--filter", "type=regular"], quiet=True, what="builder prune")
 
 
 def launcher_marker(tree: Path) -> Path:
@@ -69,7 +71,7 @@ def launcher_marker(tree: Path) -> Path:
 
 
 def old_build(tree: Path, image: str, arch: str, kind: str) -> float:
-    out = engine.run([sys.executable, "-c", OLD_BUILD, str(tree), image, arch, kind], quiet=True,
+    out = proc.run([sys.executable, "-c", OLD_BUILD, str(tree), image, arch, kind], quiet=True,
                      what=f"the earlier tree's build ({kind}, {arch})")
     return float(out.strip().splitlines()[-1])
 
@@ -91,13 +93,13 @@ def before(tree: Path, image: str, arch: str, edit_only: bool = False) -> dict[s
 
 
 def after_edit(defn, arch) -> float:
-    engine.build(defn, arch, root=ROOT, quiet=True)
+    pipeline.build(defn, arch, root=ROOT, quiet=True)
     marker = launcher_marker(ROOT)
     try:
-        return engine.build(defn, arch, root=ROOT, quiet=True).seconds
+        return pipeline.build(defn, arch, root=ROOT, quiet=True).seconds
     finally:
         marker.unlink()
-        engine.build(defn, arch, root=ROOT, quiet=True)
+        pipeline.build(defn, arch, root=ROOT, quiet=True)
 
 
 LAYER_STEPS = ("RUN", "COPY", "ADD", "WORKDIR")  # the history entries that carry a layer (BuildKit)
@@ -123,18 +125,18 @@ def layers_of(client, ref: str) -> list[tuple[str, str]]:
 
 
 def after(defn, arch, client) -> dict:
-    engine.build(defn, arch, root=ROOT, quiet=True)  # the wheelhouse filled, the base bootstrapped
+    pipeline.build(defn, arch, root=ROOT, quiet=True)  # the wheelhouse filled, the base bootstrapped
     times, listings = [], []
     for _ in range(2):
         prune_layer_cache()
-        times.append(engine.build(defn, arch, root=ROOT, no_cache=True, quiet=True).seconds)
+        times.append(pipeline.build(defn, arch, root=ROOT, no_cache=True, quiet=True).seconds)
         listings.append(layers_of(client, defn.ref(arch)))
     marker = launcher_marker(ROOT)
     try:
-        edit = engine.build(defn, arch, root=ROOT, quiet=True).seconds
+        edit = pipeline.build(defn, arch, root=ROOT, quiet=True).seconds
     finally:
         marker.unlink()
-    engine.build(defn, arch, root=ROOT, quiet=True)  # leave the image matching the tree
+    pipeline.build(defn, arch, root=ROOT, quiet=True)  # leave the image matching the tree
     (first, second) = listings
     differ = [step for (a, step), (b, _) in zip(first, second) if a != b]
     return {"full_s": round(min(times), 1), "launcher_edit_s": round(edit, 1), "layers": len(first),
@@ -152,7 +154,7 @@ def main() -> int:
     args = parser.parse_args()
     defn = definitions.select(definitions.load_definitions(ROOT / "images"), args.image)
     arches = [defn.arch(a) for a in args.arch.split(",") if a] or list(defn.arches)
-    client = engine.docker_client()
+    client = host.docker_client()
     rows: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="torchpod-before-") as tmp:
         tree = Path(tmp) / "tree"

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoints"))
 sys.path.insert(0, str(ROOT / "toolkit"))
 
-from torchpod_toolkit import engine  # noqa: E402
+from torchpod_toolkit import host  # noqa: E402
 from torchpod_toolkit.definitions import DEFAULT_IMAGE, load_definitions  # noqa: E402
 
 EDITED = ROOT / "toolkit" / "torchpod_toolkit" / "registry.py"
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     defn = load_definitions(ROOT / "images")[args.image]
     ref = defn.ref(defn.arch(args.arch))
-    client = engine.docker_client()
+    client = host.docker_client()
     build(args.image, args.arch)
     before = client.images.get(ref).attrs["RootFS"]["Layers"]
     original = EDITED.read_text()

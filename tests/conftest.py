@@ -94,7 +94,7 @@ def docker_client(image_test_label):
     import docker
 
     from torchpod.errors import TorchpodError
-    from torchpod_toolkit.engine import docker_client as connect
+    from torchpod_toolkit.host import docker_client as connect
 
     try:
         client = connect()

@@ -53,7 +53,7 @@ def test_only_the_launcher_and_examples_enter_the_build_context():
     sources = re.findall(r"^(?:COPY|ADD)\s+(?!--from)(\S+)", dockerfile, flags=re.M)
     # ...and what RUNs bind-mount from the build context (a mount with from= reads a stage)
     sources += re.findall(r"--mount=type=bind,source=([^,\s]+),target=", dockerfile)
-    # a variant's plugin tarball: engine.stage_netplugin_source copies it under .cache/sources/netplugin
+    # a variant's plugin tarball: sources.stage_netplugin_source copies it under .cache/sources/netplugin
     where = {"${NETPLUGIN_TARBALL}": ".cache/sources/netplugin"}
     assert sources and all(where.get(s, s).rstrip("/") in allowed for s in sources), sources
 

@@ -23,6 +23,7 @@ from typing import Sequence
 from torchpod.arch import Arch
 from torchpod.errors import InputError, RuntimeFailure
 
+from . import host
 from .commands import Builder
 from .definitions import ImageDef
 
@@ -104,11 +105,9 @@ def _push_one(client, remote: str, tag: str) -> str:
 
 
 def push(defn: ImageDef, registry: str, *, insecure: bool = False) -> PushResult:
-    from . import engine
-
     plain = plain_http(registry, insecure)
-    client = engine.docker_client()
-    present = [a for a in defn.arches if engine.image_exists(client, defn.ref(a))]
+    client = host.docker_client()
+    present = [a for a in defn.arches if host.image_exists(client, defn.ref(a))]
     check_complete(defn, present, registry)
     remote = f"{registry}/{defn.repository}"
     pushed = []
@@ -127,7 +126,7 @@ def push(defn: ImageDef, registry: str, *, insecure: bool = False) -> PushResult
         finally:
             client.images.remove(f"{remote}:{defn.tag(arch)}", noprune=True)  # the tag only
         pushed.append((arch.name, f"{remote}:{defn.tag(arch)}", digest))
-    builder = engine.find_builder()
+    builder = host.find_builder()
     target = defn.manifest_ref(registry)
     # by digest: the list names exactly what was pushed above, even if a tag moved since
     sources = [f"{remote}@{digest}" for _, _, digest in pushed]

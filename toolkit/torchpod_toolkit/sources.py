@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import ssl
 import urllib.error
 import urllib.request
@@ -47,6 +48,22 @@ def aws_ofi_nccl_source(defn: ImageDef, cache: Path, ca_bundle: Path | None = No
             f"fetch that tarball where it is reachable, run `sha256sum` on it and set aws_ofi_nccl.sha256 "
             "(or set aws_ofi_nccl.tarball to a local copy)")
     return _downloaded(defn, spec, spec.url, spec.sha256, cache / "sources", ca_bundle, timeout)
+
+
+def stage_netplugin_source(defn: ImageDef, root: Path, ca_bundle: Path | None) -> str:
+    """The verified plugin source, copied into the build context (``.cache/sources/netplugin``);
+    its context path.
+
+    The checksum step runs first (:func:`aws_ofi_nccl_source`: an unpinned download, a mismatch
+    or a missing tarball stops the build before Docker runs and nothing is tagged)."""
+    source = aws_ofi_nccl_source(defn, root / ".cache", ca_bundle)
+    folder = root / ".cache" / "sources" / "netplugin"
+    folder.mkdir(parents=True, exist_ok=True)
+    # aws_ofi_nccl_source refused a definition without the section
+    staged = folder / f"{defn.name}-{defn.aws_ofi_nccl.version}.tar.gz"  # type: ignore[union-attr]
+    if not staged.exists() or staged.read_bytes() != source.read_bytes():
+        shutil.copyfile(source, staged)
+    return str(staged.relative_to(root))
 
 
 def _local(defn: ImageDef, spec: AwsOfiNccl, tarball: Path) -> Path:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from torchpod.errors import InputError, RuntimeFailure
-from torchpod_toolkit import engine
+from torchpod_toolkit import host, pipeline
 from torchpod_toolkit.definitions import load_definitions
 from torchpod_toolkit.sources import aws_ofi_nccl_source
 
@@ -129,22 +129,22 @@ def test_build_stops_on_a_bad_source_before_docker_and_stages_a_good_one(tmp_pat
     def no_docker():
         raise AssertionError("the build reached Docker")
 
-    monkeypatch.setattr(engine, "docker_client", no_docker)
+    monkeypatch.setattr(host, "docker_client", no_docker)
     (tmp_path / "ofi.tar.gz").write_bytes(PAYLOAD)
     bad = definition(tmp_path, f"{{version: '1.14.0', tarball: ofi.tar.gz, sha256: '{'a' * 64}'}}")
     with pytest.raises(InputError, match="checksum mismatch"):
-        engine.build(bad, bad.arches[0], root=tmp_path)
+        pipeline.build(bad, bad.arches[0], root=tmp_path)
     unpinned = definition(tmp_path, f"{{version: '1.14.0', url: '{server.url}/good.tar.gz'}}")
     with pytest.raises(InputError, match="aws_ofi_nccl.sha256 is missing"):
-        engine.build(unpinned, unpinned.arches[0], root=tmp_path)
+        pipeline.build(unpinned, unpinned.arches[0], root=tmp_path)
     missing = definition(tmp_path, f"{{version: '1.14.0', tarball: nowhere.tar.gz, sha256: {GOOD_SHA}}}")
     with pytest.raises(InputError, match="does not exist"):
-        engine.build(missing, missing.arches[0], root=tmp_path)
+        pipeline.build(missing, missing.arches[0], root=tmp_path)
     assert not (tmp_path / ".cache" / "sources" / "netplugin").exists()  # nothing staged, nothing built
     good = definition(tmp_path, f"{{version: '1.14.0', tarball: ofi.tar.gz, sha256: {GOOD_SHA}}}")
     # a good source is staged; this definition has no lock, the next check before Docker
     with pytest.raises(InputError, match="no lock for"):
-        engine.build(good, good.arches[0], root=tmp_path)
+        pipeline.build(good, good.arches[0], root=tmp_path)
     staged = tmp_path / ".cache" / "sources" / "netplugin" / f"{good.name}-1.14.0.tar.gz"
     assert staged.read_bytes() == PAYLOAD  # in the build context, for the plugin stage
 

@@ -34,12 +34,12 @@ def _trace(monkeypatch, prune: bool, trims: list | None = None) -> list[tuple]:
         (trims if trims is not None else []).append(set(keep))
         return 0
 
-    from torchpod_toolkit import engine, wheelhouse
+    from torchpod_toolkit import host, payload, wheelhouse
 
     c = _Recorder()
     # no engine in the unit tier: the stale payloads' sweep is recorded apart, never run
-    monkeypatch.setattr(engine, "docker_client", lambda: None)
-    monkeypatch.setattr(engine, "drop_stale_payloads", lambda client: [])
+    monkeypatch.setattr(host, "docker_client", lambda: None)
+    monkeypatch.setattr(payload, "drop_stale_payloads", lambda client: [])
     monkeypatch.setenv("TORCHPOD_WHEELHOUSE", "/nonexistent/torchpod-test-wheelhouse")
     monkeypatch.setattr(wheelhouse, "trim", trim)
     monkeypatch.setattr(TASKS, "build", build)

@@ -1,0 +1,54 @@
+"""What one build installs, all of it known before Docker runs: the locks, the wheelhouse's
+files staged in the build context, and the SBOM generated from the locks and staged beside them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchpod.contract import Arch
+
+from . import locks, sbom, wheelhouse
+from .definitions import ImageDef
+from .timing import Clock
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What one build installs, all of it known before Docker runs: the locks, the SBOM."""
+
+    wheels: locks.Lock
+    debs: locks.Lock | None
+    sbom: str
+
+    def labels(self, defn: ImageDef) -> dict[str, str]:
+        out = {"lock.wheels": self.wheels.sha256,
+               "sbom": hashlib.sha256(self.sbom.encode()).hexdigest()}
+        if self.debs is not None:
+            out["lock.debian"] = self.debs.sha256
+        floor = locks.driver_floor(self.wheels)
+        if floor:
+            out["cuda-driver-min"] = floor
+        return out
+
+
+def prepare(defn: ImageDef, arch: Arch, wheels: locks.Lock, debs: locks.Lock | None, *, root: Path, offline: bool,
+            ca_bundle: Path | None, clock: Clock) -> Inputs:
+    """Before Docker, from the locks read and checked against the definition (:func:`.locks.load`):
+    the wheelhouse filled (hash-checked; nothing downloaded when it holds the files), the lock's
+    files and the SBOM staged in the build context."""
+    with clock("wheels"):
+        home = wheelhouse.root()
+        fetched = wheelhouse.fill(defn, arch, wheels, home=home, ca_bundle=ca_bundle, offline=offline)
+        print(f"==> wheelhouse {home}: {len(wheels.entries)} locked files, {fetched} fetched", flush=True)
+        wheelhouse.stage(wheels, home=home, context=root)
+    with clock("sbom"):
+        text = sbom.generate(defn, arch, wheels, debs)
+        folder = root / sbom.STAGE
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        (folder / Path(sbom.PATH_IN_IMAGE).name).write_text(text)
+    return Inputs(wheels, debs, text)
