@@ -22,30 +22,32 @@ def test_kube_build_is_a_task_of_the_kube_namespace_with_no_flags():
     assert task.get_arguments() == []
 
 
-def test_kube_build_builds_the_checkouts_module_and_prints_the_table(monkeypatch, capsys):
+def test_kube_build_builds_every_module_of_the_checkout_and_prints_the_table(monkeypatch, capsys):
     seen = {}
 
-    def plan_for(root, env):
+    def plans_for(root, env):
         seen["root"] = root
-        return "plan"
+        return ["plane's plan", "an operator's plan"]
 
-    def fake_build(plan, env):
-        seen["plan"] = plan
-        return [build.Built("etcd", None), build.Built("kube-apiserver", 61.0)]
+    def build_all(plans, env):
+        seen["plans"] = plans
+        return build.modules_table([("plane", [build.Built("etcd", None)]),
+                                    ("jobset", [build.Built("jobset", 61.0)])])
 
-    monkeypatch.setattr(build, "plan_for", plan_for)
-    monkeypatch.setattr(build, "build", fake_build)
+    monkeypatch.setattr(build, "plans_for", plans_for)
+    monkeypatch.setattr(build, "build_all", build_all)
     TASKS.ns["kube.build"](Context())
-    assert seen == {"root": ROOT, "plan": "plan"}
-    assert capsys.readouterr().out.splitlines()[1:] == [f"{'etcd':<26}{'present':>10}",
-                                                        f"{'kube-apiserver':<26}{'61':>10}"]
+    assert seen == {"root": ROOT, "plans": ["plane's plan", "an operator's plan"]}
+    assert capsys.readouterr().out.splitlines()[1:] == [f"{'plane':<20}{'etcd':<26}{'present':>10}",
+                                                        f"{'jobset':<20}{'jobset':<26}{'61':>10}"]
 
 
 def test_kube_build_reports_a_bad_module_in_one_line(monkeypatch):
-    def plan_for(root, env):
+    def plans_for(root, env):
         raise InputError("kube/go.mod: require k8s.io/kubernetes (none);\nexpected a release vX.Y.Z")
 
-    monkeypatch.setattr(build, "plan_for", plan_for)
+    monkeypatch.setattr(build, "plans_for", plans_for)
+    monkeypatch.setattr(build, "build_all", lambda plans, env: pytest.fail("nothing is built after a bad module"))
     with pytest.raises(Exit) as caught:
         TASKS.ns["kube.build"](Context())
     assert caught.value.code == 2
