@@ -66,7 +66,7 @@ def _size(folder: Path) -> int:
 
 @pytest.fixture(scope="module")
 def local_registry(require_tool):
-    from torchpod_toolkit.engine import user_cache
+    from torchpod_toolkit.host import user_cache
 
     binary = require_tool("docker-registry", "docker-registry")
     port = kept_port()

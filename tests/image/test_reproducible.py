@@ -59,14 +59,14 @@ def test_a_variants_sbom_lists_its_apt_layer_too(variant):
 
 
 def test_two_builds_with_no_cache_agree(docker_client):
-    from torchpod_toolkit import engine
+    from torchpod_toolkit import host, pipeline
     from torchpod_toolkit.definitions import load_definitions
 
     defn = load_definitions(ROOT / "images")["pytorch"]
-    arch = engine.host_arch()
+    arch = host.host_arch()
     first = docker_client.images.get(defn.ref(arch))
     tag = f"torchpod-rebuild/{defn.name}:{arch.name}-{uuid.uuid4().hex[:8]}"
-    engine.build(defn, arch, root=ROOT, tag=tag, no_cache=True, quiet=True)
+    pipeline.build(defn, arch, root=ROOT, tag=tag, no_cache=True, quiet=True)
     try:
         second = docker_client.images.get(tag)
 
@@ -95,27 +95,27 @@ def test_two_builds_with_no_cache_agree(docker_client):
     finally:
         docker_client.images.remove(tag, force=True)
         if os.environ.get("TORCHPOD_PRUNE_BUILD_CACHE") == "1":  # CI: this rebuild's cache (~13 GB) is not kept
-            subprocess.run([engine.find_builder().docker, "builder", "prune", "-af"], capture_output=True)
+            subprocess.run([host.find_builder().docker, "builder", "prune", "-af"], capture_output=True)
 
 
 def test_a_debian_version_gone_from_the_mirror_fails_the_bootstrap_in_one_line(docker_client, tmp_path):
     from dataclasses import replace
 
     from torchpod.errors import RuntimeFailure
-    from torchpod_toolkit import commands, engine
+    from torchpod_toolkit import base, commands, host
     from torchpod_toolkit.definitions import load_definitions
 
     defn = load_definitions(ROOT / "images")["pytorch"]
-    arch = engine.host_arch()
+    arch = host.host_arch()
     debs = locks.load(ROOT / "images", defn, arch, debian=True)
     gone = replace(debs, entries=tuple(replace(d, version="0.0-torchpod-gone") if d.name == "python3" else d
                                        for d in debs.entries))
     pins = {d.name: d.version for d in gone.entries if d.layer == "base"}
     tag = commands.base_tag(defn, arch, pins)
     with pytest.raises(RuntimeFailure) as info:
-        engine.ensure_base(docker_client, engine.find_builder(), defn, arch, tmp_path, gone)
+        base.ensure_base(docker_client, host.find_builder(), defn, arch, tmp_path, gone)
     message = str(info.value)
     assert "a locked version is gone from the mirror" in message and str(debs.path) in message
     assert "python3=0.0-torchpod-gone is not on the mirror" in message  # the entry, from apt's own words
     assert "invoke lock --image pytorch" in message and "snapshot.debian.org" in message and "\n" not in message
-    assert not engine.image_exists(docker_client, tag)  # nothing tagged
+    assert not host.image_exists(docker_client, tag)  # nothing tagged
