@@ -293,17 +293,19 @@ TIERS = ("unit", "integration", "image", "cluster")
 # kernel hands out and folders of their own, so its tests run on every core too. The image
 # tier's tests of one image and arch stay on one worker (tests/image/conftest.py groups
 # them) and the workers split the images, most of whose time is one emulated process each.
-# The cluster tier runs twice: its modules side by side (most of their time is waiting on
-# rendezvous, Slurm's timers and containers starting), then the tests marked `solo`, which
-# assert a time or a bandwidth, one at a time with nothing beside them. Every run names its
-# 30 slowest tests.
+# The cluster tier runs twice: side by side on more workers than cores (most of a test's time
+# is waiting on rendezvous, Slurm's timers and containers starting; the tests of a module with
+# a module-scoped cluster share one worker, tests/cluster/conftest.py), then the tests marked
+# `solo`, which measure a bandwidth, one at a time with nothing beside them. Every run names
+# its 30 slowest tests.
 # Each run: (its name, pytest-xdist's flags, its selection).
 XDIST_GROUPS = ("-n", "auto", "--dist", "loadgroup")
+CLUSTER_WORKERS = ("-n", "4", "--dist", "loadgroup")
 TIER_RUNS = {
     "unit": (("", ("-n", "auto"), ()),),
     "integration": (("", ("-n", "auto"), ()),),
     "image": (("", XDIST_GROUPS, ()),),
-    "cluster": (("side by side", XDIST_GROUPS, ("-m", "not solo")), ("solo", (), ("-m", "solo"))),
+    "cluster": (("side by side", CLUSTER_WORKERS, ("-m", "not solo")), ("solo", (), ("-m", "solo"))),
 }
 DURATIONS = "--durations=30"
 

@@ -54,6 +54,9 @@ def _wait_for_count(cl, index: int, text: str, count: int, timeout: float) -> fl
                          f"{cl.all_logs()[-8000:]}")
 
 
+# alone: the re-formed round must close within the 60 s join timeout, and beside a loaded
+# machine (four tests at a time on 2 cores, other work beside them) it took 63 s
+@pytest.mark.solo
 @pytest.mark.parametrize("kind, detector", [("kubeflow-elastic", "kubeflow"), ("volcano", "volcano")])
 def test_elastic_job_loses_a_node_for_good_and_the_others_finish_every_epoch_once(
         kind, detector, make_cluster, docker_client, test_label):
