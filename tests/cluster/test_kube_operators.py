@@ -35,6 +35,8 @@ def operator(kube: Kube, tmp_path_factory) -> Iterator[Callable[[str], operators
 
     def get(name: str) -> operators.Running:
         if name not in running:
+            for need in operators.operator(name).needs:
+                get(need)
             plan = require_operator(name)
             folder = tmp_path_factory.mktemp(f"operator-{name}")
             running[name] = operators.install(operators.operator(name), plan, kubectl, kube.plane, folder,
@@ -42,7 +44,7 @@ def operator(kube: Kube, tmp_path_factory) -> Iterator[Callable[[str], operators
         return running[name]
 
     yield get
-    for started in running.values():
+    for started in reversed(list(running.values())):
         operators.stop(started)
         assert not operators.alive(started), f"{started.name} outlived stop()"
 
@@ -118,8 +120,106 @@ def test_a_jobset_with_an_invalid_replicated_job_name_is_refused(kube, operator)
 
 def test_installed_operators_run_as_their_service_accounts(kube, operator):
     running = operator("training-operator")
-    config = yaml.safe_load(Path(running.folder / "operator.kubeconfig").read_text())
+    config = yaml.safe_load(Path(running.folder / "training-operator.kubeconfig").read_text())
     assert config["users"][0]["name"] == "system:serviceaccount:kubeflow:training-operator"
     hooks = json.loads(kube.kubectl("get", "validatingwebhookconfiguration",
                                     "validator.training-operator.kubeflow.org", "-o", "json").stdout)["webhooks"]
     assert all(h["clientConfig"]["url"].startswith(f"https://127.0.0.1:{running.ports.webhook}/") for h in hooks)
+
+
+# --- LeaderWorkerSet ------------------------------------------------------------------------
+
+def test_a_rendered_leaderworkerset_is_admitted_and_gets_its_leader_statefulset_and_pods(kube, operator):
+    operator("lws")
+    kube.namespace("lws")
+    lws = rendered("lws", "lws", "lws")
+    assert lws["kind"] == "LeaderWorkerSet"
+    create(kube, lws)
+    selector = "leaderworkerset.sigs.k8s.io/name=lws"
+    sets = until("the leader StatefulSet", lambda: objects(kube, "statefulsets", "lws", selector))
+    assert "lws" in {s["metadata"]["name"] for s in sets}
+    leaders = until("the leader pods", lambda: objects(kube, "pods", "lws", f"{selector},"
+                                                       "leaderworkerset.sigs.k8s.io/worker-index=0"))
+    assert len(leaders) == lws["spec"].get("replicas", 1)
+
+
+def test_a_leaderworkerset_of_size_zero_is_refused_naming_the_field(kube, operator):
+    operator("lws")
+    kube.namespace("lws-bad")
+    lws = rendered("lws", "lws-bad", "lws-bad")
+    lws["spec"]["leaderWorkerTemplate"]["size"] = 0
+    result = create(kube, lws, check=False)
+    assert result.returncode != 0 and "spec.leaderWorkerTemplate.size" in result.stderr, result.stderr
+
+
+# --- Kubeflow Trainer v2: TrainJob ---------------------------------------------------------
+
+# Trainer v2.3.0 validates runtimePatches[].manager as a domain-prefixed path
+# (pkg/runtime/framework/plugins/jobset/jobset.go, IsDomainPrefixedPath); torchpod's render names its patch's manager
+# "torchpod", which the webhook refuses. Strict: the day the render says a domain-prefixed
+# name, this passes and the mark goes.
+@pytest.mark.xfail(strict=True, reason="Trainer v2.3.0's webhook refuses runtimePatches[].manager 'torchpod': "
+                                       "must be a domain-prefixed path")
+def test_a_rendered_trainjob_is_admitted_by_trainers_webhook(kube, operator):
+    operator("trainer")
+    kube.namespace("tj-render")
+    job = rendered("trainer", "tj-render", "tj-render")
+    result = create(kube, job, check=False)
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_trainjob_gets_its_jobset_and_the_jobsets_child_jobs(kube, operator):
+    """torchpod's TrainJob with its runtime patch's manager under a domain (what the webhook
+    asks, above): the Trainer makes the JobSet, the JobSet operator its Jobs."""
+    operator("trainer")
+    kube.namespace("tj")
+    job = rendered("trainer", "tj", "tj")
+    assert job["kind"] == "TrainJob"
+    for patch in job["spec"].get("runtimePatches", []):
+        patch["manager"] = "torchpod.example.com/manifests"
+    create(kube, job)
+    jobset = until("the TrainJob's JobSet", lambda: kube.kubectl("-n", "tj", "get", "jobsets.jobset.x-k8s.io", "tj",
+                                                                 "-o", "json", check=False).stdout)
+    owners = json.loads(jobset)["metadata"]["ownerReferences"]
+    assert [(o["kind"], o["name"]) for o in owners] == [("TrainJob", "tj")]
+    until("the JobSet's child Jobs", lambda: objects(kube, "jobs", "tj", "jobset.sigs.k8s.io/jobset-name=tj"))
+
+
+def test_a_trainjob_of_an_unknown_runtime_is_refused_naming_the_field(kube, operator):
+    operator("trainer")
+    kube.namespace("tj-bad")
+    job = rendered("trainer", "tj-bad", "tj-bad")
+    job["spec"]["runtimeRef"]["name"] = "no-such-runtime"
+    result = create(kube, job, check=False)
+    # the field as the webhook spells it (its Go name): spec.RuntimeRef
+    assert result.returncode != 0 and "spec.RuntimeRef" in result.stderr and "no-such-runtime" in result.stderr, \
+        result.stderr
+
+
+# --- Volcano ---------------------------------------------------------------------------------
+
+def _podgroups_of(kube: Kube, namespace: str, job: str) -> list[dict[str, Any]]:
+    groups = json.loads(kube.kubectl("-n", namespace, "get", "podgroups.scheduling.volcano.sh", "-o", "json").stdout)
+    return [g for g in groups["items"] if [o["name"] for o in g["metadata"].get("ownerReferences", [])] == [job]]
+
+
+def test_a_rendered_volcano_job_is_admitted_and_gets_its_podgroup(kube, operator):
+    operator("volcano")
+    kube.namespace("vc")
+    job = rendered("volcano", "vc", "vc")
+    assert job["kind"] == "Job" and job["apiVersion"] == "batch.volcano.sh/v1alpha1"
+    create(kube, job)
+    (group,) = until("the Volcano Job's PodGroup", lambda: _podgroups_of(kube, "vc", "vc"))
+    assert group["spec"]["minMember"] == job["spec"]["minAvailable"]
+    # the admission's mutation ran: the job carries the queue it defaults to
+    admitted = json.loads(kube.kubectl("-n", "vc", "get", "jobs.batch.volcano.sh", "vc", "-o", "json").stdout)
+    assert admitted["spec"]["queue"] == "default"
+
+
+def test_a_volcano_job_asking_more_than_its_replicas_is_refused_naming_min_available(kube, operator):
+    operator("volcano")
+    kube.namespace("vc-bad")
+    job = rendered("volcano", "vc-bad", "vc-bad")
+    job["spec"]["minAvailable"] = 5
+    result = create(kube, job, check=False)
+    assert result.returncode != 0 and "minAvailable" in result.stderr, result.stderr

@@ -40,6 +40,7 @@ import http.client
 import ipaddress
 import json
 import os
+import ssl
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -53,6 +54,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from torchpod import readers
 from torchpod.errors import InputError, RuntimeFailure, one_line
 from torchpod_toolkit.kube import build, plane
 
@@ -62,16 +64,20 @@ CERT_DAYS = 365
 TOKEN_SECONDS = 24 * 3600
 WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 # Kinds of the overlay the host processes replace (module docstring).
-STAND_INS = ("Deployment",)
+# Volcano's admission-init Job makes its webhook Secret with a script; here the harness does.
+STAND_INS = ("Deployment", "Job")
 KUBECTL_TIMEOUT = 120.0
 
 
 @dataclass(frozen=True)
 class Ports:
-    """One operator's loopback ports: its webhook server's and its health probes'."""
+    """One operator's free ports: its webhook server's, its health probes' and one more for
+    a server of its own (Trainer's status server)."""
 
     webhook: int
     health: int
+    status: int = 0
+    extra: tuple[int, ...] = ()  # more, for an operator of several programs (Volcano)
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,7 @@ class Install:
     ports: Ports
     namespace: str
     config: Mapping[str, str] = field(default_factory=dict)  # ConfigMap files of the overlay, by key
+    kubeconfigs: Mapping[str, Path] = field(default_factory=dict)  # by program, where each has its own account
 
 
 Argv = Callable[[Install], list[str]]
@@ -104,6 +111,17 @@ class Operator:
     programs: Mapping[str, Argv]
     env: Env = lambda install: {}
     prepare: Callable[[Install], None] = lambda install: None
+    # Resources of the overlay left out (what it fetches from the network); the rest is
+    # rendered from a copy of its kustomization.yaml whose paths point into the module source.
+    drop: tuple[str, ...] = ()
+    extras: tuple[str, ...] = ()  # overlays applied once the operator is ready (Trainer's runtimes)
+    needs: tuple[str, ...] = ()  # operators installed first (Trainer's JobSet)
+    # program -> the Deployment whose ServiceAccount it runs as, where there are several
+    # (Volcano); else the one Deployment's.
+    accounts: Mapping[str, str] = field(default_factory=dict)
+    extra_ports: int = 0
+    # Whether every program is ready; by default controller-runtime's /readyz on the health port.
+    ready: Callable[[Install], bool] = lambda install: ready(install.ports.health)
 
 
 @dataclass(frozen=True)
@@ -150,22 +168,104 @@ def _training_operator_prepare(install: Install) -> None:
         marker.write_bytes((install.certs / "tls.crt").read_bytes())
 
 
-def _jobset_argv(install: Install) -> list[str]:
-    # Flags of main.go (jobset v0.12.0); the rest comes from its Configuration file.
-    return [str(install.bindir / "jobset"), f"--config={install.folder / 'jobset-config.yaml'}",
-            f"--health-probe-bind-address={plane.LOOPBACK}:{install.ports.health}",
-            "--metrics-bind-address=0", "--leader-elect=false"]
+def _kubebuilder_argv(program: str) -> Argv:
+    """The command line of a controller whose Configuration file says the rest (flags of
+    main.go, jobset v0.12.0; cmd/main.go, lws v0.9.0: a flag given overrides the file)."""
+    def argv(install: Install) -> list[str]:
+        return [str(install.bindir / program), f"--config={install.folder / f'{program}-config.yaml'}",
+                f"--health-probe-bind-address={plane.LOOPBACK}:{install.ports.health}",
+                "--metrics-bind-address=0", "--leader-elect=false"]
+    return argv
 
 
-def _jobset_prepare(install: Install) -> None:
-    """The overlay's Configuration (config/components/manager/controller_manager_config.yaml)
-    with this host's webhook server and the certificate made here instead of the rotator's
-    (api/config/v1alpha1/configuration_types.go, jobset v0.12.0)."""
+def _kubebuilder_prepare(program: str) -> Callable[[Install], None]:
+    """The overlay's Configuration (the ConfigMap's ``controller_manager_config.yaml``) with
+    this host's webhook server and the certificate made here instead of the rotator's
+    (api/config/v1alpha1/configuration_types.go of jobset v0.12.0 and lws v0.9.0 alike:
+    ``internalCertManagement.enable``, ``webhook.port``, ``webhook.host``, ``webhook.certDir``)."""
+    def prepare(install: Install) -> None:
+        config = yaml.safe_load(install.config.get("controller_manager_config.yaml", "")) or {}
+        config["internalCertManagement"] = {"enable": False}
+        config["webhook"] = {"port": install.ports.webhook, "host": plane.LOOPBACK, "certDir": str(install.certs)}
+        config["leaderElection"] = {"leaderElect": False}
+        (install.folder / f"{program}-config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return prepare
+
+
+def _trainer_argv(install: Install) -> list[str]:
+    # Its one flag besides the feature gates (cmd/trainer-controller-manager/main.go, trainer v2.3.0).
+    return [str(install.bindir / "trainer-controller-manager"), f"--config={install.folder / 'trainer-config.yaml'}"]
+
+
+def _trainer_env(install: Install) -> dict[str, str]:
+    # Its Configuration has no certificate folder: the webhook server reads its certificate
+    # under $TMPDIR (controller-runtime's default, pkg/webhook/server.go).
+    return {"TMPDIR": str(install.folder / "tmp")}
+
+
+def _trainer_prepare(install: Install) -> None:
+    """The overlay's Configuration (manifests/base/manager/controller_manager_config.yaml,
+    trainer v2.3.0; pkg/apis/config/v1alpha1) with this host's ports, no rotator, no leader
+    election, and the certificate made here where the webhook server looks for it."""
     config = yaml.safe_load(install.config.get("controller_manager_config.yaml", "")) or {}
-    config["internalCertManagement"] = {"enable": False}
-    config["webhook"] = {"port": install.ports.webhook, "host": plane.LOOPBACK, "certDir": str(install.certs)}
-    config["leaderElection"] = {"leaderElect": False}
-    (install.folder / "jobset-config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    config["certManagement"] = {**(config.get("certManagement") or {}), "enable": False}
+    config["webhook"] = {"port": install.ports.webhook, "host": plane.LOOPBACK}
+    config["health"] = {**(config.get("health") or {}),
+                        "healthProbeBindAddress": f"{plane.LOOPBACK}:{install.ports.health}"}
+    config["metrics"] = {"bindAddress": "0"}
+    config["leaderElection"] = {**(config.get("leaderElection") or {}), "leaderElect": False}
+    config["statusServer"] = {**(config.get("statusServer") or {}), "port": install.ports.status}
+    (install.folder / "trainer-config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    served = install.folder / "tmp" / "k8s-webhook-server" / "serving-certs"
+    served.mkdir(parents=True, exist_ok=True)
+    for name in ("tls.crt", "tls.key"):
+        (served / name).write_bytes((install.certs / name).read_bytes())
+
+
+# Volcano v1.10.0: three programs, each with the flags of its Deployment in
+# installer/volcano-development.yaml and of cmd/<program>/app/options/options.go, its ports
+# on loopback: the webhook server (Ports.webhook) and its TLS health server (extra[0]), the
+# controller manager's health server (health), the scheduler's (status) and its metrics
+# (extra[1]).
+VOLCANO_ADMISSIONS = "/jobs/mutate,/jobs/validate,/podgroups/mutate,/pods/validate,/pods/mutate,/queues/mutate," \
+                     "/queues/validate"
+
+
+def _volcano_common(install: Install, program: str) -> list[str]:
+    return [str(install.bindir / program), f"--kubeconfig={install.kubeconfigs[program]}", "--logtostderr", "-v=2"]
+
+
+def _volcano_webhook_argv(install: Install) -> list[str]:
+    certs = install.certs
+    return [*_volcano_common(install, "vc-webhook-manager"), f"--enabled-admission={VOLCANO_ADMISSIONS}",
+            f"--tls-cert-file={certs / 'tls.crt'}", f"--tls-private-key-file={certs / 'tls.key'}",
+            f"--ca-cert-file={certs / 'ca.crt'}", f"--admission-conf={install.folder / 'volcano-admission.conf'}",
+            f"--webhook-namespace={install.namespace}", "--webhook-service-name=volcano-admission-service",
+            f"--listen-address={plane.LOOPBACK}", f"--port={install.ports.webhook}", "--enable-healthz=true",
+            f"--healthz-address={plane.LOOPBACK}:{install.ports.extra[0]}"]
+
+
+def _volcano_controller_argv(install: Install) -> list[str]:
+    return [*_volcano_common(install, "vc-controller-manager"), "--leader-elect=false", "--enable-healthz=true",
+            f"--healthz-address={plane.LOOPBACK}:{install.ports.health}"]
+
+
+def _volcano_scheduler_argv(install: Install) -> list[str]:
+    return [*_volcano_common(install, "vc-scheduler"), "--leader-elect=false",
+            f"--scheduler-conf={install.folder / 'volcano-scheduler.conf'}", "--enable-healthz=true",
+            f"--healthz-address={plane.LOOPBACK}:{install.ports.status}",
+            f"--listen-address={plane.LOOPBACK}:{install.ports.extra[1]}"]
+
+
+def _volcano_prepare(install: Install) -> None:
+    """The scheduler's and the admission's configuration files, from their ConfigMaps."""
+    for key in ("volcano-scheduler.conf", "volcano-admission.conf"):
+        (install.folder / key).write_text(install.config.get(key, ""))
+
+
+def _volcano_ready(install: Install) -> bool:
+    return (ready(install.ports.health, "/healthz") and ready(install.ports.status, "/healthz")
+            and ready(install.ports.extra[0], "/healthz", ca=install.certs / "ca.crt"))
 
 
 OPERATORS: Mapping[str, Operator] = {o.name: o for o in (
@@ -174,8 +274,25 @@ OPERATORS: Mapping[str, Operator] = {o.name: o for o in (
     Operator("training-operator", "manifests/overlays/standalone", "kubeflow", "training-operator-ca",
              {"training-operator": _training_operator_argv}, _training_operator_env, _training_operator_prepare),
     # config/default: namespace jobset-system, names prefixed jobset- (jobset v0.12.0).
-    Operator("jobset", "config/default", "jobset-system", "jobset-ca", {"jobset": _jobset_argv},
-             prepare=_jobset_prepare),
+    Operator("jobset", "config/default", "jobset-system", "jobset-ca", {"jobset": _kubebuilder_argv("jobset")},
+             prepare=_kubebuilder_prepare("jobset")),
+    # config/default: namespace lws-system, names prefixed lws- (lws v0.9.0).
+    Operator("lws", "config/default", "lws-system", "lws-ca", {"lws": _kubebuilder_argv("lws")},
+             prepare=_kubebuilder_prepare("lws")),
+    # manifests/overlays/manager: namespace kubeflow-system; its third-party/jobset resource
+    # fetches JobSet's release manifests from GitHub, which the jobset operator here stands in
+    # for (the same release, v0.12.0). Its ClusterTrainingRuntimes: manifests/overlays/runtimes.
+    Operator("trainer", "manifests/overlays/manager", "kubeflow-system", "kubeflow-trainer-ca",
+             {"trainer-controller-manager": _trainer_argv}, _trainer_env, _trainer_prepare,
+             drop=("../../third-party/jobset",), extras=("manifests/overlays/runtimes",), needs=("jobset",)),
+    # installer/volcano-development.yaml: one file of objects, namespace volcano-system, a
+    # ServiceAccount per program; the webhook Secret its admission-init Job would make is
+    # the harness's certificate, passed to the webhook manager by its flags.
+    Operator("volcano", "installer/volcano-development.yaml", "volcano-system", "volcano-ca",
+             {"vc-webhook-manager": _volcano_webhook_argv, "vc-controller-manager": _volcano_controller_argv,
+              "vc-scheduler": _volcano_scheduler_argv}, prepare=_volcano_prepare,
+             accounts={"vc-webhook-manager": "volcano-admission", "vc-controller-manager": "volcano-controllers",
+                       "vc-scheduler": "volcano-scheduler"}, extra_ports=2, ready=_volcano_ready),
 )}
 
 
@@ -240,7 +357,8 @@ def _pod_specs(deployments: Iterable[Mapping[str, Any]]) -> list[Mapping[str, An
 
 def service_account(deployments: Sequence[Mapping[str, Any]], where: str) -> str:
     """The one ServiceAccount the operator's pod runs as."""
-    names = {spec.get("serviceAccountName", "") for spec in _pod_specs(deployments)}
+    # ``serviceAccount`` is the field's older name, which Volcano's installer still writes.
+    names = {spec.get("serviceAccountName") or spec.get("serviceAccount") or "" for spec in _pod_specs(deployments)}
     if len(names) != 1 or "" in names:
         raise RuntimeFailure(f"{where}: service accounts {sorted(names)}; expected one Deployment naming one")
     return names.pop()
@@ -403,9 +521,15 @@ def _spawn(argv: Sequence[str], env: Mapping[str, str], log: Path) -> subprocess
                                 env=dict(env), start_new_session=True, cwd=log.parent)
 
 
-def ready(port: int, path: str = "/readyz", timeout: float = 2.0) -> bool:
-    """Whether the health server on ``port`` answers ``path`` with 200."""
-    conn = http.client.HTTPConnection(plane.LOOPBACK, port, timeout=timeout)
+def ready(port: int, path: str = "/readyz", timeout: float = 2.0, ca: Path | None = None) -> bool:
+    """Whether the health server on ``port`` answers ``path`` with 200; over TLS, verified
+    against ``ca``, where one is given."""
+    conn: http.client.HTTPConnection
+    if ca is None:
+        conn = http.client.HTTPConnection(plane.LOOPBACK, port, timeout=timeout)
+    else:
+        conn = http.client.HTTPSConnection(plane.LOOPBACK, port, timeout=timeout,
+                                           context=ssl.create_default_context(cafile=str(ca)))
     try:
         conn.request("GET", path)
         return conn.getresponse().status == 200
@@ -415,15 +539,15 @@ def ready(port: int, path: str = "/readyz", timeout: float = 2.0) -> bool:
         conn.close()
 
 
-def _await_ready(name: str, processes: Mapping[str, subprocess.Popen[bytes]], port: int, logs: Path,
-                 deadline: float, clock: Callable[[], float]) -> None:
-    """Until the health server on ``port`` answers; a program that exits, or no answer by the
-    deadline, is one error carrying the end of each program's log."""
-    while not ready(port):
+def _await_ready(name: str, processes: Mapping[str, subprocess.Popen[bytes]], probe: Callable[[], bool],
+                 logs: Path, deadline: float, clock: Callable[[], float]) -> None:
+    """Until ``probe()`` is true; a program that exits, or no answer by the deadline, is one
+    error carrying the end of each program's log."""
+    while not probe():
         ended = {program: p.poll() for program, p in processes.items() if p.poll() is not None}
         if ended or clock() > deadline:
             what = (", ".join(f"{p} exited with {code}" for p, code in ended.items()) if ended
-                    else f"{name} did not answer /readyz on {plane.LOOPBACK}:{port} in time")
+                    else f"{name} did not answer its readiness check in time")
             tails = "; ".join(f"the end of {logs / f'{p}.log'}: {plane.log_tail(logs / f'{p}.log')}"
                               for p in processes)
             raise RuntimeFailure(f"{what}; {tails}")
@@ -443,8 +567,9 @@ def start(spec: Operator, install: Install, env: Mapping[str, str], timeout: flo
     binaries = {program: str(install.bindir / program) for program in spec.programs}
     try:
         for program, argv in spec.programs.items():
-            started[program] = _spawn(argv(install), base, logs / f"{program}.log")
-        _await_ready(spec.name, started, install.ports.health, logs, deadline, clock)
+            own = {"KUBECONFIG": str(install.kubeconfigs[program])} if program in install.kubeconfigs else {}
+            started[program] = _spawn(argv(install), {**base, **own}, logs / f"{program}.log")
+        _await_ready(spec.name, started, lambda: spec.ready(install), logs, deadline, clock)
     except BaseException:
         plane.stop_processes({p: s.pid for p, s in started.items()}, binaries)
         raise
@@ -473,6 +598,42 @@ def await_established(kubectl: Kubectl, names: Sequence[str], timeout: float = 6
         time.sleep(0.2)
 
 
+def local_overlay(kustomization: Mapping[str, Any], overlay: Path, drop: Sequence[str],
+                  scratch: Path) -> dict[str, Any]:
+    """Upstream's ``kustomization`` of the folder ``overlay`` without the resources in
+    ``drop``, for a copy in ``scratch``: every other resource a path from there into
+    ``overlay``'s module source (relative: kustomize refuses an absolute root). A
+    kustomization that names files by other fields (patches) is refused, not half rewritten."""
+    unknown = sorted(set(kustomization) - {"apiVersion", "kind", "namespace", "namePrefix", "resources", "images",
+                                           "labels", "commonLabels", "secretGenerator", "configMapGenerator"})
+    if unknown:
+        raise RuntimeFailure(f"{overlay}/kustomization.yaml: fields {unknown}; expected resources, images, labels, "
+                             "namespace and generators of literals only")
+    for generator in (*kustomization.get("secretGenerator", []), *kustomization.get("configMapGenerator", [])):
+        if set(generator) - {"name", "namespace", "literals", "options", "type"}:
+            raise RuntimeFailure(f"{overlay}/kustomization.yaml: generator {generator.get('name')} reads files; "
+                                 "expected literals only")
+    resources = [os.path.relpath(os.path.normpath(overlay / r), scratch) for r in kustomization.get("resources") or []
+                 if r not in drop]
+    return {**kustomization, "resources": resources}
+
+
+def render_overlay(kubectl: Kubectl, overlay: Path, scratch: Path, drop: Sequence[str]) -> list[dict[str, Any]]:
+    """The objects of upstream's ``overlay``, rendered by the plane's kubectl (kustomize);
+    with ``drop``, from a copy in ``scratch`` that leaves those resources out."""
+    if overlay.suffix == ".yaml":  # a release's one file of objects, not a kustomization
+        return parse_objects(readers.read_text(overlay, what=str(overlay), expected="Kubernetes objects",
+                                               cap=RENDER_CAP), str(overlay))
+    if not drop:
+        return parse_objects(kubectl("kustomize", str(overlay)), str(overlay))
+    where = overlay / "kustomization.yaml"
+    upstream = yaml.safe_load(readers.read_text(where, what=str(where), expected="a kustomization",
+                                                cap=readers.DATA_CAP))
+    scratch.mkdir(parents=True, exist_ok=True)
+    (scratch / "kustomization.yaml").write_text(yaml.safe_dump(local_overlay(upstream, overlay, drop, scratch)))
+    return parse_objects(kubectl("kustomize", "--load-restrictor=LoadRestrictionsNone", str(scratch)), str(overlay))
+
+
 def apply_manifests(kubectl: Kubectl, manifests: Manifests, objects: Sequence[Mapping[str, Any]],
                     webhooks: Sequence[Mapping[str, Any]]) -> None:
     """CRDs first, until each is Established; then the objects; then the webhook configurations."""
@@ -480,6 +641,27 @@ def apply_manifests(kubectl: Kubectl, manifests: Manifests, objects: Sequence[Ma
     await_established(kubectl, [crd["metadata"]["name"] for crd in manifests.crds])
     kubectl.apply(objects)
     kubectl.apply(webhooks)
+
+
+def write_kubeconfig(kubectl: Kubectl, started: plane.Plane, namespace: str, account: str, path: Path) -> Path:
+    """A kubeconfig at ``path`` with a fresh token of the ServiceAccount ``namespace/account``."""
+    token = kubectl("create", "token", account, "-n", namespace, f"--duration={TOKEN_SECONDS}s").strip()
+    path.write_text(token_kubeconfig(started.server, started.root / "pki" / "ca.crt", token,
+                                     f"system:serviceaccount:{namespace}:{account}"))
+    path.chmod(0o600)
+    return path
+
+
+def _kubeconfigs(spec: Operator, kubectl: Kubectl, started: plane.Plane, manifests: Manifests, where: str,
+                 folder: Path) -> dict[str, Path]:
+    """One kubeconfig per program: of the ServiceAccount of the Deployment ``spec.accounts``
+    names for it, or of the one Deployment's."""
+    paths = {}
+    for program in spec.programs:
+        chosen = [d for d in manifests.deployments if d["metadata"]["name"] == spec.accounts.get(program)]
+        account = service_account(chosen if program in spec.accounts else manifests.deployments, where)
+        paths[program] = write_kubeconfig(kubectl, started, spec.namespace, account, folder / f"{program}.kubeconfig")
+    return paths
 
 
 def install(spec: Operator, plan: build.Plan, kubectl: Kubectl, started: plane.Plane, folder: Path,
@@ -493,23 +675,28 @@ def install(spec: Operator, plan: build.Plan, kubectl: Kubectl, started: plane.P
     folder.mkdir(parents=True, exist_ok=True)
     if any(folder.iterdir()):
         raise RuntimeFailure(f"{folder} is not empty; expected a new folder for the operator {spec.name}")
-    overlay = module_source(plan, env) / spec.overlay
-    manifests = sort_manifests(parse_objects(kubectl("kustomize", str(overlay)), str(overlay)))
-    account = service_account(manifests.deployments, str(overlay))
-    ports = Ports(*plane.free_ports(2))
+    source = module_source(plan, env)
+    overlay = source / spec.overlay
+    manifests = sort_manifests(render_overlay(kubectl, overlay, folder / "overlay", spec.drop))
+    free = plane.free_ports(3 + spec.extra_ports)
+    ports = Ports(free[0], free[1], free[2], tuple(free[3:]))
     files = make_certs(folder / "certs", spec.rotator_ca, service_hosts(manifests.webhooks),
                        now or datetime.datetime.now(datetime.timezone.utc))
     objects = seed_secrets(manifests.objects, mounted(manifests.deployments, "secret"), files)
     apply_manifests(kubectl, manifests, objects, rewrite_webhooks(manifests.webhooks, ports.webhook, files["ca.crt"]))
-    token = kubectl("create", "token", account, "-n", spec.namespace, f"--duration={TOKEN_SECONDS}s").strip()
-    kubeconfig = folder / "operator.kubeconfig"
-    kubeconfig.write_text(token_kubeconfig(started.server, started.root / "pki" / "ca.crt", token,
-                                           f"system:serviceaccount:{spec.namespace}:{account}"))
-    kubeconfig.chmod(0o600)
-    made = Install(folder=folder, bindir=plan.bindir, kubeconfig=kubeconfig, certs=folder / "certs", ports=ports,
-                   namespace=spec.namespace, config=config_files(objects, mounted(manifests.deployments, "configMap")))
+    kubeconfigs = _kubeconfigs(spec, kubectl, started, manifests, str(overlay), folder)
+    made = Install(folder=folder, bindir=plan.bindir, kubeconfig=next(iter(kubeconfigs.values())),
+                   certs=folder / "certs", ports=ports, namespace=spec.namespace,
+                   config=config_files(objects, mounted(manifests.deployments, "configMap")), kubeconfigs=kubeconfigs)
     spec.prepare(made)
-    return start(spec, made, env, timeout=timeout)
+    running = start(spec, made, env, timeout=timeout)
+    try:
+        for extra in spec.extras:
+            kubectl.apply(render_overlay(kubectl, source / extra, folder / "extras", ()))
+    except BaseException:
+        stop(running)
+        raise
+    return running
 
 
 def stop(running: Running) -> list[str]:

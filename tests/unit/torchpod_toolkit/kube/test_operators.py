@@ -154,22 +154,54 @@ def test_established_reads_the_condition_of_each_crd():
     assert operators.established(listed) == {"a"}
 
 
-def test_each_operator_names_a_module_folder_programs_on_loopback(tmp_path):
+def test_each_operator_names_a_module_folder_programs_on_loopback(tmp_path, monkeypatch):
+    operators.make_certs(tmp_path / "certs", "op-ca", ["op-webhook.ops.svc"], NOW)
+    monkeypatch.setattr(operators, "ROTATOR_CERT_DIR", tmp_path / "rotator")
+    programs = [program for spec in operators.OPERATORS.values() for program in spec.programs]
     install = operators.Install(folder=tmp_path, bindir=Path("/cache/bin"), kubeconfig=tmp_path / "k",
-                                certs=tmp_path / "certs", ports=operators.Ports(19443, 18081), namespace="ns",
-                                config={"controller_manager_config.yaml": "leaderElection:\n  leaderElect: true\n"})
+                                certs=tmp_path / "certs", ports=operators.Ports(19443, 18081, 18082, (18083, 18084)),
+                                namespace="ns",
+                                config={"controller_manager_config.yaml": "leaderElection:\n  leaderElect: true\n"},
+                                kubeconfigs={program: tmp_path / f"{program}.kubeconfig" for program in programs})
     for name, spec in operators.OPERATORS.items():
         assert (ROOT / "kube" / "operators" / name / "go.mod").is_file(), name
+        spec.prepare(install)
+        words = []
         for program, argv in spec.programs.items():
-            words = argv(install)
-            assert words[0] == f"/cache/bin/{program}"
-            assert "--health-probe-bind-address=127.0.0.1:18081" in words, name
-    operators.OPERATORS["jobset"].prepare(install)
-    config = yaml.safe_load((tmp_path / "jobset-config.yaml").read_text())
-    assert config["webhook"] == {"port": 19443, "host": "127.0.0.1", "certDir": str(tmp_path / "certs")}
-    assert config["internalCertManagement"] == {"enable": False} and config["leaderElection"] == {"leaderElect": False}
+            words += argv(install)
+            assert words[0] == f"/cache/bin/{next(iter(spec.programs))}" and f"/cache/bin/{program}" in words
+        configs = " ".join(p.read_text() for p in tmp_path.glob(f"{name}*-config.yaml"))
+        assert "127.0.0.1:18081" in " ".join(words) + configs, name  # the health probes, on loopback
+        listening = [w for w in words if w.startswith(("--healthz-address", "--listen-address", "--health-probe"))]
+        assert all("127.0.0.1" in w for w in listening), listening
+    for name in ("jobset", "lws"):
+        config = yaml.safe_load((tmp_path / f"{name}-config.yaml").read_text())
+        assert config["webhook"] == {"port": 19443, "host": "127.0.0.1", "certDir": str(tmp_path / "certs")}
+        assert config["internalCertManagement"] == {"enable": False}
+        assert config["leaderElection"] == {"leaderElect": False}
 
 
 def test_an_unknown_operator_is_refused_with_the_known_ones():
     with pytest.raises(InputError, match="operator 'kueue'; expected one of: training-operator, jobset"):
         operators.operator("kueue")
+
+
+def test_an_overlay_without_its_network_resources_points_into_the_module_source():
+    upstream = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "namespace": "ops",
+                "resources": ["namespace.yaml", "../../base/crds", "../../third-party/jobset"],
+                "secretGenerator": [{"name": "cert", "options": {"disableNameSuffixHash": True}}]}
+    local = operators.local_overlay(upstream, Path("/mod/manifests/overlays/manager"), ["../../third-party/jobset"],
+                                    Path("/install/overlay"))
+    assert local["resources"] == ["../../mod/manifests/overlays/manager/namespace.yaml",
+                                  "../../mod/manifests/base/crds"]
+    assert local["namespace"] == "ops" and local["secretGenerator"] == upstream["secretGenerator"]
+    files = {**upstream, "configMapGenerator": [{"name": "c", "files": ["f"]}]}
+    for odd, words in [({**upstream, "patches": [{"path": "p.yaml"}]}, r"fields \['patches'\]"),
+                       (files, "generator c reads files")]:
+        with pytest.raises(RuntimeFailure, match=words):
+            operators.local_overlay(odd, Path("/mod/o"), [], Path("/install/overlay"))
+
+
+def test_operators_that_need_another_name_one_that_exists():
+    for spec in operators.OPERATORS.values():
+        assert set(spec.needs) <= set(operators.OPERATORS) - {spec.name}
