@@ -1,11 +1,11 @@
 """The kubelet stand-in (torchpod_toolkit.kube.kubelet) under the real control plane: two
 Nodes that advertise GPUs and RDMA register with their own certificates and keep their
 Leases fresh; pods the real scheduler binds to them run as containers of the torchpod image
-with the environment the kubelet would give them; a failing command, a missing ConfigMap key
-and a deletion end as the kubelet reports them; a pod running as a user on a read-only root
-restarts on failure with its memory emptyDir kept; the real Job controller's Indexed Job runs to
-Complete with its pods finding each other by their headless Service names; and stopping the
-stand-in leaves no container, volume or network.
+with the environment the kubelet would give them; a failing command, a missing ConfigMap key,
+a capability docker refuses and a deletion end as the kubelet reports them; a pod running as
+a user on a read-only root restarts on failure with its memory emptyDir kept; the real Job
+controller's Indexed Job runs to Complete with its pods finding each other by their headless
+Service names; and stopping the stand-in leaves no container, volume or network.
 
 Without the control plane's programs or the image the tests fail under CI
 (TORCHPOD_REQUIRE_TOOLS=1) and skip elsewhere, naming `invoke kube.build`."""
@@ -179,6 +179,24 @@ def test_a_missing_configmap_key_never_starts_the_container(kube, nodes, cluster
     mine = [f"io.kubernetes.pod.uid={found['metadata']['uid']}", "io.kubernetes.container.name=main"]
     started = docker_client.containers.list(all=True, filters={"label": mine})
     assert not started, [c.name for c in started]
+
+
+def test_a_container_docker_refuses_waits_with_create_container_error(kube, nodes, cluster_image):
+    kube.namespace("refused")
+    security = {"capabilities": {"add": ["NOT_A_CAPABILITY"]}}  # the API takes any name; docker does not
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "odd"},
+           "spec": {"restartPolicy": "Never", "containers": [_container(cluster_image, ["true"],
+                                                                        securityContext=security)]}}
+    _apply(kube, "refused", pod)
+
+    def refused():
+        statuses = _pod(kube, "refused", "odd").get("status", {}).get("containerStatuses") or []
+        waiting = statuses[0]["state"].get("waiting", {}) if statuses else {}
+        return waiting if waiting.get("reason") == "CreateContainerError" else None
+
+    waiting = until("CreateContainerError", refused, seconds=120)
+    assert "NOT_A_CAPABILITY" in waiting["message"], waiting
+    assert _pod(kube, "refused", "odd")["status"]["phase"] == "Pending"
 
 
 def test_a_deleted_running_pod_leaves_no_container(kube, nodes, cluster_image, docker_client):

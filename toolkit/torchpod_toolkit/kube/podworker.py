@@ -6,7 +6,8 @@ The steps follow the kubelet's pod worker (kubernetes v1.37.2, pkg/kubelet/kubel
 first (its address is the pod's), then the volumes, the init containers one at a time
 (each must exit 0 before the next), then every app container; a container whose
 configuration cannot be made (a missing ConfigMap key, say) waits with the reason
-CreateContainerConfigError and is tried again; an exited container is restarted as
+CreateContainerConfigError and is tried again (one docker refuses to create or start waits
+with CreateContainerError or RunContainerError); an exited container is restarted as
 ``restartPolicy`` says, after the kubelet's back-off (10 s doubling to 300 s). A pod with a
 deletionTimestamp has its containers stopped within its grace period, then is deleted with
 gracePeriodSeconds=0 and the pod's uid as precondition, as the kubelet's status manager
@@ -332,14 +333,20 @@ class PodWorker(threading.Thread):
             argv = podargs.container_argv(self.pod, container, name=name, sandbox=self.sandbox, env=env,
                                           command=command, args=args, sources=self.sources,
                                           labels=self._labels(record.name), image_user=self._image_user(container))
-        except (podenv.ConfigError, ValueError) as exc:
-            record.state = podstatus.waiting(podstatus.CONFIG_ERROR, str(exc))
+        except (podenv.ConfigError, ValueError, RuntimeFailure) as exc:  # the API's refusals too, as the kubelet's
+            record.state = podstatus.waiting(podstatus.CONFIG_ERROR, one_line(exc))
             return False
         self.runtime.remove(name)
-        container_id = self.runtime.run(argv)
-        self.runtime.run(["docker", "start", container_id])
+        # docker's refusals in the kubelet's words (pkg/kubelet/container/sync_result.go)
+        for reason, step in (("CreateContainerError", argv), ("RunContainerError", ["docker", "start", name])):
+            try:
+                self.runtime.run(step)
+            except RuntimeFailure as exc:
+                record.state = podstatus.waiting(reason, one_line(exc))
+                return False
         if record.restarts:
             self.runtime.remove(self.name_of(record.name, record.restarts - 1))
+        container_id = self.runtime.docker.containers.get(name).id
         record.container_id = f"docker://{container_id}"
         record.image_id = str(self.runtime.docker.containers.get(container_id).attrs.get("Image", ""))
         record.state = podstatus.running(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
