@@ -11,7 +11,7 @@ from pathlib import Path
 
 from torchpod.contract import Arch
 
-from . import locks, sbom, wheelhouse
+from . import host, locks, sbom, wheelhouse
 from .definitions import ImageDef
 from .timing import Clock
 
@@ -46,7 +46,7 @@ def prepare(defn: ImageDef, arch: Arch, wheels: locks.Lock, debs: locks.Lock | N
         print(f"==> wheelhouse {home}: {len(wheels.entries)} locked files, {fetched} fetched", flush=True)
         wheelhouse.stage(wheels, home=home, context=root)
     with clock("sbom"):
-        text = sbom.generate(defn, arch, wheels, debs)
+        text, _ = sbom.remembered(defn, arch, wheels, debs, host.user_cache() / "sboms")
         folder = root / sbom.STAGE
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)

@@ -9,19 +9,28 @@ validator), never written as JSON by hand. Output is reproducible (``--output-re
 no timestamp; the serial number is derived from the locks' digests), so two builds from
 the same locks carry byte-identical SBOMs; the tests check it lists exactly what
 ``pip list`` and ``dpkg-query`` report inside the image.
+
+Generating and validating one takes about 5 s, on every build. Being a function of its
+inputs, it is remembered (:func:`remembered`) under a key of everything its bytes follow
+from: both locks' texts, the definition's names, the arch, the CycloneDX version, the two
+CycloneDX packages' versions and this module's own source.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
 import uuid
+from importlib import metadata
 from pathlib import Path
 
+from torchpod import readers
 from torchpod.contract import Arch
-from torchpod.errors import RuntimeFailure
+from torchpod.errors import RuntimeFailure, TorchpodError
 
 from .definitions import ImageDef
 from .locks import Lock
@@ -75,6 +84,47 @@ def generate(defn: ImageDef, arch: Arch, wheels: Lock, debs: Lock | None) -> str
     if error is not None:
         raise RuntimeFailure(f"the SBOM for {defn.name} {arch.name} is not valid CycloneDX {SPEC}: {str(error)[:300]}")
     return text
+
+
+# what the CycloneDX packages install as: their versions are part of the key
+GENERATOR_PACKAGES = ("cyclonedx-bom", "cyclonedx-python-lib")
+MAX_SBOM_BYTES = 16 << 20
+
+
+def key(defn: ImageDef, arch: Arch, wheels: Lock, debs: Lock | None) -> str:
+    """The digest of everything :func:`generate`'s output follows from."""
+    parts = [SPEC, hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
+             *(f"{name}=={metadata.version(name)}" for name in GENERATOR_PACKAGES),
+             defn.name, defn.repository, defn.ref(arch), str(defn.base.debian), arch.name, arch.debian,
+             wheels.text, debs.text if debs is not None else ""]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def remembered(defn: ImageDef, arch: Arch, wheels: Lock, debs: Lock | None, cache: Path) -> tuple[str, bool]:
+    """The SBOM and whether it came from ``cache`` (one file per :func:`key`): generated and
+    stored (atomically) when absent. A stored file is taken only when it names both locks'
+    digests, as :func:`generate` writes them; anything else there is generated again, and a
+    cache that cannot take the file (a directory in its place, a full disk) costs only the
+    saving."""
+    path = cache / f"{key(defn, arch, wheels, debs)}.cdx.json"
+    if path.is_file():
+        try:
+            text = readers.read_text(path, what=str(path), expected="a CycloneDX SBOM", cap=MAX_SBOM_BYTES)
+            props = {p.get("name"): p.get("value") for p in json.loads(text)["metadata"]["properties"]}
+        except (TorchpodError, ValueError, KeyError, TypeError, AttributeError):
+            props = {}
+        if props.get("torchpod:lock.wheels") == wheels.sha256 and (
+                debs is None or props.get("torchpod:lock.debian") == debs.sha256):
+            return text, True
+    text = generate(defn, arch, wheels, debs)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:  # storing is a saving, never a failure of the build
+        cache.mkdir(parents=True, exist_ok=True)
+        partial.write_text(text)
+        os.replace(partial, path)
+    except OSError:
+        partial.unlink(missing_ok=True)
+    return text, False
 
 
 def components(text: str) -> dict[str, dict[str, str]]:

@@ -48,3 +48,63 @@ def test_a_broken_lock_path_is_one_line_naming_the_generator(tmp_path):
     missing = locks.Lock(tmp_path / "gone.txt", wheels.image, wheels.arch, wheels.inputs, wheels.entries)
     with pytest.raises(RuntimeFailure, match=r"cyclonedx-py requirements .*gone.txt failed"):
         sbom.generate(defn, arch, missing, None)
+
+
+def _locks(defn, arch):
+    return locks.load(ROOT / "images", defn, arch, debian=False), locks.load(ROOT / "images", defn, arch, debian=True)
+
+
+def test_a_remembered_sbom_is_the_generated_one_and_is_made_once(tmp_path):
+    defn, arch = CASES[0]
+    wheels, debs = _locks(defn, arch)
+    text, cached = sbom.remembered(defn, arch, wheels, debs, tmp_path)
+    assert not cached and text == sbom.generate(defn, arch, wheels, debs)
+    again, cached = sbom.remembered(defn, arch, wheels, debs, tmp_path)
+    assert cached and again == text
+    assert [p.name for p in tmp_path.iterdir()] == [f"{sbom.key(defn, arch, wheels, debs)}.cdx.json"]
+
+
+def test_every_input_of_the_sbom_changes_its_key(monkeypatch, tmp_path):
+    from dataclasses import replace
+
+    defn, arch = CASES[0]
+    wheels, debs = _locks(defn, arch)
+    edited = tmp_path / "edited.txt"
+    edited.write_text(wheels.text.replace("\n", "\n# an edit\n", 1))
+    keys = {sbom.key(defn, arch, wheels, debs), sbom.key(defn, arch, wheels, None),
+            sbom.key(defn, arch, replace(wheels, path=edited), debs),
+            sbom.key(defn, defn.arch("x86_64"), wheels, debs), sbom.key(DEFS["pytorch-efa"], arch, wheels, debs)}
+    real = sbom.metadata.version
+    monkeypatch.setattr(sbom.metadata, "version", lambda name: real(name) + ".post1")
+    keys.add(sbom.key(defn, arch, wheels, debs))
+    assert len(keys) == 6
+
+
+@pytest.mark.parametrize("stored", ["", "{", "null", '{"metadata": {"properties": [1]}}', "\udcff", "dir"],
+                         ids=["empty", "truncated", "null", "odd-properties", "not-utf8", "a-directory"])
+def test_a_stored_sbom_that_does_not_name_its_locks_is_made_again(tmp_path, stored):
+    defn, arch = CASES[1]
+    wheels, debs = _locks(defn, arch)
+    path = tmp_path / f"{sbom.key(defn, arch, wheels, debs)}.cdx.json"
+    if stored == "dir":
+        path.mkdir()
+    else:
+        path.write_bytes(stored.encode(errors="surrogateescape"))
+    if stored == "dir":  # never read, never replaced: generated for this build alone, no stray file left
+        assert sbom.remembered(defn, arch, wheels, debs, tmp_path) == (sbom.generate(defn, arch, wheels, debs), False)
+        assert path.is_dir() and [p.name for p in tmp_path.iterdir()] == [path.name]
+        return
+    text, cached = sbom.remembered(defn, arch, wheels, debs, tmp_path)
+    assert not cached and text == sbom.generate(defn, arch, wheels, debs)
+    assert path.read_text() == text  # replaced whole
+
+
+def test_a_stored_sbom_of_other_locks_is_never_taken(tmp_path):
+    defn, arch = CASES[1]
+    wheels, debs = _locks(defn, arch)
+    other, _ = _locks(DEFS["pytorch"], DEFS["pytorch"].arch("aarch64"))
+    path = tmp_path / f"{sbom.key(defn, arch, wheels, debs)}.cdx.json"
+    path.write_text(sbom.generate(defn, arch, other, debs))  # a file under this key naming another wheel lock
+    text, cached = sbom.remembered(defn, arch, wheels, debs, tmp_path)
+    props = {p["name"]: p["value"] for p in json.loads(text)["metadata"]["properties"]}
+    assert not cached and props["torchpod:lock.wheels"] == wheels.sha256 != other.sha256
