@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from torchpod_toolkit.definitions import load_definitions
-from torchpod_toolkit.engine import emulation_volumes, host_arch
+from torchpod_toolkit.host import emulation_volumes, host_arch
 
+import image_runs
 from paths import ROOT
 
 DEFS = load_definitions(ROOT / "images")
@@ -98,6 +99,12 @@ def _running(request, docker_client, image_test_label):
             container.remove(force=True)
         except docker.errors.NotFound:  # already swept by a concurrent session's cleanup
             pass
+
+
+@pytest.fixture
+def facts(built, docker_client, image_test_label) -> dict:
+    """What the image's torch says: rank 0 of the image's one training run (tests/image_runs.py)."""
+    return image_runs.facts(built, docker_client, image_test_label)
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,7 @@
 
 Parametrized over every (ci image, arch) by conftest.py. Foreign-arch containers run
 under QEMU user emulation, with the sysfs stand-in that lets torch import there
-(torchpod_toolkit.engine.emulation_volumes).
+(torchpod_toolkit.host.emulation_volumes).
 """
 
 from __future__ import annotations
@@ -21,48 +21,18 @@ pytestmark = [pytest.mark.docker, pytest.mark.image]
 COMPILERS = ("gcc", "cc", "g++", "c++", "clang", "cpp", "make", "ld", "as", "nvcc")
 
 
-# Everything these tests ask of the image's torch, read by ONE Python process per image and
-# arch: under QEMU each `import torch` costs about a minute, so the probe, torch's own
-# versions and the image's torchrun parser judging the launcher's plan share one import.
-# The plan is the one the image's own launcher makes under a Slurm-like environment: the
-# host's torch (newer) would accept flags an image's older torch rejects (torch 2.9 has no
-# --signals-to-handle).
-FACTS = """
-import json, os, subprocess
-import torch
-from torch.distributed.run import get_args_parser
-from torchpod.probe import probe
-env = dict(os.environ, SLURM_JOB_ID="77", SLURM_JOB_NODELIST="n[1-2]", SLURM_NODEID="0",
-           SLURM_NNODES="2", TORCHPOD_HOSTNAME="n1", CUDA_VISIBLE_DEVICES="")
-plan = json.loads(subprocess.check_output(["torchpod", "plan", "--", "train.py", "--lr", "1"], env=env))
-ns = get_args_parser().parse_args(plan["torchrun_args"] + ["train.py", "--lr", "1"])
-known = {s for a in get_args_parser()._actions for s in a.option_strings}
-print(json.dumps({"probe": probe(True), "plan": plan, "nnodes": ns.nnodes, "rdzv_endpoint": ns.rdzv_endpoint,
-                  "has_signals_flag": "--signals-to-handle" in known,
-                  "torch": [torch.__version__, torch.version.cuda, list(torch.cuda.nccl.version())]}))
-"""
-
-_FACTS: dict[tuple[str, str], dict] = {}
-
-
-def facts(built) -> dict:
-    """What the image's torch says (FACTS), read once per image and arch for the whole session."""
-    key = (built.defn.name, built.arch.name)
-    if key not in _FACTS:
-        _FACTS[key] = json.loads(_exec(built, ["python", "-c", FACTS]).splitlines()[-1])
-    return _FACTS[key]
-
-
-def probe(built) -> dict:
-    return facts(built)["probe"]
+# What these tests ask of the image's torch (the probe, torch's versions, the image's own
+# torchrun judging the launcher's Slurm plan) comes from the ``facts`` fixture: rank 0 of the
+# image tier's one training run per image and arch (tests/image_runs.py), which has imported
+# torch already; under QEMU each `import torch` costs about a minute.
 
 
 def e_machine(built, path: str) -> int:
     return int(built.run(f"od -An -j18 -N2 -tu2 {path}").strip())
 
 
-def test_labels_carry_versions_read_from_the_image(built):
-    found = probe(built)
+def test_labels_carry_versions_read_from_the_image(built, facts):
+    found = facts["probe"]
     assert found["torch_imported"] == "yes"
     labels = built.labels
     for key in ("title", "version", "created", "revision", "base.name"):
@@ -75,8 +45,8 @@ def test_labels_carry_versions_read_from_the_image(built):
     assert found["cuda"] == built.defn.expect.cuda and found["nccl"] == built.defn.expect.nccl
 
 
-def test_native_libraries_match_the_architecture(built):
-    found = probe(built)
+def test_native_libraries_match_the_architecture(built, facts):
+    found = facts["probe"]
     paths = [
         "/usr/bin/python3",
         found["libnccl"],
@@ -89,8 +59,8 @@ def test_native_libraries_match_the_architecture(built):
         assert e_machine(built, path) == built.arch.elf_code, f"{path} is not {built.arch.elf_machine}"
 
 
-def test_torch_imports_and_agrees_with_the_labels(built):
-    version, cuda, nccl = facts(built)["torch"]
+def test_torch_imports_and_agrees_with_the_labels(built, facts):
+    version, cuda, nccl = facts["torch"]
     assert version == built.labels["io.torchpod.torch"]
     assert cuda == built.labels["io.torchpod.cuda"]
     assert ".".join(map(str, nccl)) == built.labels["io.torchpod.nccl"]
@@ -181,7 +151,7 @@ def test_no_build_secret_in_any_layer(built, docker_client, host_only_certs):
     if not needles:  # without one, there is nothing of the host's to look for
         missing("a CA certificate this host added under /usr/local/share/ca-certificates")
     # every layer, each read once for good (tests/layer_scan.py: a diff ID is its bytes)
-    from torchpod_toolkit.engine import user_cache
+    from torchpod_toolkit.host import user_cache
 
     scanned = layer_scan.Scanned(user_cache() / "layer-scans", needles)
     dirty, read = layer_scan.dirty_layers(built.image, docker_client.info(), scanned)
@@ -196,8 +166,8 @@ def _exec(built, argv: list[str], **kwargs) -> str:
     return text
 
 
-def test_plan_is_accepted_by_the_images_own_torchrun(built):
-    found = facts(built)
+def test_plan_is_accepted_by_the_images_own_torchrun(facts):
+    found = facts
     plan = found["plan"]
     assert (plan["scheduler"], found["nnodes"], found["rdzv_endpoint"]) == ("slurm", "2", "n1:29400")
     assert plan["version"] == torchpod.__version__

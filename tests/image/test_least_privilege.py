@@ -13,70 +13,20 @@ import json
 
 import pytest
 
-from torchpod_toolkit.engine import emulation_volumes, host_arch
-
-from paths import ROOT
+import image_runs
 
 pytestmark = [pytest.mark.docker, pytest.mark.image]
-
-USERS = ["12345:0", "12345:12345"]
-
-# A worker run by `torchpod run`: the group forms, torchvision runs a model, torch hub's
-# cache directory (under HOME) takes a file, and the user has no passwd entry.
-WORKER = """
-import json, os, pwd, torch, torch.distributed as dist, torchvision
-dist.init_process_group("gloo")
-t = torch.tensor([dist.get_rank() + 1.0]); dist.all_reduce(t)
-with torch.no_grad():
-    out = torchvision.models.resnet18(num_classes=4).eval()(torch.randn(1, 3, 32, 32))
-boxes = torch.tensor([[0.0, 0.0, 10.0, 10.0], [1.0, 1.0, 11.0, 11.0], [50.0, 50.0, 60.0, 60.0]])
-keep = torchvision.ops.nms(boxes, torch.tensor([0.9, 0.8, 0.7]), iou_threshold=0.5).tolist()  # a compiled op
-hub = torch.hub.get_dir(); os.makedirs(hub, exist_ok=True)
-with open(os.path.join(hub, f"probe{dist.get_rank()}"), "w") as f:
-    f.write("ok")
-try:
-    pwd.getpwuid(os.getuid()); named = True
-except KeyError:
-    named = False
-line = "RESULT " + json.dumps({"rank": dist.get_rank(), "sum": t.item(), "shape": list(out.shape), "keep": keep,
-                              "version": torchvision.__version__, "hub": hub,
-                              "home": os.environ["HOME"], "uid": os.getuid(), "gid": os.getgid(), "named": named})
-os.write(1, (line + "\\n").encode())  # one write: two ranks share the pipe, and print() writes the newline apart
-
-dist.destroy_process_group()
-"""
-
-SCRIPT = """set -eu
-cat > /tmp/worker.py <<'PY'
-{worker}
-PY
-torchpod plan > /tmp/plan.json
-rc=0; torchpod doctor --format json > /tmp/doctor.json || rc=$?
-[ "$rc" -le 1 ] || {{ echo "doctor exit $rc"; exit 1; }}
-CUDA_VISIBLE_DEVICES= torchpod run --nproc-per-node=2 /tmp/worker.py
-echo "PLAN $(tr -d '\\n' < /tmp/plan.json)"
-echo "DOCTOR $(tr -d '\\n' < /tmp/doctor.json)"
-"""
-
-
-def _run_as(built, docker_client, image_test_label, user: str) -> str:
-    volumes = emulation_volumes(built.arch, host_arch(), ROOT / ".cache")
-    out = docker_client.containers.run(
-        built.defn.ref(built.arch), ["-c", SCRIPT.format(worker=WORKER)], entrypoint="sh", user=user,
-        read_only=True, tmpfs={"/tmp": ""}, platform=built.arch.docker, network_disabled=True, remove=True,
-        labels=image_test_label, volumes=volumes, stdout=True, stderr=True)
-    return out.decode(errors="replace")
 
 
 def test_any_user_trains_plans_and_checks_on_a_read_only_root(built, docker_client, image_test_label):
     # Under QEMU each run costs minutes of emulated imports: an emulated arch runs the group-0
     # user, and the own-group user (which differs only in the group) runs natively.
-    for user in USERS if built.native else USERS[:1]:
+    for user in image_runs.USERS if built.native else image_runs.USERS[:1]:
         _check_user(built, docker_client, image_test_label, user)
 
 
 def _check_user(built, docker_client, image_test_label, user: str) -> None:
-    text = _run_as(built, docker_client, image_test_label, user)
+    text = image_runs.run_as(built, docker_client, image_test_label, user)
     uid, gid = (int(x) for x in user.split(":"))
     results = [json.loads(ln.split("RESULT ", 1)[1]) for ln in text.splitlines() if ln.startswith("RESULT ")]
     assert sorted(r["rank"] for r in results) == [0, 1], text[-3000:]
