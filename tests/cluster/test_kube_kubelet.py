@@ -7,38 +7,22 @@ a user on a read-only root restarts on failure with its memory emptyDir kept; th
 controller's Indexed Job runs to Complete with its pods finding each other by their headless
 Service names; and stopping the stand-in leaves no container, volume or network.
 
-Without the control plane's programs or the image the tests fail under CI
-(TORCHPOD_REQUIRE_TOOLS=1) and skip elsewhere, naming `invoke kube.build`."""
+Without the control plane's programs the tests fail under CI (TORCHPOD_REQUIRE_TOOLS=1) and
+skip elsewhere, naming `invoke kube.build`; without the image (the cluster tier's
+``cluster_image``) they fail."""
 
 from __future__ import annotations
 
 import json
-import platform
 import time
 
-import docker
 import pytest
 import yaml
 
-from torchpod.arch import normalise_arch
-from torchpod_toolkit.definitions import DEFAULT_IMAGE
 from torchpod_toolkit.kube import kubelet as kubelet_mod
 
 from cluster_helpers import LABEL, label_value
 from kube_helpers import until
-from needs import missing
-
-
-@pytest.fixture(scope="module")
-def cluster_image(docker_client, definitions) -> str:
-    """The default image for this machine's architecture, as built here (the stand-in pulls nothing)."""
-    image = definitions[DEFAULT_IMAGE]
-    ref = image.ref(image.arch(normalise_arch(platform.machine()).name))
-    try:
-        docker_client.images.get(ref)
-    except docker.errors.ImageNotFound:
-        missing(f"the image {ref} (`invoke build`)")
-    return ref
 
 
 @pytest.fixture(scope="module")
