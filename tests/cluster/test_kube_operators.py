@@ -211,6 +211,13 @@ def test_a_rendered_volcano_job_is_admitted_and_gets_its_podgroup(kube, operator
     create(kube, job)
     (group,) = until("the Volcano Job's PodGroup", lambda: _podgroups_of(kube, "vc", "vc"))
     assert group["spec"]["minMember"] == job["spec"]["minAvailable"]
+    # vc-scheduler holds the gang back: no node offers its resources, so the PodGroup stays
+    # Pending and the job's pods wait for it to be enqueued
+    (group,) = until("vc-scheduler's verdict on the PodGroup",
+                     lambda: [g for g in _podgroups_of(kube, "vc", "vc")
+                              if any(c["type"] == "Unschedulable" for c in g.get("status", {}).get("conditions", []))])
+    assert group["status"]["phase"] == "Pending"
+    assert "NotEnoughResources" in {c.get("reason") for c in group["status"]["conditions"]}
     # the admission's mutation ran: the job carries the queue it defaults to
     admitted = json.loads(kube.kubectl("-n", "vc", "get", "jobs.batch.volcano.sh", "vc", "-o", "json").stdout)
     assert admitted["spec"]["queue"] == "default"

@@ -1,35 +1,47 @@
 """The real operators on a running control plane: their CRDs, RBAC and webhooks as each
-release ships them, their programs built by ``build`` from ``kube/operators/<name>/``.
+release ships them, their programs built by ``build`` from ``kube/operators/<name>/``
+(the Kubeflow training operator, JobSet, LeaderWorkerSet, Kubeflow Trainer v2, Volcano).
 
-What is real: the binaries (each operator's own main package at the release its module
-pins), the CRDs with their schemas, the ServiceAccount, Roles, ClusterRoles and bindings,
-and the Validating/MutatingWebhookConfigurations with every rule and path. All of it is
-read at install time from the operator's module source in Go's module cache (``go mod
-download -json MODULE@VERSION``, its ``Dir``) and rendered by the kustomize built into the
-plane's kubectl (``kubectl kustomize``) from the overlay upstream installs from; nothing is
-copied into the checkout. Each object is applied with ``kubectl apply --server-side``.
+What is real: the binaries (each operator's own main packages at the release its module
+pins), the CRDs with their schemas, the ServiceAccounts, Roles, ClusterRoles and bindings,
+and the Validating/MutatingWebhookConfigurations with every rule, path and failure policy.
+All of it is read at install time from the operator's module source in Go's module cache
+(``go mod download -json MODULE@VERSION``, its ``Dir``): the overlay upstream installs
+from, rendered by the kustomize built into the plane's kubectl (``kubectl kustomize``), or
+the release's one file of objects (Volcano's installer). Nothing is copied into the
+checkout. Each object is applied with ``kubectl apply --server-side``. An overlay resource
+fetched from the network (Trainer's ``third-party/jobset``, JobSet's release manifests from
+GitHub) is left out, from a copy of the kustomization in the install folder; the JobSet
+installed here from its own module stands in for it.
 
-What stands in: the operator runs as a process on this host instead of as the pod of its
-Deployment (the Deployment is not applied: no node runs pods yet). In the pod's place:
+What stands in: each program runs as a process on this host instead of as the pod of its
+Deployment (Deployments and Jobs are not applied: no node runs pods yet). In the pod's place:
 
-- identity: a token of the operator's own ServiceAccount (``kubectl create token``, the
-  TokenRequest API) in a kubeconfig, so every call it makes passes through the RBAC it ships;
+- identity: a token of the program's own ServiceAccount, the one its Deployment names
+  (``kubectl create token``, the TokenRequest API), in a kubeconfig of its own, so every
+  call it makes passes through the RBAC it ships (no administrator's kubeconfig);
 - webhooks: each configuration's ``clientConfig.service`` becomes ``clientConfig.url``
   ``https://127.0.0.1:<port><path>`` with a ``caBundle`` of a CA made here, and the
   operator serves a certificate from that CA (for 127.0.0.1 and the Service's DNS names);
 - the webhook Secret an in-cluster cert rotator reads (open-policy-agent cert-controller
   v0.10.1, pkg/rotator/rotator.go: ``ValidCert`` checks the CA against the rotator's
   ``CAName`` and the serving certificate against ``<service>.<namespace>.svc``, 90 days
-  ahead) holds the same CA and certificate, so a rotator that runs keeps them and injects
-  the same ``caBundle``;
+  ahead; the CA key is parsed as PKCS #1) holds the same CA and certificate, so a rotator
+  that runs keeps them and injects the same ``caBundle``. Where an operator can turn its
+  rotator off (JobSet, LWS, Trainer) it is off and its Configuration names the certificate;
+  the training operator v1.8.1 cannot, and its rotator waits for a file at a fixed path
+  (``ROTATOR_CERT_DIR``, the one thing written outside the install folder, and only where
+  absent);
 - configuration the pod mounts from a ConfigMap is written to the install folder with the
   ports and certificate folder of this host.
 
-Every port is a free loopback port. ``install`` returns once the operator answers its
-readiness check (controller-runtime's ``/readyz``, which upstream makes wait for its
-webhook server); ``stop`` ends its processes through ``plane.stop_processes`` (by the ids
-recorded, each checked to still run its binary). It never writes into the checkout or
-``~/.kube``, and leaves no process behind.
+Every port is a free port, bound to 127.0.0.1 where the program takes an address (the
+training operator v1.8.1's webhook server and Trainer's status server take only a port and
+listen on every interface). ``install`` returns once the operator answers its readiness
+check (controller-runtime's ``/readyz``, which upstream makes wait for its webhook server;
+Volcano's three ``/healthz``); ``stop`` ends its processes through
+``plane.stop_processes`` (by the ids recorded, each checked to still run its binary). It
+never writes into the checkout or ``~/.kube``, and leaves no process behind.
 """
 
 from __future__ import annotations
