@@ -154,12 +154,6 @@ def test_a_leaderworkerset_of_size_zero_is_refused_naming_the_field(kube, operat
 
 # --- Kubeflow Trainer v2: TrainJob ---------------------------------------------------------
 
-# Trainer v2.3.0 validates runtimePatches[].manager as a domain-prefixed path
-# (pkg/runtime/framework/plugins/jobset/jobset.go, IsDomainPrefixedPath); torchpod's render names its patch's manager
-# "torchpod", which the webhook refuses. Strict: the day the render says a domain-prefixed
-# name, this passes and the mark goes.
-@pytest.mark.xfail(strict=True, reason="Trainer v2.3.0's webhook refuses runtimePatches[].manager 'torchpod': "
-                                       "must be a domain-prefixed path")
 def test_a_rendered_trainjob_is_admitted_by_trainers_webhook(kube, operator):
     operator("trainer")
     kube.namespace("tj-render")
@@ -168,15 +162,26 @@ def test_a_rendered_trainjob_is_admitted_by_trainers_webhook(kube, operator):
     assert result.returncode == 0, result.stderr
 
 
+def test_a_runtime_patch_manager_without_a_domain_is_refused_as_the_unit_check_says(kube, operator):
+    """Trainer v2.3.0 checks each runtime patch's manager with IsDomainPrefixedPath
+    (pkg/runtime/framework/plugins/jobset/jobset.go): torchpod's render once named it
+    "torchpod", and the webhook refused the job; the render's unit test holds the same rule."""
+    operator("trainer")
+    kube.namespace("tj-manager")
+    job = rendered("trainer", "tj-manager", "tj-manager")
+    for patch in job["spec"]["runtimePatches"]:
+        patch["manager"] = "torchpod"
+    result = create(kube, job, check=False)
+    assert result.returncode != 0 and "spec.runtimePatches.manager" in result.stderr, result.stderr
+    assert "must be a domain-prefixed path" in result.stderr, result.stderr
+
+
 def test_a_trainjob_gets_its_jobset_and_the_jobsets_child_jobs(kube, operator):
-    """torchpod's TrainJob with its runtime patch's manager under a domain (what the webhook
-    asks, above): the Trainer makes the JobSet, the JobSet operator its Jobs."""
+    """torchpod's TrainJob as rendered: the Trainer makes the JobSet, the JobSet operator its Jobs."""
     operator("trainer")
     kube.namespace("tj")
     job = rendered("trainer", "tj", "tj")
     assert job["kind"] == "TrainJob"
-    for patch in job["spec"].get("runtimePatches", []):
-        patch["manager"] = "torchpod.example.com/manifests"
     create(kube, job)
     jobset = until("the TrainJob's JobSet", lambda: kube.kubectl("-n", "tj", "get", "jobsets.jobset.x-k8s.io", "tj",
                                                                  "-o", "json", check=False).stdout)

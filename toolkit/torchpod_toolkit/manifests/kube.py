@@ -298,6 +298,13 @@ def pytorch_job_elastic(spec: JobSpec) -> Obj:
     return pytorch_job(spec, elastic=True)
 
 
+# Who owns the TrainJob's runtime patch. Trainer's webhook asks a domain-prefixed path (an
+# RFC 1123 subdomain, "/", then URI path characters: trainer v2.3.0,
+# pkg/runtime/framework/plugins/jobset/jobset.go, validation.IsDomainPrefixedPath), as Kueue's
+# "kueue.x-k8s.io/manager"; a plain "torchpod" is refused at admission.
+TRAINJOB_PATCH_MANAGER = "torchpod.io/manifests"
+
+
 def train_job(spec: JobSpec) -> Obj:
     """trainer.kubeflow.org/v1alpha1 TrainJob on the torch-distributed ClusterTrainingRuntime.
     What a TrainJob cannot say directly (securityContext, /dev/shm) goes in runtimePatches,
@@ -316,7 +323,7 @@ def train_job(spec: JobSpec) -> Obj:
     security = container(spec).get("securityContext")
     if security:
         node_container["securityContext"] = security
-    patch = {"manager": "torchpod", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{
+    patch = {"manager": TRAINJOB_PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{
         "name": "node", "template": {"spec": {"template": {"spec": {
             **site_pod_fields(spec), "securityContext": pod_security_context(spec), "containers": [node_container],
             "volumes": volumes(spec)}}}}}]}}}}

@@ -254,3 +254,30 @@ def test_volumes_selectors_and_tolerations_reach_every_pod(kind):
                                       {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoExecute"}]
         if kind != "trainer":
             assert pod["containers"][0]["workingDir"] == "/workspace"
+
+
+# Trainer's webhook (trainer v2.3.0, pkg/runtime/framework/plugins/jobset/jobset.go) checks
+# each runtime patch's manager with apimachinery's IsDomainPrefixedPath (k8s.io/apimachinery
+# v0.37.2, pkg/util/validation/validation.go): an RFC 1123 subdomain, "/", then httpPathFmt.
+_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_HTTP_PATH = r"[A-Za-z0-9/\-._~%!$&'()*+,;=:]+"
+
+
+def _domain_prefixed_path(text: str) -> bool:
+    import re
+
+    host, slash, path = text.partition("/")
+    return (bool(slash) and 0 < len(host) <= 253 and re.fullmatch(_SUBDOMAIN, host, re.ASCII) is not None
+            and re.fullmatch(_HTTP_PATH, path, re.ASCII) is not None)
+
+
+@pytest.mark.parametrize("text, ok", [("torchpod", False), ("kueue.x-k8s.io/manager", True), ("/x", False),
+                                      ("Acme.io/x", False), ("acme.io/", False), ("acme.io/a b", False)])
+def test_the_domain_prefixed_path_check_is_apimachinerys(text, ok):
+    assert _domain_prefixed_path(text) is ok
+
+
+def test_every_runtime_patch_of_a_trainjob_names_a_domain_prefixed_manager():
+    for nodes in (1, 2, 3):
+        managers = [patch["manager"] for patch in _job("trainer", nodes)["spec"]["runtimePatches"]]
+        assert managers and all(_domain_prefixed_path(m) for m in managers), managers
