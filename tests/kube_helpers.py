@@ -62,7 +62,7 @@ class Kube:
     def kubectl(self, *args: str, stdin: str = "", check: bool = True) -> subprocess.CompletedProcess[str]:
         """kubectl with the administrator's kubeconfig; a failure fails the test unless ``check`` is off."""
         argv = [str(self.plan.bindir / "kubectl"), f"--kubeconfig={self.plane.kubeconfig}",
-                "--request-timeout=30s", *args]
+                f"--cache-dir={self.plane.kubeconfig.parent / 'kubectl'}", "--request-timeout=30s", *args]
         result = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=60)
         if check and result.returncode != 0:
             pytest.fail(f"kubectl {' '.join(args)}: exit {result.returncode}: {result.stderr}")

@@ -498,7 +498,9 @@ class Kubectl:
     kubeconfig: Path
 
     def __call__(self, *args: str, stdin: str = "", cap: int = RENDER_CAP) -> str:
-        argv = [str(self.binary), f"--kubeconfig={self.kubeconfig}", "--request-timeout=60s", *args]
+        # the discovery cache beside the kubeconfig, in the plane's folder: never ~/.kube
+        argv = [str(self.binary), f"--kubeconfig={self.kubeconfig}",
+                f"--cache-dir={self.kubeconfig.parent / 'kubectl'}", "--request-timeout=60s", *args]
         try:
             done = subprocess.run(argv, input=stdin.encode("utf-8"), capture_output=True, timeout=KUBECTL_TIMEOUT)
         except (OSError, subprocess.SubprocessError) as exc:
