@@ -23,11 +23,11 @@ from typing import Sequence
 from torchpod.arch import Arch
 from torchpod.errors import InputError, RuntimeFailure
 
-from . import host
+from . import grammars, host
 from .commands import Builder
 from .definitions import ImageDef
 
-_REGISTRY = re.compile(r"^[A-Za-z0-9.-]+(:\d+)?$")
+_PORT = re.compile(r":[0-9]+\Z")
 
 
 @dataclass(frozen=True)
@@ -38,16 +38,17 @@ class PushResult:
 
 
 def check_registry(registry: str) -> str:
-    """``HOST[:PORT]`` as given, or an InputError saying what form is expected."""
-    if not _REGISTRY.match(registry or ""):
+    """``HOST[:PORT]`` as given, or an InputError saying what form is expected: the domain of an
+    image reference (grammars.DOMAIN, distribution/reference's grammar), whole."""
+    if not isinstance(registry, str) or not grammars.DOMAIN.fullmatch(registry):
         raise InputError(f"--registry={registry!r}; expected HOST:PORT such as 127.0.0.1:5000 (no scheme, no path)")
     return registry
 
 
 def plain_http(registry: str, insecure: bool) -> bool:
     """Whether to talk HTTP: asked for, or a loopback registry (the engine's own default)."""
-    host = check_registry(registry).split(":")[0]
-    return insecure or host in ("localhost",) or host.startswith("127.")
+    host = _PORT.sub("", check_registry(registry))
+    return insecure or host in ("localhost", "[::1]") or host.startswith("127.")
 
 
 def check_complete(defn: ImageDef, present: Sequence[Arch], registry: str) -> None:
@@ -77,8 +78,6 @@ def digest_command(builder: Builder, target: str, *, insecure: bool) -> list[str
         return [builder.docker, "buildx", "imagetools", "inspect", target, "--format", "{{json .Manifest}}"]
     return None
 
-
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 def _cli(argv: Sequence[str], what: str) -> str:
@@ -136,7 +135,7 @@ def push(defn: ImageDef, registry: str, *, insecure: bool = False) -> PushResult
     reader = digest_command(builder, target, insecure=plain)
     if reader is not None:
         out = _cli(reader, f"reading back {target}")
-    found = _DIGEST.findall(out)
+    found = [m.group(0) for m in grammars.DIGEST.finditer(out)]
     if not found:
         raise RuntimeFailure(f"merging {target} printed no digest: {out.strip()[:200]!r}")
     return PushResult(images=pushed, manifest_ref=target, manifest_digest=found[0])

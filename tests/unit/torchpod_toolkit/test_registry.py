@@ -46,13 +46,20 @@ def test_merge_refuses_a_missing_arch():
     registry.check_complete(DEFN, [X86, ARM], "127.0.0.1:5000")
 
 
-@pytest.mark.parametrize("value", ["", "http://x:5000", "a/b"])
+@pytest.mark.parametrize("value", ["", "http://x:5000", "a/b", "127.0.0.1:5000\n", "a..b:5000", "-a:5000",
+                                   "a:", "a:5000:1", "[::1", "reg.example:5000 ", "r\u00e9g:5000", None])
 def test_registry_must_be_host_port(value):
     with pytest.raises(InputError, match="expected HOST:PORT"):
         registry.check_registry(value)
 
 
+@pytest.mark.parametrize("value", ["127.0.0.1:5000", "localhost", "reg.example", "[::1]:5000", "a-b.c-d:1"])
+def test_a_registry_domain_as_an_image_reference_names_it_is_taken(value):
+    assert registry.check_registry(value) == value
+
+
 def test_plain_http_for_loopback_or_when_asked():
+    assert registry.plain_http("[::1]:5000", False)
     assert registry.plain_http("127.0.0.1:5000", False)
     assert registry.plain_http("localhost:5000", False)
     assert not registry.plain_http("reg.example:443", False)
