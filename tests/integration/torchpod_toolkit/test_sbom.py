@@ -4,6 +4,7 @@ is the same bytes every time (the two-builds test compares the images' copies)."
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
@@ -80,9 +81,34 @@ def test_every_input_of_the_sbom_changes_its_key(monkeypatch, tmp_path):
     assert len(keys) == 6
 
 
+GENERATE = sbom.generate  # the real one, before a test stands in for it
+
+
+@functools.lru_cache(maxsize=None)
+def _generated(name: str, arch: str) -> str:
+    defn = DEFS[name]
+    return GENERATE(defn, defn.arch(arch), *_locks(defn, defn.arch(arch)))
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """sbom.generate replaced by its real output, generated once per image and arch for the
+    module (5 s each), counting the calls: what is under test here is what is taken from
+    the cache and what is made again."""
+    calls = []
+
+    def generate(defn, arch, wheels, debs):
+        calls.append(wheels.sha256)
+        return _generated(defn.name, arch.name) if wheels.sha256 == _locks(defn, arch)[0].sha256 else \
+            _generated("pytorch", "aarch64")
+
+    monkeypatch.setattr(sbom, "generate", generate)
+    return calls
+
+
 @pytest.mark.parametrize("stored", ["", "{", "null", '{"metadata": {"properties": [1]}}', "\udcff", "dir"],
                          ids=["empty", "truncated", "null", "odd-properties", "not-utf8", "a-directory"])
-def test_a_stored_sbom_that_does_not_name_its_locks_is_made_again(tmp_path, stored):
+def test_a_stored_sbom_that_does_not_name_its_locks_is_made_again(tmp_path, stored, counted):
     defn, arch = CASES[1]
     wheels, debs = _locks(defn, arch)
     path = tmp_path / f"{sbom.key(defn, arch, wheels, debs)}.cdx.json"
@@ -90,21 +116,22 @@ def test_a_stored_sbom_that_does_not_name_its_locks_is_made_again(tmp_path, stor
         path.mkdir()
     else:
         path.write_bytes(stored.encode(errors="surrogateescape"))
+    expected = _generated(defn.name, arch.name)
     if stored == "dir":  # never read, never replaced: generated for this build alone, no stray file left
-        assert sbom.remembered(defn, arch, wheels, debs, tmp_path) == (sbom.generate(defn, arch, wheels, debs), False)
-        assert path.is_dir() and [p.name for p in tmp_path.iterdir()] == [path.name]
+        assert sbom.remembered(defn, arch, wheels, debs, tmp_path) == (expected, False)
+        assert path.is_dir() and [p.name for p in tmp_path.iterdir()] == [path.name] and len(counted) == 1
         return
     text, cached = sbom.remembered(defn, arch, wheels, debs, tmp_path)
-    assert not cached and text == sbom.generate(defn, arch, wheels, debs)
+    assert not cached and text == expected and len(counted) == 1
     assert path.read_text() == text  # replaced whole
+    assert sbom.remembered(defn, arch, wheels, debs, tmp_path) == (expected, True) and len(counted) == 1
 
 
-def test_a_stored_sbom_of_other_locks_is_never_taken(tmp_path):
+def test_a_stored_sbom_of_other_locks_is_never_taken(tmp_path, counted):
     defn, arch = CASES[1]
     wheels, debs = _locks(defn, arch)
-    other, _ = _locks(DEFS["pytorch"], DEFS["pytorch"].arch("aarch64"))
     path = tmp_path / f"{sbom.key(defn, arch, wheels, debs)}.cdx.json"
-    path.write_text(sbom.generate(defn, arch, other, debs))  # a file under this key naming another wheel lock
+    path.write_text(_generated("pytorch", "aarch64"))  # a file under this key naming another image's locks
     text, cached = sbom.remembered(defn, arch, wheels, debs, tmp_path)
     props = {p["name"]: p["value"] for p in json.loads(text)["metadata"]["properties"]}
-    assert not cached and props["torchpod:lock.wheels"] == wheels.sha256 != other.sha256
+    assert not cached and props["torchpod:lock.wheels"] == wheels.sha256 and len(counted) == 1
