@@ -144,6 +144,7 @@ class Kubelet:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.address = ""
+        self.host_cpus = 0
 
     # -- start and stop -------------------------------------------------------------------------
     def start(self) -> Kubelet:
@@ -151,6 +152,7 @@ class Kubelet:
         net = self.docker.networks.create(self.network, driver="bridge", labels=dict(self.labels))
         net.reload()
         self.address = net.attrs["IPAM"]["Config"][0]["Gateway"]
+        self.host_cpus = int(self.docker.info().get("NCPU") or 0)
         pki = self.plane.root / "pki"
         for name in self.names:
             plane_mod.issue_client(pki, f"node-{name}", f"system:node:{name}", "system:nodes")
@@ -245,7 +247,8 @@ class Kubelet:
         """What a pod worker on ``node`` uses: its node's client, docker, the network and labels."""
         client = self.clients.get(node)
         return Runtime(node=node, client=client, docker=self.docker, network=self.network, labels=self.labels,
-                       host_ip=self.address, allocatable=self.shape.capacity(), note=self._note)
+                       host_ip=self.address, allocatable=self.shape.capacity(), note=self._note,
+                       host_cpus=self.host_cpus)
 
     def pod_workers(self) -> Mapping[str, PodWorker]:
         return dict(self.workers)

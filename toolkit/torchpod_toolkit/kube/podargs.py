@@ -19,6 +19,7 @@ import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from .podenv import ConfigError, quantity
@@ -117,12 +118,20 @@ def security_args(pod: Obj, container: Obj, image_user: str) -> list[str]:
     return argv
 
 
-def resource_args(container: Obj) -> list[str]:
-    """--cpus and --memory from the container's limits (requests shape no docker flag)."""
+def resource_args(container: Obj, host_cpus: int = 0) -> list[str]:
+    """--cpus and --memory from the container's limits (requests shape no docker flag).
+
+    A CPU limit above ``host_cpus`` (the docker host's count, when given) is cut to it: the
+    kubelet writes any limit as a CFS quota, which the kernel takes even beyond the
+    machine's CPUs, while docker refuses ``--cpus`` above the host's count; a quota of
+    every CPU and one of more constrain alike. A node advertises more CPUs than this host
+    may have, and a pod asking for them is still run."""
     limits = (container.get("resources") or {}).get("limits") or {}
     argv: list[str] = []
     if "cpu" in limits:
         cpus = quantity(limits["cpu"])
+        if host_cpus > 0:
+            cpus = min(cpus, Fraction(host_cpus))
         argv += ["--cpus", f"{float(cpus):.3f}".rstrip("0").rstrip(".")]
     if "memory" in limits:
         argv += ["--memory", f"{int(quantity(limits['memory']))}b"]
@@ -173,7 +182,7 @@ def mount_args(container: Obj, sources: Mapping[str, Source]) -> list[str]:
 
 def container_argv(pod: Obj, container: Obj, *, name: str, sandbox: str, env: Mapping[str, str],
                    command: Sequence[str], args: Sequence[str], sources: Mapping[str, Source],
-                   labels: Mapping[str, str], image_user: str = "") -> list[str]:
+                   labels: Mapping[str, str], image_user: str = "", host_cpus: int = 0) -> list[str]:
     """One container, in the sandbox's network namespace: its environment, user, limits,
     mounts, and the command and args as Kubernetes means them (a command replaces the
     image's entrypoint and its default arguments; args alone replace only the arguments)."""
@@ -185,7 +194,8 @@ def container_argv(pod: Obj, container: Obj, *, name: str, sandbox: str, env: Ma
         if not key or "=" in key or "\0" in key + value:
             raise ConfigError(f"environment variable {key[:80]!r}: a name without '=' and no NUL byte is required")
         argv.append(f"--env={key}={value}")
-    argv += security_args(pod, container, image_user) + resource_args(container) + mount_args(container, sources)
+    argv += security_args(pod, container, image_user) + resource_args(container, host_cpus)
+    argv += mount_args(container, sources)
     if container.get("workingDir"):
         argv.append(f"--workdir={container['workingDir']}")
     if container.get("stdin") is True:

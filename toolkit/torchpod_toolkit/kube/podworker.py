@@ -56,6 +56,7 @@ class Runtime:
     host_ip: str
     allocatable: Mapping[str, str]
     note: Callable[[str, BaseException], None]
+    host_cpus: int = 0  # the docker host's CPUs (podargs.resource_args); 0: no cap
 
     def run(self, argv: Sequence[str], timeout: float = 120.0) -> str:
         """A docker command (a list of words, never a shell line); its stdout, or RuntimeFailure."""
@@ -332,7 +333,8 @@ class PodWorker(threading.Thread):
             name = self.name_of(record.name, record.restarts)
             argv = podargs.container_argv(self.pod, container, name=name, sandbox=self.sandbox, env=env,
                                           command=command, args=args, sources=self.sources,
-                                          labels=self._labels(record.name), image_user=self._image_user(container))
+                                          labels=self._labels(record.name), image_user=self._image_user(container),
+                                          host_cpus=self.runtime.host_cpus)
         except (podenv.ConfigError, ValueError, RuntimeFailure) as exc:  # the API's refusals too, as the kubelet's
             record.state = podstatus.waiting(podstatus.CONFIG_ERROR, one_line(exc))
             return False

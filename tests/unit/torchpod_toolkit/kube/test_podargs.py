@@ -112,6 +112,14 @@ def test_limits_become_cpus_and_memory():
         podargs.resource_args({"resources": {"limits": {"memory": "lots"}}})
 
 
+def test_a_cpu_limit_above_the_hosts_cpus_is_cut_to_them_as_docker_takes_no_more():
+    four = {"resources": {"limits": {"cpu": "4"}}}
+    assert podargs.resource_args(four, host_cpus=2) == ["--cpus", "2"]
+    assert podargs.resource_args(four, host_cpus=8) == ["--cpus", "4"]
+    assert podargs.resource_args(four) == ["--cpus", "4"]  # no host count: the limit as written
+    assert podargs.resource_args({"resources": {"limits": {"cpu": "500m"}}}, host_cpus=2) == ["--cpus", "0.5"]
+
+
 def test_mounts_are_csv_records_and_paths_stay_inside_their_volume():
     sources = {"data": podargs.Source("bind", "/host/data"), "cfg": podargs.Source("bind", "/host/cfg", True),
                "shm": podargs.Source("volume", "k8s_shm")}
