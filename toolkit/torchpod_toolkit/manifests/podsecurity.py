@@ -203,9 +203,21 @@ def check_pod(pod: Pod) -> list[Failure]:
     return [Failure(check, level, detail) for check, level, run in CHECKS for detail in run(pod)]
 
 
+# The init container training-operator v1.8.1 adds to every Worker pod of a PyTorchJob that
+# has a Master replica (pkg/controller.v1/pytorch/initcontainer.go: setInitContainer and
+# its default template, which waits for the Master's name in DNS): it carries no
+# securityContext, so such a Worker pod fails 'restricted' whatever the render says.
+PYTORCH_INIT_NAME = "init-pytorch"
+PYTORCH_INIT: Mapping[str, Any] = {
+    "name": PYTORCH_INIT_NAME, "image": "alpine:3.10", "imagePullPolicy": "IfNotPresent",
+    "resources": {"limits": {"cpu": "100m", "memory": "20Mi"}, "requests": {"cpu": "50m", "memory": "10Mi"}},
+    "command": ["sh", "-c", "nslookup <job>-master-0"]}
+
+
 def pod_specs(doc: Mapping[str, Any]) -> Iterator[tuple[str, Pod]]:
     """(where, pod spec) of every pod template in one rendered object: a Pod, a Volcano Job's
-    tasks, a PyTorchJob's replicas, a LeaderWorkerSet's templates, a JobSet's jobs, and a
+    tasks, a PyTorchJob's replicas (a Worker with the operator's init container, PYTORCH_INIT),
+    a LeaderWorkerSet's templates, a JobSet's jobs, and a
     TrainJob's pod as its runtimePatches make it (the trainer container and the patch)."""
     kind, name, spec = doc.get("kind"), (doc.get("metadata") or {}).get("name"), doc.get("spec") or {}
     if kind == "Pod":
@@ -214,8 +226,12 @@ def pod_specs(doc: Mapping[str, Any]) -> Iterator[tuple[str, Pod]]:
         for t in spec["tasks"]:
             yield f"Job/{name} task {t['name']}", t["template"].get("spec", {})
     elif kind == "PyTorchJob":
-        for rtype, r in spec.get("pytorchReplicaSpecs", {}).items():
-            yield f"PyTorchJob/{name} {rtype}", r["template"].get("spec", {})
+        replicas = spec.get("pytorchReplicaSpecs", {})
+        for rtype, r in replicas.items():
+            pod = r["template"].get("spec", {})
+            if rtype == "Worker" and "Master" in replicas:  # as the operator makes it
+                pod = {**pod, "initContainers": [*(pod.get("initContainers") or ()), PYTORCH_INIT]}
+            yield f"PyTorchJob/{name} {rtype}", pod
     elif kind == "LeaderWorkerSet":
         lwt = spec.get("leaderWorkerTemplate") or {}
         for key in ("leaderTemplate", "workerTemplate"):

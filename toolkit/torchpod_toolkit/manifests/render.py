@@ -62,13 +62,24 @@ WHY = {
     "runAsUser": "--run-as-user 0",
 }
 
+# what a failure of the operator's own container (podsecurity.PYTORCH_INIT) is put down to
+INJECTED = "the init container training-operator adds to Worker pods, without a securityContext"
+
+
+def _why(failure: podsecurity.Failure) -> str:
+    """Why the job fails a check: the operator's container, else what torchpod's option needs."""
+    if podsecurity.PYTORCH_INIT_NAME in failure.detail:
+        return INJECTED
+    return WHY.get(failure.check, "")
+
 
 def pod_security(spec: JobSpec, docs=None) -> tuple[str, str]:
     """(the Pod Security Standards level the namespace must allow, the header's text for it),
     judged on the rendered pods by torchpod_toolkit.manifests.podsecurity, never from a table."""
     level, failures = podsecurity.level(kube.objects(spec) if docs is None else docs)
     checks = list(dict.fromkeys((f.check, f.level) for _, f in failures))
-    reasons = "; ".join(f"{c}" + (f": {WHY[c]}" if c in WHY else "") for c, _ in checks)
+    why = {f.check: _why(f) for _, f in reversed(failures)}  # the first failure of a check speaks for it
+    reasons = "; ".join(f"{c}: {why[c]}" if why[c] else c for c, _ in checks)
     if level == "restricted":
         return level, "'restricted' (every check of the Pod Security Standards passes on the rendered pods)"
     missed = "baseline" if level == "privileged" else "restricted"
@@ -87,7 +98,7 @@ def _require_level(spec: JobSpec, docs) -> None:
               if podsecurity.meets(spec.pod_security, f.level)]
     if not failed:
         return
-    named = "; ".join(dict.fromkeys(f"{f.check} ({f.detail}" + (f": {WHY[f.check]})" if f.check in WHY else ")")
+    named = "; ".join(dict.fromkeys(f"{f.check} ({f.detail}: {_why(f)})" if _why(f) else f"{f.check} ({f.detail})"
                                     for f in failed))
     raise InputError(f"--pod-security={spec.pod_security} cannot be met: the pods fail {named}")
 

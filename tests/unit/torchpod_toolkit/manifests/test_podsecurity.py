@@ -109,7 +109,32 @@ def test_the_header_states_the_checkers_level_of_the_yaml_as_written(kind, extra
         pytest.skip("a TrainJob cannot set hostNetwork (spec.check refuses it)")
     (out, *_) = [o for o in render_mod.render(JobSpec(kind, 2, IMAGE, ("t.py",), **extra)) if o.name.endswith(".yaml")]
     found, _ = podsecurity.level(documents(out.text))
+    if expected == "restricted" and kind in MASTER_AND_WORKERS:  # the operator's init container: below
+        expected = "baseline"
     assert found == _header_level(out.text) == expected
+
+
+# PyTorchJobs with a Master replica, whose Worker pods training-operator gives its init container
+MASTER_AND_WORKERS = ("kubeflow", "runai")
+
+
+@pytest.mark.parametrize("kind", MASTER_AND_WORKERS)
+def test_a_pytorchjobs_worker_is_judged_with_the_init_container_the_operator_adds(kind):
+    """training-operator v1.8.1 adds init-pytorch, with no securityContext, to the Worker pods
+    of a job with a Master (pkg/controller.v1/pytorch/initcontainer.go); a namespace enforcing
+    'restricted' refuses them, so the header says 'baseline' and puts it down to the operator."""
+    (out, *_) = [o for o in render_mod.render(JobSpec(kind, 2, IMAGE, ("t.py",))) if o.name.endswith(".yaml")]
+    pods = dict(podsecurity.pod_specs(documents(out.text)[0]))
+    worker = next(pod for where, pod in pods.items() if where.endswith(" Worker"))
+    assert [c["name"] for c in worker["initContainers"]] == ["init-pytorch"]
+    assert "initContainers" not in next(pod for where, pod in pods.items() if where.endswith(" Master"))
+    assert _header_level(out.text) == "baseline"
+    assert "allowPrivilegeEscalation: the init container training-operator adds to Worker pods" in out.text
+    # one node: a Master alone, no Worker, nothing added
+    (one, *_) = [o for o in render_mod.render(JobSpec(kind, 1, IMAGE, ("t.py",))) if o.name.endswith(".yaml")]
+    assert _header_level(one.text) == "restricted"
+    with pytest.raises(InputError, match="init container training-operator adds"):
+        render_mod.render(JobSpec(kind, 2, IMAGE, ("t.py",), pod_security="restricted"))
 
 
 def test_every_worked_example_states_the_level_of_its_own_pods():
