@@ -38,6 +38,7 @@ NODES = 3
 OPERATORS = ("training-operator", "jobset", "lws", "trainer", "volcano")
 WAIT = 180.0  # seconds a job has to succeed: pods start in seconds, the check trains in a few
 REFUSED = ("FailedCreate", "FailedCreatePod")  # a controller's event: the API refused a pod it made
+NO_IMAGE = "is not on this machine"  # the stand-in's word for an image it does not have (podworker)
 LEVEL = re.compile(r"^# Pod Security: namespace level '([a-z]+)'", re.MULTILINE)
 
 
@@ -156,10 +157,19 @@ def condition(cluster: Cluster, namespace: str, kind: str, name: str, wanted: st
 
 
 def refusals(cluster: Cluster, namespace: str) -> list[str]:
-    """The messages of the events in which a controller says the API refused a pod it made."""
+    """What no wait mends: the events in which a controller says the API refused a pod it
+    made, and a container whose image the stand-in does not have (it pulls nothing)."""
     found = cluster.kube.kubectl("-n", namespace, "get", "events", "-o", "json", check=False)
     items = json.loads(found.stdout).get("items", []) if found.returncode == 0 else []
-    return [f"{e.get('reason')}: {e.get('message')}" for e in items if e.get("reason") in REFUSED]
+    out = [f"{e.get('reason')}: {e.get('message')}" for e in items if e.get("reason") in REFUSED]
+    found = cluster.kube.kubectl("-n", namespace, "get", "pods", "-o", "json", check=False)
+    for pod in json.loads(found.stdout).get("items", []) if found.returncode == 0 else []:
+        status = pod.get("status") or {}
+        for c in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+            waiting = (c.get("state") or {}).get("waiting") or {}
+            if NO_IMAGE in str(waiting.get("message", "")):
+                out.append(f"pod {pod['metadata']['name']} container {c.get('name')}: {waiting['message']}")
+    return out
 
 
 def wait(cluster: Cluster, namespace: str, kind: str, name: str, what: str, probe: Callable[[], bool]) -> None:
@@ -193,6 +203,14 @@ def assert_one_group(cluster: Cluster, namespace: str, world: int, nodes: int) -
 
 # --- the kinds ------------------------------------------------------------------------------------
 
+# training-operator v1.8.1 gives each Worker pod of a job with a Master its init container
+# init-pytorch (pkg/controller.v1/pytorch/initcontainer.go): image alpine:3.10 by default
+# (--pytorch-init-container-image), which waits for `nslookup <job>-master-0`. The render's
+# Pod Security level now counts that container ('baseline', so the namespace admits the
+# Worker); what still stops the job here is the image: the kubelet stand-in pulls nothing
+# and alpine:3.10 is not on this machine, and torchpod's image, which is, has no nslookup.
+@pytest.mark.xfail(strict=True, reason="training-operator's init-pytorch container (image alpine:3.10, "
+                                       "initcontainer.go) cannot run: the kubelet stand-in pulls no images")
 def test_a_pytorchjob_trains_to_succeeded(cluster):
     """training-operator v1.8.1: the Master and Worker pods get MASTER_ADDR/PORT, WORLD_SIZE,
     RANK and PET_* (pkg/controller.v1/pytorch/envvar.go); the job's condition Succeeded
