@@ -97,7 +97,8 @@ def check_lsf_directives(spec: JobSpec, text: str) -> None:
     the job's values, and -W the wall time in [hour:]minute, rounded up to a minute."""
     words = directives(text, "#BSUB")
     found = {d[0]: " ".join(d[1:]) for d in words}
-    assert len(found) == len(words) and set(found) <= {"-J", "-n", "-R", "-x", "-gpu", "-W", "-q", "-o"}, words
+    assert len(found) == len(words) and set(found) <= {"-J", "-n", "-R", "-x", "-gpu", "-W", "-q", "-o", "-P"}, words
+    assert found.get("-P", "") == spec.account  # the project the job is charged to
     node = spec.per_node  # the whole host (-x) unless CPUs were given: then bound cores and memory
     select = ["span[ptile=1]"] + ([] if node.whole_node else [f"affinity[core({node.cpus})]"])
     if node.memory_given or not node.whole_node:
@@ -111,6 +112,10 @@ def check_lsf_directives(spec: JobSpec, text: str) -> None:
     assert int(wall_h) * 60 + int(wall_m) == hours * 60 + minutes + (seconds > 0) and len(wall_m) == 2
 
 
+# the site's options a #SBATCH line carries under the option's own name
+SLURM_SITE = ("account", "qos", "constraint", "reservation")
+
+
 def check_directives(spec: JobSpec, text: str) -> None:
     if spec.scheduler == "lsf":
         check_lsf_directives(spec, text)
@@ -121,7 +126,8 @@ def check_directives(spec: JobSpec, text: str) -> None:
         found = dict((d[0][2:] + "=").split("=")[:2] for d in words)
         assert len(found) == len(words), f"a #SBATCH option given twice: {words}"
         assert set(found) <= {"job-name", "nodes", "ntasks-per-node", "exclusive", "cpus-per-task", "mem",
-                              "gpus-per-node", "time", "partition", "output"}
+                              "gpus-per-node", "time", "partition", "output", *SLURM_SITE}
+        assert all(found.get(name, "") == getattr(spec, name) for name in SLURM_SITE), found
         assert (found["job-name"], found["nodes"], found["time"]) == (spec.name, str(spec.nodes), spec.walltime)
         assert found.get("partition", "") == spec.queue
         node = spec.per_node  # the whole node unless CPUs were given
@@ -131,7 +137,8 @@ def check_directives(spec: JobSpec, text: str) -> None:
         assert found["mem"] == ("0" if whole_memory else resources.slurm_size(node.memory_mi))
     else:
         found_pbs = directives(text, "#PBS")
-        assert all(len(d) == 2 and d[0] in ("-N", "-l", "-q", "-j") for d in found_pbs), found_pbs
+        assert all(len(d) == 2 and d[0] in ("-N", "-l", "-q", "-j", "-A") for d in found_pbs), found_pbs
+        assert [d[1] for d in found_pbs if d[0] == "-A"] == ([spec.account] if spec.account else [])
         asked = [d[1] for d in found_pbs if d[0] == "-l"]
         assert [d[1] for d in found_pbs if d[0] == "-N"] == [spec.name]
         assert f"walltime={spec.walltime}" in asked
