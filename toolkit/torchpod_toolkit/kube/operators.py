@@ -104,6 +104,7 @@ class Install:
     namespace: str
     config: Mapping[str, str] = field(default_factory=dict)  # ConfigMap files of the overlay, by key
     kubeconfigs: Mapping[str, Path] = field(default_factory=dict)  # by program, where each has its own account
+    init_image: str = ""  # training-operator's init-pytorch image, where the site names its own
 
 
 Argv = Callable[[Install], list[str]]
@@ -152,9 +153,27 @@ class Running:
 
 def _training_operator_argv(install: Install) -> list[str]:
     # Flags of cmd/training-operator.v1/main.go (training-operator v1.8.1).
+    site = [f"--pytorch-init-container-image={install.init_image}",
+            f"--pytorch-init-container-template-file={install.folder / INIT_TEMPLATE}"] if install.init_image else []
     return [str(install.bindir / "training-operator"), f"--webhook-server-port={install.ports.webhook}",
             f"--health-probe-bind-address={plane.LOOPBACK}:{install.ports.health}",
-            "--metrics-bind-address=0", "--leader-elect=false"]
+            "--metrics-bind-address=0", "--leader-elect=false", *site]
+
+
+# training-operator v1.8.1 gives every Worker pod of a job with a Master an init container
+# that waits until the Master's name resolves (pkg/controller.v1/pytorch/initcontainer.go):
+# by default `nslookup` in alpine:3.10, pulled from Docker Hub. A site without that image
+# names its own with --pytorch-init-container-image and --pytorch-init-container-template-file,
+# a Go template of the container list with .InitContainerImage, .MasterAddr and .MaxTries.
+# This one keeps the default's name, pull policy, resources and retry loop, and no
+# securityContext (what Pod Security admission judges is the operator's default), and asks
+# glibc's `getent hosts` instead of nslookup, which an image of Debian's has without dnsutils.
+INIT_TEMPLATE = "init-pytorch.yaml"
+INIT_CONTAINERS = [{
+    "name": "init-pytorch", "image": "{{.InitContainerImage}}", "imagePullPolicy": "IfNotPresent",
+    "resources": {"limits": {"cpu": "100m", "memory": "20Mi"}, "requests": {"cpu": "50m", "memory": "10Mi"}},
+    "command": ["sh", "-c", "err=1; for i in $(seq {{.MaxTries}}); do if getent hosts {{.MasterAddr}}; "
+                "then err=0 && break; fi; echo waiting for master; sleep 2; done; exit $err"]}]
 
 
 def _training_operator_env(install: Install) -> dict[str, str]:
@@ -170,6 +189,8 @@ ROTATOR_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 
 
 def _training_operator_prepare(install: Install) -> None:
+    if install.init_image:
+        (install.folder / INIT_TEMPLATE).write_text(yaml.safe_dump(INIT_CONTAINERS, sort_keys=False))
     served = install.folder / "tmp" / "k8s-webhook-server" / "serving-certs"
     served.mkdir(parents=True, exist_ok=True)
     for name in ("tls.crt", "tls.key"):
@@ -679,10 +700,13 @@ def _kubeconfigs(spec: Operator, kubectl: Kubectl, started: plane.Plane, manifes
 
 
 def install(spec: Operator, plan: build.Plan, kubectl: Kubectl, started: plane.Plane, folder: Path,
-            env: Mapping[str, str], timeout: float = 180.0, now: datetime.datetime | None = None) -> Running:
+            env: Mapping[str, str], timeout: float = 180.0, now: datetime.datetime | None = None,
+            init_image: str = "") -> Running:
     """Install ``spec`` on the plane ``started`` from the binaries ``plan`` names: its CRDs,
     RBAC and webhooks from its module source, a token of its ServiceAccount, and its programs
-    as processes in ``folder`` (a new, empty folder), ready when this returns."""
+    as processes in ``folder`` (a new, empty folder), ready when this returns. ``init_image``:
+    the image training-operator's init-pytorch container runs (INIT_CONTAINERS), as a site
+    without Docker Hub names one."""
     absent = [p.name for p in plan.missing()]
     if absent:
         raise RuntimeFailure(f"{', '.join(absent)} missing in {plan.bindir}; run `invoke kube.build` first")
@@ -701,7 +725,8 @@ def install(spec: Operator, plan: build.Plan, kubectl: Kubectl, started: plane.P
     kubeconfigs = _kubeconfigs(spec, kubectl, started, manifests, str(overlay), folder)
     made = Install(folder=folder, bindir=plan.bindir, kubeconfig=next(iter(kubeconfigs.values())),
                    certs=folder / "certs", ports=ports, namespace=spec.namespace,
-                   config=config_files(objects, mounted(manifests.deployments, "configMap")), kubeconfigs=kubeconfigs)
+                   config=config_files(objects, mounted(manifests.deployments, "configMap")), kubeconfigs=kubeconfigs,
+                   init_image=init_image)
     spec.prepare(made)
     running = start(spec, made, env, timeout=timeout)
     try:

@@ -205,3 +205,26 @@ def test_an_overlay_without_its_network_resources_points_into_the_module_source(
 def test_operators_that_need_another_name_one_that_exists():
     for spec in operators.OPERATORS.values():
         assert set(spec.needs) <= set(operators.OPERATORS) - {spec.name}
+
+
+@pytest.mark.parametrize("image", ["", "registry.example/torchpod/pytorch:2.13.0-cuda13.0-x86_64"])
+def test_a_site_init_image_names_its_template_and_the_template_keeps_the_defaults_fields(tmp_path, monkeypatch, image):
+    monkeypatch.setattr(operators, "ROTATOR_CERT_DIR", tmp_path / "rotator")
+    operators.make_certs(tmp_path / "certs", "op-ca", ["op-webhook.ops.svc"], NOW)
+    install = operators.Install(folder=tmp_path, bindir=Path("/cache/bin"), kubeconfig=tmp_path / "k",
+                                certs=tmp_path / "certs", ports=operators.Ports(19443, 18081), namespace="ns",
+                                init_image=image)
+    spec = operators.operator("training-operator")
+    spec.prepare(install)
+    words = spec.programs["training-operator"](install)
+    template = tmp_path / operators.INIT_TEMPLATE
+    site = [w for w in words if w.startswith("--pytorch-init-container")]
+    if not image:  # the operator's own default (alpine:3.10), no file written
+        assert site == [] and not template.exists()
+        return
+    assert site == [f"--pytorch-init-container-image={image}", f"--pytorch-init-container-template-file={template}"]
+    [container] = yaml.safe_load(template.read_text())
+    assert container["name"] == "init-pytorch" and container["image"] == "{{.InitContainerImage}}"
+    assert "securityContext" not in container and container["imagePullPolicy"] == "IfNotPresent"
+    command = container["command"][-1]
+    assert "{{.MaxTries}}" in command and "getent hosts {{.MasterAddr}}" in command
