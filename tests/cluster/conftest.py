@@ -43,6 +43,8 @@ def module_scoped(item) -> bool:
                if defs and defs[-1].argname != "request")
 
 
+# first: pytest-xdist reads the groups in its own hook of this name, on each worker
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/cluster" in str(item.fspath):

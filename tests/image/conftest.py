@@ -28,6 +28,8 @@ VARIANTS = [(d, a) for d in DEFS.values() if d.ci and d.aws_ofi_nccl is not None
 NATIVE = [(d, a) for d, a in CASES if a == host_arch()]
 
 
+# first: pytest-xdist reads the groups in its own hook of this name, on each worker
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """Under pytest-xdist (``invoke test`` runs this tier with ``--dist loadgroup``), every test
     of one image and arch runs on one worker: its containers and its one ``import torch``
