@@ -119,7 +119,8 @@ def init_containers(cluster: Cluster, namespace: str) -> set[tuple[str, str]]:
 
 
 def runs(cluster: Cluster, namespace: str) -> list[Ran]:
-    """Every app container the stand-in ran for the pods of ``namespace`` (each attempt), with its log."""
+    """Every app container the stand-in ran for the pods of ``namespace`` (each attempt, those it
+    has removed since included), with its log."""
     found = cluster.docker.containers.list(all=True, filters={"label": [
         f"{kubelet_mod.LABEL}={cluster.kubelet.id}", f"io.kubernetes.pod.namespace={namespace}"]})
     out = []
@@ -133,6 +134,10 @@ def runs(cluster: Cluster, namespace: str) -> list[Ran]:
         code = None if state.get("Running") or state.get("Status") == "created" else state.get("ExitCode")
         out.append(Ran(labels.get("io.kubernetes.pod.name", "?"), container.name, code,
                        container.logs().decode("utf-8", "replace")))
+    # and those already removed: a restart's previous attempt, a pod an LWS recreated with its group
+    seen = {r.container for r in out}
+    out += [Ran(e.pod, e.attempt, e.code, e.log) for e in list(cluster.kubelet.ended)
+            if e.namespace == namespace and e.attempt not in seen and (e.pod, e.container) not in init]
     return sorted(out, key=lambda r: (r.pod, r.container))
 
 

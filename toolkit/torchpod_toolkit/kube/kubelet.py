@@ -39,7 +39,7 @@ from torchpod_toolkit.manifests import spec as spec_mod
 
 from . import plane as plane_mod
 from .api import ApiError, Client
-from .podworker import PodWorker, Runtime
+from .podworker import Ended, PodWorker, Runtime
 
 LABEL = "torchpod.kubelet"
 LEASE_NAMESPACE = "kube-node-lease"
@@ -141,6 +141,7 @@ class Kubelet:
         self.clients: dict[str, Client] = {}
         self.workers: dict[str, PodWorker] = {}
         self.errors: list[str] = []  # what the loops met and went on past, newest last
+        self.ended: list[Ended] = []  # every container that had ended when it was removed, oldest first
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.address = ""
@@ -248,7 +249,7 @@ class Kubelet:
         client = self.clients.get(node)
         return Runtime(node=node, client=client, docker=self.docker, network=self.network, labels=self.labels,
                        host_ip=self.address, allocatable=self.shape.capacity(), note=self._note,
-                       host_cpus=self.host_cpus)
+                       host_cpus=self.host_cpus, ended=self.ended)
 
     def pod_workers(self) -> Mapping[str, PodWorker]:
         return dict(self.workers)

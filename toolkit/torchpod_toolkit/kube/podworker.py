@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,23 @@ CONFIG_RETRY = 2.0  # seconds between tries of a container whose configuration f
 DEFAULT_GRACE = 30
 
 
+# how much of an ended container's log is kept (its last lines, at most these characters)
+ENDED_LOG_LINES = 200
+ENDED_LOG_CHARS = 64 << 10
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A container that had ended when the stand-in removed it."""
+
+    namespace: str
+    pod: str
+    container: str  # the pod's container name
+    attempt: str  # docker's name of this attempt (podargs' k8s_<container>_<pod>_<ns>_<uid>_<attempt>)
+    code: int
+    log: str
+
+
 @dataclass
 class Runtime:
     """What a pod worker shares with its kubelet: the node's API client, docker, the
@@ -57,6 +74,10 @@ class Runtime:
     allocatable: Mapping[str, str]
     note: Callable[[str, BaseException], None]
     host_cpus: int = 0  # the docker host's CPUs (podargs.resource_args); 0: no cap
+    # Every container that had ended when it was removed (a restart's previous attempt, a
+    # deleted pod's), as docker last showed it: what `kubectl logs --previous` and a runtime's
+    # log files keep past a container's removal, for whoever watches the stand-in.
+    ended: list[Ended] = field(default_factory=list)
 
     def run(self, argv: Sequence[str], timeout: float = 120.0) -> str:
         """A docker command (a list of words, never a shell line); its stdout, or RuntimeFailure."""
@@ -71,7 +92,15 @@ class Runtime:
 
     def remove(self, name: str) -> None:
         try:
-            self.docker.containers.get(name).remove(force=True)
+            container = self.docker.containers.get(name)
+            state = container.attrs.get("State") or {}
+            labels = container.labels or {}
+            if not state.get("Running") and state.get("Status") == "exited" and "io.kubernetes.pod.name" in labels:
+                log = container.logs(tail=ENDED_LOG_LINES).decode("utf-8", "replace")[-ENDED_LOG_CHARS:]
+                self.ended.append(Ended(labels.get("io.kubernetes.pod.namespace", ""), labels["io.kubernetes.pod.name"],
+                                        labels.get("io.kubernetes.container.name", ""), container.name,
+                                        int(state.get("ExitCode", -1)), log))
+            container.remove(force=True)
         except ENGINE_ERRORS:
             pass
 
