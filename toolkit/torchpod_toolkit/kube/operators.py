@@ -431,7 +431,7 @@ def rewrite_webhooks(configs: Iterable[Mapping[str, Any]], port: int, ca_pem: by
     return rewritten
 
 
-def seed_secrets(objects: Iterable[Mapping[str, Any]], names: Sequence[str],
+def prefill_secrets(objects: Iterable[Mapping[str, Any]], names: Sequence[str],
                  files: Mapping[str, bytes]) -> list[dict[str, Any]]:
     """``objects`` with each Secret called one of ``names`` holding ``files`` (base64)."""
     data = {key: base64.b64encode(value).decode("ascii") for key, value in files.items()}
@@ -550,7 +550,8 @@ def module_source(plan: build.Plan, env: Mapping[str, str]) -> Path:
 
 
 def _spawn(argv: Sequence[str], env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """One program in a session of its own, as plane.py starts the plane's components."""
+    """One program in a process group of its own (start_new_session), as plane.py starts the
+    plane's components."""
     with log.open("ab") as out:
         return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 env=dict(env), start_new_session=True, cwd=log.parent)
@@ -720,7 +721,7 @@ def install(spec: Operator, plan: build.Plan, kubectl: Kubectl, started: plane.P
     ports = Ports(free[0], free[1], free[2], tuple(free[3:]))
     files = make_certs(folder / "certs", spec.rotator_ca, service_hosts(manifests.webhooks),
                        now or datetime.datetime.now(datetime.timezone.utc))
-    objects = seed_secrets(manifests.objects, mounted(manifests.deployments, "secret"), files)
+    objects = prefill_secrets(manifests.objects, mounted(manifests.deployments, "secret"), files)
     apply_manifests(kubectl, manifests, objects, rewrite_webhooks(manifests.webhooks, ports.webhook, files["ca.crt"]))
     kubeconfigs = _kubeconfigs(spec, kubectl, started, manifests, str(overlay), folder)
     made = Install(folder=folder, bindir=plan.bindir, kubeconfig=next(iter(kubeconfigs.values())),

@@ -312,7 +312,8 @@ def prepare(root: Path, ports: Ports, now: datetime.datetime) -> None:
 
 
 def _spawn(argv: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
-    """One component in a session of its own (an interrupted task does not stop it; ``stop`` does)."""
+    """One component in a process group of its own (start_new_session): an interrupted task
+    does not stop it; ``stop`` does."""
     with log.open("ab") as out:
         return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, cwd=log.parent)

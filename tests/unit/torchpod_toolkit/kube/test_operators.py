@@ -113,11 +113,11 @@ def test_a_webhook_path_that_is_not_absolute_is_refused():
 
 
 def test_the_mounted_secret_gets_the_certificates_and_no_other():
-    objects = operators.seed_secrets(OVERLAY, ["op-cert"], {"tls.crt": b"cert"})
-    (seeded,) = [o for o in objects if o["kind"] == "Secret"]
-    assert seeded["data"] == {"tls.crt": base64.b64encode(b"cert").decode()}
+    objects = operators.prefill_secrets(OVERLAY, ["op-cert"], {"tls.crt": b"cert"})
+    (prefilled,) = [o for o in objects if o["kind"] == "Secret"]
+    assert prefilled["data"] == {"tls.crt": base64.b64encode(b"cert").decode()}
     assert [o for o in objects if o["kind"] != "Secret"] == [o for o in OVERLAY if o["kind"] != "Secret"]
-    assert operators.seed_secrets(OVERLAY, ["another"], {"tls.crt": b"cert"}) == OVERLAY
+    assert operators.prefill_secrets(OVERLAY, ["another"], {"tls.crt": b"cert"}) == OVERLAY
 
 
 def test_the_certificates_are_what_a_rotator_keeps_and_the_api_server_trusts(tmp_path):
