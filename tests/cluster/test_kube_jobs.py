@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 
 from torchpod_toolkit.cluster.runner import parse_results
@@ -122,7 +123,8 @@ def runs(cluster: Cluster, namespace: str) -> list[Ran]:
     """Every app container the stand-in ran for the pods of ``namespace`` (each attempt, those it
     has removed since included), with its log."""
     found = cluster.docker.containers.list(all=True, filters={"label": [
-        f"{kubelet_mod.LABEL}={cluster.kubelet.id}", f"io.kubernetes.pod.namespace={namespace}"]})
+        f"{kubelet_mod.LABEL}={cluster.kubelet.id}", f"io.kubernetes.pod.namespace={namespace}"]},
+        ignore_removed=True)  # one removed between the listing and its inspection is in kubelet.ended
     out = []
     init = init_containers(cluster, namespace)
     for container in found:
@@ -132,8 +134,11 @@ def runs(cluster: Cluster, namespace: str) -> list[Ran]:
             continue
         state = container.attrs["State"]
         code = None if state.get("Running") or state.get("Status") == "created" else state.get("ExitCode")
-        out.append(Ran(labels.get("io.kubernetes.pod.name", "?"), container.name, code,
-                       container.logs().decode("utf-8", "replace")))
+        try:  # the stand-in may remove it meanwhile; then it is in kubelet.ended, read below
+            log = container.logs().decode("utf-8", "replace")
+        except docker.errors.NotFound:
+            continue
+        out.append(Ran(labels.get("io.kubernetes.pod.name", "?"), container.name, code, log))
     # and those already removed: a restart's previous attempt, a pod an LWS recreated with its group
     seen = {r.container for r in out}
     out += [Ran(e.pod, e.attempt, e.code, e.log) for e in list(cluster.kubelet.ended)
