@@ -14,20 +14,27 @@
 #                           (pytest, ruff, mypy, ...), the default image's torch on the host
 #                           (the contract tests), and SkyPilot in an environment of its own.
 #                           `invoke test` runs this first.
+#   --restart-docker        stop a running dockerd that runs no container first, so its
+#                           store is swept (below) before it starts again (CI passes it)
 #   --dry-run               print the steps it would run, and run none
+#
+# Before it starts dockerd, the engine's store is swept of layer folders that no image,
+# container or build refers to (toolkit/torchpod_toolkit/dockerstore.py): a build that died
+# with the engine leaves them, up to 5 GB each, and no docker command can remove them.
 set -euo pipefail
 cd "$(dirname "$0")"
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
-EMULATION=0; TESTS=0; DRY=0
+EMULATION=0; TESTS=0; DRY=0; RESTART_DOCKER=0
 for arg in "$@"; do
   case "$arg" in
     --emulation) EMULATION=1 ;;
     --tests) TESTS=1; EMULATION=1 ;;
+    --restart-docker) RESTART_DOCKER=1 ;;
     --dry-run) DRY=1 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) shown=$(printf '%q' "$arg"); [ "$shown" != "$arg" ] || shown="'$arg'"  # one line, whatever it holds
-       echo "setup.sh: unknown option $shown; expected --emulation, --tests, --dry-run or --help" >&2; exit 2 ;;
+       echo "setup.sh: unknown option $shown; expected --emulation, --tests, --restart-docker, --dry-run or --help" >&2; exit 2 ;;
   esac
 done
 
@@ -134,8 +141,22 @@ install_qemu() {
 }
 
 DOCKER=/usr/bin/docker
+# stop_idle_docker: stop dockerd (TERM, as its service manager would) unless it runs a container
+stop_idle_docker() {
+  local pids
+  pids=$(pidof dockerd || true)
+  [ -n "$pids" ] || return 0
+  if [ -n "$($SUDO $DOCKER ps -q 2>/dev/null)" ]; then echo "    dockerd runs containers: left running"; return 0; fi
+  echo "    stopping dockerd ($pids) to sweep its store"
+  # shellcheck disable=SC2086  # one word per pid
+  $SUDO kill -TERM $pids
+  for _ in $(seq 1 60); do pidof dockerd >/dev/null || return 0; sleep 0.5; done
+  echo "dockerd did not stop within 30 s; see /var/log/torchpod-dockerd.log" >&2; exit 1
+}
 start_docker() {
+  [ "$RESTART_DOCKER" = 0 ] || stop_idle_docker
   if $SUDO $DOCKER info >/dev/null 2>&1; then echo "    running"; return; fi
+  pidof dockerd >/dev/null || $SUDO python3 toolkit/torchpod_toolkit/dockerstore.py
   echo "    starting dockerd (log: /var/log/torchpod-dockerd.log)"
   $SUDO sh -c 'nohup setsid dockerd >/var/log/torchpod-dockerd.log 2>&1 &'
   for _ in $(seq 1 120); do

@@ -43,8 +43,9 @@ def test_the_readme_opens_with_the_two_commands_ci_runs():
     ]
     assert text.index("```") < 30 * 80  # on the first screen
     ci = (ROOT / ".ci" / "run").read_text()
-    # CI sets up for the tests (the first command's setup and the test tools), then runs the test command
-    assert re.search(r"^\./setup\.sh --tests$", ci, flags=re.MULTILINE)
+    # CI sets up for the tests (the first command's setup and the test tools, the engine's store
+    # swept), then runs the test command
+    assert re.search(r"^\./setup\.sh --tests --restart-docker$", ci, flags=re.MULTILINE)
     assert re.search(r"^invoke test$", ci, flags=re.MULTILINE)
 
 
