@@ -38,13 +38,16 @@ class Inputs:
 def prepare(defn: ImageDef, arch: Arch, wheels: locks.Lock, debs: locks.Lock | None, *, root: Path, offline: bool,
             ca_bundle: Path | None, clock: Clock) -> Inputs:
     """Before Docker, from the locks read and checked against the definition (:func:`.locks.load`):
-    the wheelhouse filled (hash-checked; nothing downloaded when it holds the files), the lock's
-    files and the SBOM staged in the build context."""
+    the lock's lines, its source-only packages' wheels and the SBOM staged in the build context:
+    what the payload key reads. The lock's wheels themselves are fetched and staged only when
+    the payload image is built (:func:`wheels`): an image whose payload exists needs none."""
     with clock("wheels"):
         home = wheelhouse.root()
-        fetched = wheelhouse.fill(defn, arch, wheels, home=home, ca_bundle=ca_bundle, offline=offline)
-        print(f"==> wheelhouse {home}: {len(wheels.entries)} locked files, {fetched} fetched", flush=True)
-        wheelhouse.stage(wheels, home=home, context=root)
+        fetched = wheelhouse.fill(defn, arch, wheels, home=home, ca_bundle=ca_bundle, offline=offline,
+                                  sources_only=True)
+        if fetched:
+            print(f"==> wheelhouse {home}: {fetched} source-only packages fetched", flush=True)
+        wheelhouse.stage(wheels, home=home, context=root, with_wheels=False)
     with clock("sbom"):
         text, _ = sbom.remembered(defn, arch, wheels, debs, host.user_cache() / "sboms")
         folder = root / sbom.STAGE
@@ -52,3 +55,14 @@ def prepare(defn: ImageDef, arch: Arch, wheels: locks.Lock, debs: locks.Lock | N
         folder.mkdir(parents=True)
         (folder / Path(sbom.PATH_IN_IMAGE).name).write_text(text)
     return Inputs(wheels, debs, text)
+
+
+def wheels(defn: ImageDef, arch: Arch, lock: locks.Lock, *, root: Path, offline: bool, ca_bundle: Path | None,
+           clock: Clock) -> None:
+    """The wheelhouse filled for ``lock`` (hash-checked; nothing downloaded when it holds the
+    files) and every locked file staged, for a payload build (phase wheels)."""
+    with clock("wheels"):
+        home = wheelhouse.root()
+        fetched = wheelhouse.fill(defn, arch, lock, home=home, ca_bundle=ca_bundle, offline=offline)
+        print(f"==> wheelhouse {home}: {len(lock.entries)} locked files, {fetched} fetched", flush=True)
+        wheelhouse.stage(lock, home=home, context=root)

@@ -64,21 +64,25 @@ def _key_words(argv: Sequence[str]) -> list[str]:
     return words + (["--no-cache"] if "--no-cache" in argv else [])
 
 
-def payload_image(client, builder: Builder, argv: list[str], root: Path, base_ids: Sequence[str], arch: Arch, *,
-                  no_cache: bool, quiet: bool) -> tuple[str, float]:
-    """The payload image's tag, built unless an image with its key exists (or ``no_cache``),
-    and BuildKit's export seconds of that build (0 when reused)."""
+def payload_ref(client, argv: list[str], root: Path, base_ids: Sequence[str], arch: Arch, *,
+                no_cache: bool) -> tuple[str, bool]:
+    """The payload image's tag, and whether an image with its key exists (never with
+    ``no_cache``, whose tag is a fresh one). The key reads the staged lock lines, not the
+    wheels: an existing payload is found with none of them on disk."""
     key = payload_key(argv, (root / "docker" / "Dockerfile").read_text(), root / wheelhouse.STAGE, base_ids,
                       (root / PAYLOAD_SCRIPT).read_bytes())
-    payload = (f"torchpod-staging/payload:{arch.name}-{uuid.uuid4().hex[:8]}" if no_cache
-               else f"{PAYLOAD_REPOSITORY}:{arch.name}-{key[:24]}")
-    if not no_cache and host.image_exists(client, payload):
-        print(f"==> payload image {payload}: unchanged, reused", flush=True)
-        return payload, 0.0
+    if no_cache:
+        return f"torchpod-staging/payload:{arch.name}-{uuid.uuid4().hex[:8]}", False
+    payload = f"{PAYLOAD_REPOSITORY}:{arch.name}-{key[:24]}"
+    return payload, host.image_exists(client, payload)
+
+
+def build_payload_image(builder: Builder, argv: list[str], payload: str, *, quiet: bool) -> float:
+    """Build the payload image under ``payload``; BuildKit's export seconds."""
     print(f"==> building the payload image {payload}", flush=True)
     argv = list(argv)
     argv[argv.index("-t") + 1] = payload
-    return payload, host.run_build(argv, env=builder.env, quiet=quiet, what=f"docker build of {payload}")
+    return host.run_build(argv, env=builder.env, quiet=quiet, what=f"docker build of {payload}")
 
 
 def drop_stale_payloads(client) -> list[str]:

@@ -193,17 +193,24 @@ class PayloadBuilt:
 
 
 def build_payload(prepared: Prepared, clock: Clock) -> PayloadBuilt:
-    """The payload image, built unless one with its key exists (phase payload)."""
+    """The payload image, built unless one with its key exists (phase payload); only then are
+    the lock's wheels fetched and staged (phase wheels)."""
     request, client = prepared.request, prepared.connected.client
     final = request.final
     previous = client.images.get(final).id if host.image_exists(client, final) else None
     staging = f"torchpod-staging/{request.defn.name}:{request.arch.name}-{uuid.uuid4().hex[:8]}"
     epoch = base.source_date_epoch(request.root)
-    with clock("payload"):
-        tag, exported = payload.payload_image(client, prepared.connected.builder,
-                                              _command(prepared, epoch, tag="payload"), request.root,
-                                              prepared.base_ids, request.arch, no_cache=request.no_cache,
-                                              quiet=request.quiet)
+    argv = _command(prepared, epoch, tag="payload")
+    tag, reused = payload.payload_ref(client, argv, request.root, prepared.base_ids, request.arch,
+                                      no_cache=request.no_cache)
+    exported = 0.0
+    if reused:
+        print(f"==> payload image {tag}: unchanged, reused", flush=True)
+    else:
+        inputs.wheels(request.defn, request.arch, prepared.inputs.wheels, root=request.root, offline=request.offline,
+                      ca_bundle=request.ca_bundle, clock=clock)
+        with clock("payload"):
+            exported = payload.build_payload_image(prepared.connected.builder, argv, tag, quiet=request.quiet)
     return PayloadBuilt(prepared, tag, exported, epoch, staging, previous)
 
 

@@ -71,9 +71,11 @@ def _requirements(folder: Path, wheels: Sequence[Wheel]) -> Path:
 
 
 def fill(defn: ImageDef, arch: Arch, lock: Lock, *, home: Path, ca_bundle: Path | None, offline: bool,
-         python: str = sys.executable) -> int:
-    """Download (hash-checked) what the wheelhouse lacks for ``lock``; the number of files fetched."""
-    absent = missing(home, lock)
+         python: str = sys.executable, sources_only: bool = False) -> int:
+    """Download (hash-checked) what the wheelhouse lacks for ``lock``; the number of files fetched.
+    With ``sources_only``, only the source-only packages and the wheels built from them (what
+    the payload key hashes, kilobytes), not the lock's wheels (gigabytes)."""
+    absent = [w for w in missing(home, lock) if w.sdist or not sources_only]
     if not absent:
         return 0
     if offline:
@@ -129,7 +131,8 @@ BUILT_WHEEL_EPOCH = "315532800"
 
 def build_wheel(python: str, sdist: Path, out: Path, pip_args: Sequence[str], env: Mapping[str, str]) -> None:
     """``pip wheel`` of one stored sdist into ``out``, reproducibly (BUILT_WHEEL_EPOCH)."""
-    run([python, "-m", "pip", "wheel", "--isolated", "--disable-pip-version-check", "--no-deps",
+    # --no-cache-dir: never a wheel pip built before, under another SOURCE_DATE_EPOCH or none
+    run([python, "-m", "pip", "wheel", "--isolated", "--disable-pip-version-check", "--no-deps", "--no-cache-dir",
          "--wheel-dir", str(out), *pip_args, str(sdist)], env={**env, "SOURCE_DATE_EPOCH": BUILT_WHEEL_EPOCH},
         what=f"pip wheel of {sdist.name}")
 
@@ -145,9 +148,12 @@ def _link(source: Path, dest: Path) -> None:
         shutil.copy2(source, dest)
 
 
-def stage(lock: Lock, *, home: Path, context: Path) -> Path:
+def stage(lock: Lock, *, home: Path, context: Path, with_wheels: bool = True) -> Path:
     """``.cache/wheels/payload`` holding exactly the lock's files and the requirement lists the
-    payload stage installs from (replaced whole: nothing of another image's lock stays)."""
+    payload stage installs from (replaced whole: nothing of another image's lock stays).
+    Without ``with_wheels``, all but the lock's wheels themselves: what the payload key reads
+    (:func:`.payload.payload_key` hashes no locked wheel's bytes, only its lock line), so a
+    payload image that exists is found without the wheels on disk."""
     if not any(w.name == "pip" and not w.sdist for w in lock.entries):
         raise InputError(f"{lock.path}: no pip wheel is locked; expected one (the payload stage installs the lock "
                          "with the lock's own pip): relock with `invoke lock`")
@@ -156,7 +162,7 @@ def stage(lock: Lock, *, home: Path, context: Path) -> Path:
         shutil.rmtree(dest)
     (dest / BUILT).mkdir(parents=True)
     wheels = [w for w in lock.entries if not w.sdist]
-    for wheel in wheels:
+    for wheel in wheels if with_wheels else ():
         _link(stored(home, wheel), dest / wheel.file)
     names = []
     for wheel in (w for w in lock.entries if w.sdist):

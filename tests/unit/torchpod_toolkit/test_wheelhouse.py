@@ -102,3 +102,41 @@ def test_a_lock_without_pip_is_refused_before_anything_is_staged(tmp_path):
     with pytest.raises(InputError, match=r"no pip wheel is locked; expected one .*`invoke lock`"):
         wheelhouse.stage(lock, home=home, context=context)
     assert not (context / wheelhouse.STAGE).exists()
+
+
+def test_staged_without_wheels_the_payload_key_is_the_same_and_no_wheel_is_needed(tmp_path):
+    from torchpod_toolkit import payload
+
+    home, context = tmp_path / "home", tmp_path / "ctx"
+    a = _store(home, "a", b"wheel a", "a-1.0-py3-none-any.whl")
+    pip = _store(home, "pip", b"wheel pip", "pip-26.3-py3-none-any.whl")
+    sdist = _store(home, "s", b"sdist s", "s-1.0.tar.gz")
+    built = home / wheelhouse.BUILT / sdist.sha256 / "s-1.0-py3-none-any.whl"
+    built.parent.mkdir(parents=True)
+    built.write_bytes(b"built s")
+    lock = _lock(a, pip, sdist)
+
+    def key() -> str:
+        dockerfile = "x\n" + payload._PAYLOAD_END
+        return payload.payload_key(["--target", "runtime-payload"], dockerfile, context / wheelhouse.STAGE, ["b"])
+
+    wheelhouse.stage(lock, home=home, context=context)
+    full = key()
+    wheelhouse.stored(home, a).unlink()  # a trimmed wheelhouse: the big wheels gone
+    lines_only = wheelhouse.stage(lock, home=home, context=context, with_wheels=False)
+    assert key() == full
+    assert sorted(p.name for p in lines_only.iterdir()) == sorted([wheelhouse.BUILT, wheelhouse.LOCKED])
+    # a locked line that changes still moves the key
+    other = locks.Wheel("a", "1.1", "e" * 64, "a-1.1-py3-none-any.whl")
+    wheelhouse.stage(_lock(other, pip, sdist), home=home, context=context, with_wheels=False)
+    assert key() != full
+
+
+def test_sources_only_fetches_no_locked_wheel(tmp_path):
+    home = tmp_path / "home"
+    gone = locks.Wheel("numpy", "2.4.6", "d" * 64, "numpy-2.4.6-cp311-cp311-manylinux_2_28_x86_64.whl")
+    # only the wheel is absent: nothing to fetch (pip would fail: it does not exist), even --offline
+    assert wheelhouse.fill(DEFN, X86, _lock(gone), home=home, ca_bundle=None, offline=True, sources_only=True) == 0
+    sdist = locks.Wheel("s", "1.0", "f" * 64, "s-1.0.tar.gz")
+    with pytest.raises(InputError, match=r"--offline: s-1.0.tar.gz"):
+        wheelhouse.fill(DEFN, X86, _lock(gone, sdist), home=home, ca_bundle=None, offline=True, sources_only=True)
