@@ -4,7 +4,9 @@ started by torchpod_toolkit.kube.plane (the ``kube`` fixture): kubectl reads its
 version through the administrator's kubeconfig, Pod Security admission refuses a privileged
 pod in a namespace that enforces ``restricted`` and admits a restricted one, the controller
 manager gives a new namespace its service account and CA bundle, the scheduler marks a pod
-with no node to run on unschedulable, and stopping the plane leaves no process behind.
+with no node to run on unschedulable, and stopping the plane leaves no process behind. The
+pods of every kind torchpod renders meet, at the API server's own Pod Security admission,
+exactly the level torchpod's checker states.
 
 Without the programs the tests fail under CI (TORCHPOD_REQUIRE_TOOLS=1) and skip elsewhere,
 naming `invoke kube.build`."""
@@ -12,10 +14,14 @@ naming `invoke kube.build`."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import yaml
 
+from torchpod_toolkit.manifests import podsecurity
+
+from admission_cases import CASES, KINDS, documents
 from kube_helpers import until
 
 PRIVILEGED = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "privileged"},
@@ -69,3 +75,71 @@ def test_the_scheduler_finds_no_node_for_a_pod(kube):
 def test_every_component_runs_the_binary_the_build_made(kube):
     for component, pid in kube.plane.pids.items():
         assert Path(f"/proc/{pid}/exe").resolve() == (kube.plan.bindir / component).resolve()
+
+
+# --- torchpod's Pod Security checker against the API server's admission ------------------------
+
+LEVELS = ("restricted", "baseline", "privileged")  # strictest first
+ADMITTED = re.compile(r"^pod/(\S+) created \(server dry run\)$", re.MULTILINE)
+FORBIDDEN = re.compile(r'pods "([^"]+)" is forbidden: (violates PodSecurity "([a-z]+):latest": .*)$', re.MULTILINE)
+# each check's ForbiddenReason, the words admission refuses a pod with
+# (kubernetes/pod-security-admission v0.37.2, policy/check_*.go)
+REASONS = {
+    "hostNamespaces": "host namespaces", "privileged": "privileged",
+    "capabilities_baseline": "non-default capabilities", "hostPathVolumes": "hostPath volumes",
+    "hostPorts": "hostPort", "appArmorProfile": "forbidden AppArmor profile", "seLinuxOptions": "seLinuxOptions",
+    "procMount_baseline": "procMount", "seccompProfile_baseline": "seccompProfile", "sysctls": "forbidden sysctls",
+    "hostProbesAndHostLifecycle": "probe or lifecycle host", "restrictedVolumes": "restricted volume types",
+    "allowPrivilegeEscalation": "allowPrivilegeEscalation != false", "runAsNonRoot": "runAsNonRoot != true",
+    "runAsUser": "runAsUser=0", "seccompProfile_restricted": "seccompProfile",
+    "capabilities_restricted": "unrestricted capabilities",
+}
+
+
+def _rendered_pods() -> tuple[dict[str, tuple[tuple[str, str], dict]], dict[tuple[str, str], str]]:
+    """Every pod of every kind and option set (tests/admission_cases.py), by a pod name of its
+    own, with its job; and each job's level as torchpod's checker computes it."""
+    pods, levels = {}, {}
+    for kind in KINDS:
+        for i, case in enumerate(CASES):
+            docs = documents(kind, case)
+            if docs is not None:
+                levels[(kind, case)] = podsecurity.level(docs)[0]
+                for j, (_, spec) in enumerate(p for doc in docs for p in podsecurity.pod_specs(doc)):
+                    pods[f"{kind}-{i}-{j}"] = ((kind, case), spec)
+    return pods, levels
+
+
+def _reasons(message: str) -> set[str]:
+    """The ForbiddenReasons in one refusal: each follows the level or a detail's ")" and is
+    followed by its own "(" detail."""
+    return {r for r in REASONS.values() if re.search(rf'(?:": |\), ){re.escape(r)}s? \(', message)}
+
+
+def test_every_kinds_pods_meet_exactly_the_level_torchpods_checker_states_for_the_same_reasons(kube):
+    """Each pod of every rendered kind and option set is created with --dry-run=server in a
+    namespace enforcing each level: the strictest level the API server's Pod Security
+    admission admits each job's pods at is the level torchpod_toolkit.manifests.podsecurity
+    computes (the header's), and each refusal names exactly the checks the checker fails
+    that pod on at that level: what `--pod-security LEVEL` refuses before any apply."""
+    pods, expected = _rendered_pods()
+    stream = yaml.safe_dump_all([{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+                                 for name, (_, spec) in pods.items()])
+    admitted_at: dict[str, str] = {}
+    for level in LEVELS:
+        kube.namespace(f"psa-{level}")
+        kube.kubectl("label", "namespace", f"psa-{level}", f"pod-security.kubernetes.io/enforce={level}")
+        done = kube.kubectl("-n", f"psa-{level}", "create", "--dry-run=server", "-f", "-", stdin=stream, check=False)
+        admitted = set(ADMITTED.findall(done.stdout))
+        refused = {name: (message, at) for name, message, at in FORBIDDEN.findall(done.stderr)}
+        assert set(pods) == admitted | set(refused), f"neither admitted nor refused by Pod Security at {level}: " \
+            f"{sorted(set(pods) - admitted - set(refused))}\n{done.stderr[-4000:]}"
+        for name in admitted:
+            admitted_at.setdefault(name, level)
+        for name, (message, at) in refused.items():
+            ours = {REASONS[f.check] for f in podsecurity.failures_at(pods[name][1], level)}
+            assert (at, _reasons(message)) == (level, ours), f"{name}: {message}"
+    found: dict[tuple[str, str], str] = {}
+    for name, (job, _) in pods.items():  # a job's level is its least admitted pod's
+        found[job] = max(found.get(job, LEVELS[0]), admitted_at[name], key=LEVELS.index)
+    assert found == expected

@@ -85,7 +85,13 @@ def host_path_volumes(pod: Pod) -> list[str]:
 
 
 def host_ports(pod: Pod) -> list[str]:
-    bad = [p.get("hostPort") for c in _containers(pod) for p in c.get("ports") or () if p.get("hostPort")]
+    """Host ports, as admission sees them: on the host's network the API server defaults each
+    port's hostPort to its containerPort first (kubernetes v1.37.2, pkg/apis/core/v1/
+    defaults.go, defaultHostNetworkPorts), so a pod that writes none still has them."""
+    on_host = bool(pod.get("hostNetwork"))
+    ports = [p.get("hostPort") or (p.get("containerPort") if on_host else None)
+             for c in _containers(pod) for p in c.get("ports") or ()]
+    bad = [p for p in ports if p]
     return [f"hostPort {bad}"] if bad else []
 
 
@@ -201,6 +207,23 @@ CHECKS: tuple[tuple[str, str, Callable[[Pod], list[str]]], ...] = (
 def check_pod(pod: Pod) -> list[Failure]:
     """Every failed check of one pod spec, baseline ones first."""
     return [Failure(check, level, detail) for check, level, run in CHECKS for detail in run(pod)]
+
+
+# A restricted check that replaces a baseline one when the namespace enforces 'restricted':
+# admission then runs the restricted check alone (OverrideCheckIDs; pod-security-admission
+# v0.37.2, policy/check_capabilities_restricted.go, check_restrictedVolumes.go,
+# check_seccompProfile_restricted.go), so a refusal names it and not the baseline one.
+OVERRIDES = {"capabilities_restricted": "capabilities_baseline", "restrictedVolumes": "hostPathVolumes",
+             "seccompProfile_restricted": "seccompProfile_baseline"}
+
+
+def failures_at(pod: Pod, wanted: str) -> list[Failure]:
+    """The checks a namespace enforcing ``wanted`` refuses ``pod`` on, as admission names
+    them: those of that level and below, less the baseline ones a restricted one overrides."""
+    found = [f for f in check_pod(pod) if meets(wanted, f.level)]
+    if wanted == "restricted":
+        found = [f for f in found if f.check not in OVERRIDES.values()]
+    return found
 
 
 # The init container training-operator v1.8.1 adds to every Worker pod of a PyTorchJob that

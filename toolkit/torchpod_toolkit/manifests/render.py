@@ -54,13 +54,19 @@ def invoke_line(spec: JobSpec) -> str:
 # Why a job's pods fail a Pod Security check, by check: what the job asked for that needs it.
 WHY = {
     "hostNamespaces": "RDMA over the host's NICs (--rdma hostnetwork)",
-    "hostPathVolumes": "the host's /dev/infiniband or net plugin",
+    "hostPorts": "on the host's network each containerPort is a hostPort (--rdma hostnetwork)",
+    "hostPathVolumes": "",  # named by volume (HOST_PATH_WHY)
     "capabilities_baseline": "NCCL pins memory for RDMA (IPC_LOCK)",
     "privileged": "--privileged",
     "runAsNonRoot": "IPC_LOCK takes effect for root alone",
     "capabilities_restricted": "IPC_LOCK takes effect for root alone",
     "runAsUser": "--run-as-user 0",
 }
+
+# Who asked for a hostPath volume, by the name kube.volumes gives it
+HOST_PATH_WHY = (("devinf", "the host's /dev/infiniband (--rdma hostnetwork)"),
+                 ("site-", "the node's net plugin and libfabric (the fabric's host paths)"),
+                 ("volume-", "--volume hostpath:"))
 
 # what a failure of the operator's own container (podsecurity.PYTORCH_INIT) is put down to
 INJECTED = "the init container training-operator adds to Worker pods, without a securityContext"
@@ -70,6 +76,10 @@ def _why(failure: podsecurity.Failure) -> str:
     """Why the job fails a check: the operator's container, else what torchpod's option needs."""
     if podsecurity.PYTORCH_INIT_NAME in failure.detail:
         return INJECTED
+    if failure.check == "hostPathVolumes":
+        names = re.findall(r"'([^']+)'", failure.detail)
+        return ", ".join(dict.fromkeys(why for name in names for prefix, why in HOST_PATH_WHY
+                                       if name.startswith(prefix)))
     return WHY.get(failure.check, "")
 
 
@@ -94,8 +104,8 @@ def _require_level(spec: JobSpec, docs) -> None:
     that level they fail, and why the job needs what fails it."""
     if not spec.pod_security:
         return
-    failed = [f for doc in docs for _, pod in podsecurity.pod_specs(doc) for f in podsecurity.check_pod(pod)
-              if podsecurity.meets(spec.pod_security, f.level)]
+    failed = [f for doc in docs for _, pod in podsecurity.pod_specs(doc)
+              for f in podsecurity.failures_at(pod, spec.pod_security)]
     if not failed:
         return
     named = "; ".join(dict.fromkeys(f"{f.check} ({f.detail}: {_why(f)})" if _why(f) else f"{f.check} ({f.detail})"

@@ -196,3 +196,69 @@ def test_any_request_states_the_level_its_pods_meet(kind, rdma, priv, uid, etcd)
         extra.update(rdzv="etcd", etcd_server=True)
     outs = [o for o in render_mod.render(JobSpec(kind, 2, IMAGE, ("t.py",), **extra)) if o.name.endswith(".yaml")]
     assert _header_level(outs[0].text) == podsecurity.level(documents(outs[0].text))[0]
+
+
+@pytest.mark.parametrize("extra, reason, not_reason", [
+    ({"volume": ("hostpath:/data/ckpt:/ckpt",)}, "hostPathVolumes: --volume hostpath:", "/dev/infiniband"),
+    ({"rdma": "hostnetwork"}, "hostPathVolumes: the host's /dev/infiniband (--rdma hostnetwork)", "--volume"),
+])
+def test_the_header_puts_a_host_path_down_to_the_option_that_asked_for_it(extra, reason, not_reason):
+    (out, *_) = [o for o in render_mod.render(JobSpec("jobset", 2, IMAGE, ("t.py",), **extra))
+                 if o.name.endswith(".yaml")]
+    header = next(line for line in out.text.splitlines() if line.startswith("# Pod Security"))
+    assert _header_level(out.text) == "privileged" and reason in header and not_reason not in header
+
+
+def test_the_docs_table_of_levels_is_the_checkers():
+    """docs/manifests.md, "Against the API server's own admission": each cell is the level
+    the checker computes for that kind and option set (the cluster tier holds the checker to
+    the API server's admission on the same jobs)."""
+    from admission_cases import CASES, KINDS, REFUSED
+    from admission_cases import documents as admission_documents
+    from paths import ROOT
+
+    text = (ROOT / "docs" / "manifests.md").read_text(encoding="utf-8")
+    section = text.split("### Against the API server's own admission", 1)[1].split("\n#", 1)[0]
+    rows = [[c.strip().strip("`") for c in line.strip("|").split("|")]
+            for line in section.splitlines() if line.startswith("|") and not line.startswith("|---")]
+    assert rows[0] == ["options", *KINDS]
+    table = {row[0]: dict(zip(KINDS, row[1:])) for row in rows[1:]}
+    assert list(table) == list(CASES)
+    for case in CASES:
+        for kind in KINDS:
+            docs = admission_documents(kind, case)
+            assert table[case][kind] == (REFUSED if docs is None else podsecurity.level(docs)[0]), (case, kind)
+
+
+def test_at_restricted_a_restricted_check_replaces_the_baseline_one_it_overrides():
+    """pod-security-admission v0.37.2 (OverrideCheckIDs): a namespace enforcing 'restricted'
+    runs restrictedVolumes instead of hostPathVolumes, capabilities_restricted instead of
+    capabilities_baseline and seccompProfile_restricted instead of seccompProfile_baseline;
+    a kube-apiserver refused such a pod naming the restricted checks alone."""
+    def bad(p):
+        p["volumes"] = [{"name": "h", "hostPath": {"path": "/x"}}]
+        _sc(p)["capabilities"].update(add=["SYS_ADMIN"])
+        _sc(p)["seccompProfile"] = {"type": "Unconfined"}
+    pod = _with(bad)
+    every = {f.check for f in podsecurity.check_pod(pod)}
+    assert set(podsecurity.OVERRIDES) | set(podsecurity.OVERRIDES.values()) <= every
+    at_restricted = {f.check for f in podsecurity.failures_at(pod, "restricted")}
+    assert set(podsecurity.OVERRIDES) <= at_restricted and not set(podsecurity.OVERRIDES.values()) & at_restricted
+    assert {f.check for f in podsecurity.failures_at(pod, "baseline")} == set(podsecurity.OVERRIDES.values())
+    assert podsecurity.failures_at(pod, "privileged") == []
+    with pytest.raises(InputError) as info:
+        render_mod.render(JobSpec("jobset", 2, IMAGE, ("t.py",), volume=("hostpath:/d:/d",), pod_security="restricted"))
+    assert "restrictedVolumes" in str(info.value) and "hostPathVolumes" not in str(info.value)
+
+
+def test_on_the_hosts_network_a_container_port_is_a_host_port():
+    """The API server defaults hostPort to containerPort under hostNetwork before admission
+    (kubernetes v1.37.2, pkg/apis/core/v1/defaults.go): a kube-apiserver refused such a pod
+    at baseline for "hostPort" though the render wrote none."""
+    with_port = _with(lambda p: _container(p).update(ports=[{"containerPort": 29400}]))
+    assert podsecurity.host_ports(with_port) == []
+    on_host = _with(lambda p: (_container(p).update(ports=[{"containerPort": 29400}]), p.update(hostNetwork=True)))
+    assert podsecurity.host_ports(on_host) == ["hostPort [29400]"]
+    (out, *_) = [o for o in render_mod.render(JobSpec("jobset", 2, IMAGE, ("t.py",), rdma="hostnetwork"))
+                 if o.name.endswith(".yaml")]
+    assert "hostPorts: on the host's network each containerPort is a hostPort" in out.text
