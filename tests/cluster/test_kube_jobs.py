@@ -6,7 +6,10 @@ vc-scheduler for a Volcano Job) binds them to the kubelet stand-in's three nodes
 (torchpod_toolkit.kube.kubelet), which runs them as containers of the cluster tier's image;
 the launcher in each reads what the operator gave its pod and runs torchrun. Each job is
 waited for, bounded, until it reaches its own success condition, and its pods' logs show
-one group of the expected world size.
+one group of the expected world size; then the operator model (what `invoke demo
+--manifest` runs without a plane) is held to the pods the real operator made. Two faults
+close the module: an elastic job's deleted pod, recreated and resumed from the snapshot,
+and a Volcano gang one node short, of which no pod starts.
 
 Without the control plane's or an operator's programs the tests fail under CI
 (TORCHPOD_REQUIRE_TOOLS=1) and skip elsewhere, naming `invoke kube.build`; without the
@@ -23,12 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import docker
 import pytest
+import yaml
 
 from torchpod_toolkit.cluster.runner import parse_results
 from torchpod_toolkit.kube import kubelet as kubelet_mod
-from torchpod_toolkit.kube import operators, podargs
+from torchpod_toolkit.kube import operators
+from torchpod_toolkit.manifests import operators as model_operators
 from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import JobSpec
 
@@ -95,12 +99,15 @@ class Ran:
     log: str
 
 
-def submit(cluster: Cluster, scheduler: str, name: str, nodes: int, **options: Any) -> dict[str, Any]:
+def submit(cluster: Cluster, scheduler: str, name: str, nodes: int, command: tuple[str, ...] = (),
+           **options: Any) -> dict[str, Any]:
     """torchpod's render for ``scheduler`` written to a file and applied as written, in a new
-    namespace ``name`` labelled with the Pod Security level the render's header states."""
-    check = (f"{EXAMPLES}/allreduce_check.py", "--expect-world", str(nodes), "--expect-nodes", str(nodes))
+    namespace ``name`` labelled with the Pod Security level the render's header states. The
+    command is the allreduce check unless ``command`` names another."""
+    check = command or (f"{EXAMPLES}/allreduce_check.py", "--expect-world", str(nodes), "--expect-nodes", str(nodes))
+    options = {"gpus_per_node": 0, **options}
     (out,) = [o for o in render(JobSpec(scheduler, nodes, cluster.image, check, name=name, namespace=name,
-                                        gpus_per_node=0, **options)) if o.name.endswith(".yaml")]
+                                        **options)) if o.name.endswith(".yaml")]
     path = cluster.folder / out.name
     path.write_text(out.text)
     level = LEVEL.search(out.text)
@@ -121,29 +128,10 @@ def init_containers(cluster: Cluster, namespace: str) -> set[tuple[str, str]]:
 
 def runs(cluster: Cluster, namespace: str) -> list[Ran]:
     """Every app container the stand-in ran for the pods of ``namespace`` (each attempt, those it
-    has removed since included), with its log."""
-    found = cluster.docker.containers.list(all=True, filters={"label": [
-        f"{kubelet_mod.LABEL}={cluster.kubelet.id}", f"io.kubernetes.pod.namespace={namespace}"]},
-        ignore_removed=True)  # one removed between the listing and its inspection is in kubelet.ended
-    out = []
+    has removed since included), with its log (Kubelet.attempts), the pods' init containers aside."""
     init = init_containers(cluster, namespace)
-    for container in found:
-        labels = container.labels
-        name = labels.get("io.kubernetes.container.name")
-        if name == podargs.SANDBOX or (labels.get("io.kubernetes.pod.name"), name) in init:
-            continue
-        state = container.attrs["State"]
-        code = None if state.get("Running") or state.get("Status") == "created" else state.get("ExitCode")
-        try:  # the stand-in may remove it meanwhile; then it is in kubelet.ended, read below
-            log = container.logs().decode("utf-8", "replace")
-        except docker.errors.NotFound:
-            continue
-        out.append(Ran(labels.get("io.kubernetes.pod.name", "?"), container.name, code, log))
-    # and those already removed: a restart's previous attempt, a pod an LWS recreated with its group
-    seen = {r.container for r in out}
-    out += [Ran(e.pod, e.attempt, e.code, e.log) for e in list(cluster.kubelet.ended)
-            if e.namespace == namespace and e.attempt not in seen and (e.pod, e.container) not in init]
-    return sorted(out, key=lambda r: (r.pod, r.container))
+    return [Ran(a.pod, a.attempt, a.code, a.log) for a in cluster.kubelet.attempts(namespace)
+            if (a.pod, a.container) not in init]
 
 
 def first_success(ran: list[Ran]) -> dict[str, Ran]:
@@ -207,6 +195,40 @@ def wait(cluster: Cluster, namespace: str, kind: str, name: str, what: str, prob
     pytest.fail(f"{what} not reached within {WAIT:.0f} s\n{report(cluster, namespace, kind, name)}")
 
 
+# the model's values that name what only a real node or the API server decides
+NODE_BOUND = re.compile(r"gpu-node-|^[0-9a-f]{8}-0000-4000-8000-|^10\.96\.0\.1$|^443$")
+
+
+def assert_model_agrees(cluster: Cluster, namespace: str, path: Path) -> None:
+    """The operator model (torchpod_toolkit.manifests.operators, what `invoke demo --manifest`
+    runs without a control plane) against the real operator, side by side on the same
+    manifest: the same pods by hostname, each pod's subdomain among its names, and every variable the
+    model gives a pod with the model's value, in the container the stand-in ran from the
+    operator's pod (what node, uid and cluster IP decide is left out)."""
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    model = {p.hostname: p for p in model_operators.pods(docs)}
+    found = json.loads(cluster.kube.kubectl("-n", namespace, "get", "pods", "-o", "json").stdout)["items"]
+
+    def hostname(pod: dict[str, Any]) -> str:  # a Job's pod: <job>-<index>, its name has a random suffix
+        return pod["spec"].get("hostname") or pod["metadata"]["name"]
+    assert sorted(model) == sorted(hostname(p) for p in found), "the model's pods have other hostnames"
+    for pod in found:
+        name, spec = pod["metadata"]["name"], pod["spec"]
+        expected = model[hostname(pod)]
+        subdomain = spec.get("subdomain")
+        if subdomain:
+            assert any(n.startswith(f"{expected.hostname}.{subdomain}") for n in expected.dns_names), \
+                (name, subdomain, expected.dns_names)
+        labels = [f"{kubelet_mod.LABEL}={cluster.kubelet.id}", f"io.kubernetes.pod.namespace={namespace}",
+                  f"io.kubernetes.pod.name={name}", f"io.kubernetes.container.name={spec['containers'][0]['name']}"]
+        # an LWS pod restarts (Always) and its group is made anew: wait for its next container
+        (container, *_) = until(f"a container of pod {name}", lambda labels=labels: cluster.docker.containers.list(
+            all=True, filters={"label": labels}), seconds=WAIT)
+        real = dict(e.split("=", 1) for e in container.attrs["Config"]["Env"])
+        differ = [(k, v, real.get(k)) for k, v in expected.env if not NODE_BOUND.search(v) and real.get(k) != v]
+        assert not differ, f"{name}: (variable, model, operator): {differ}"
+
+
 def assert_one_group(cluster: Cluster, namespace: str, world: int, nodes: int) -> list[dict[str, Any]]:
     """The containers that exited 0 reported every rank ok, in one group of ``world`` ranks
     on ``nodes`` distinct hosts, under one rendezvous id."""
@@ -234,10 +256,11 @@ def test_a_pytorchjob_trains_to_succeeded(cluster):
     """training-operator v1.8.1: the Master and Worker pods get MASTER_ADDR/PORT, WORLD_SIZE,
     RANK and PET_* (pkg/controller.v1/pytorch/envvar.go); the job's condition Succeeded
     follows the Master's success (its default success policy)."""
-    submit(cluster, "kubeflow", "pt", 2)
+    job = submit(cluster, "kubeflow", "pt", 2)
     wait(cluster, "pt", "pytorchjobs.kubeflow.org", "pt", "PyTorchJob condition Succeeded",
          condition(cluster, "pt", "pytorchjobs.kubeflow.org", "pt", "Succeeded"))
     assert_one_group(cluster, "pt", world=2, nodes=2)
+    assert_model_agrees(cluster, "pt", job["path"])
     # the Worker waited for the Master's name in the operator's own init container
     inits = cluster.docker.containers.list(all=True, filters={"label": [
         f"{kubelet_mod.LABEL}={cluster.kubelet.id}", "io.kubernetes.pod.namespace=pt",
@@ -259,48 +282,141 @@ def test_a_jobset_of_three_nodes_trains_to_completed(cluster):
     """JobSet v0.12.0: one Indexed Job per node behind the JobSet's headless Service, the pods
     named by hostname.subdomain; the JobSet is Completed when every replicated Job completes
     (its default success policy, pkg/controllers/jobset_controller.go)."""
-    submit(cluster, "jobset", "js", NODES)
+    job = submit(cluster, "jobset", "js", NODES)
     wait(cluster, "js", "jobsets.jobset.x-k8s.io", "js", "JobSet condition Completed",
          condition(cluster, "js", "jobsets.jobset.x-k8s.io", "js", "Completed"))
     assert_one_group(cluster, "js", world=NODES, nodes=NODES)
+    assert_model_agrees(cluster, "js", job["path"])
 
 
 def test_a_volcano_job_trains_to_completed(cluster):
     """Volcano v1.10.0: vc-scheduler binds the gang, the env and svc plugins give each pod
     VC_TASK_INDEX and the job's hostfile and headless Service; the Job's phase is Completed
     once its tasks succeed (pkg/controllers/job/state/running.go)."""
-    submit(cluster, "volcano", "vc", 2)
+    job = submit(cluster, "volcano", "vc", 2)
     wait(cluster, "vc", "jobs.batch.volcano.sh", "vc", "Volcano Job phase Completed",
          phase(cluster, "vc", "jobs.batch.volcano.sh", "vc", "Completed"))
     assert_one_group(cluster, "vc", world=2, nodes=2)
+    assert_model_agrees(cluster, "vc", job["path"])
 
 
 def test_a_leaderworkerset_group_trains_to_exit_zero(cluster):
     """LWS v0.9.0 has no success condition: a LeaderWorkerSet serves and its StatefulSets
     restart every pod that ends (restartPolicy Always). What is asserted instead: the leader
     and every worker ran the training to exit 0 once, in one group."""
-    submit(cluster, "lws", "lws", 2)
+    job = submit(cluster, "lws", "lws", 2)
 
     def all_ran() -> bool:
         return len(first_success(runs(cluster, "lws"))) == 2
     wait(cluster, "lws", "leaderworkersets.leaderworkerset.x-k8s.io", "lws", "leader and worker exit 0", all_ran)
     assert_one_group(cluster, "lws", world=2, nodes=2)
+    assert_model_agrees(cluster, "lws", job["path"])
 
 
 def test_a_trainjob_trains_to_complete(cluster):
     """Trainer v2.3.0: the TrainJob's JobSet (made from the torch-distributed runtime) runs
     the nodes; the TrainJob's condition Complete follows its JobSet's completion
     (pkg/runtime/framework/plugins/jobset)."""
-    submit(cluster, "trainer", "tj", 2)
+    job = submit(cluster, "trainer", "tj", 2)
     wait(cluster, "tj", "trainjobs.trainer.kubeflow.org", "tj", "TrainJob condition Complete",
          condition(cluster, "tj", "trainjobs.trainer.kubeflow.org", "tj", "Complete"))
     assert_one_group(cluster, "tj", world=2, nodes=2)
+    assert_model_agrees(cluster, "tj", job["path"])
 
 
 def test_an_elastic_pytorchjob_trains_to_succeeded(cluster):
     """training-operator v1.8.1 with elasticPolicy: Worker pods only, PET_RDZV_ENDPOINT on
     worker 0's Service; Succeeded once the workers succeed."""
-    submit(cluster, "kubeflow-elastic", "pte", 2)
+    job = submit(cluster, "kubeflow-elastic", "pte", 2)
     wait(cluster, "pte", "pytorchjobs.kubeflow.org", "pte", "PyTorchJob condition Succeeded",
          condition(cluster, "pte", "pytorchjobs.kubeflow.org", "pte", "Succeeded"))
     assert_one_group(cluster, "pte", world=2, nodes=2)
+    assert_model_agrees(cluster, "pte", job["path"])
+
+
+# --- faults ---------------------------------------------------------------------------------------
+
+EPOCHS = 10
+RESUMED = "Resuming training from snapshot at Epoch"
+
+
+def test_an_elastic_pytorchjob_whose_pod_is_deleted_gets_it_back_and_resumes_from_its_snapshot(
+        cluster, tmp_path_factory):
+    """training-operator v1.8.1 recreates a deleted Worker pod (pkg/controller.v1/common/pod.go:
+    a replica index without a pod gets one); the torchrun agent on the other pod sees its
+    group fail, re-forms the rendezvous with the new pod (elasticPolicy maxRestarts), every
+    rank loads the snapshot from the shared hostPath volume, and the job still ends Succeeded."""
+    shared = tmp_path_factory.mktemp("snapshot")
+    shared.chmod(0o777)  # the pods run as uid 1000
+    command = (f"{EXAMPLES}/snapshot_trainer.py", str(EPOCHS), "1", "--snapshot-path", "/shared/snapshot.pt",
+               "--epoch-seconds", "1", "--dataset-size", "256")
+    submitted = submit(cluster, "kubeflow-elastic", "ptf", 2, command, volume=(f"hostpath:{shared}:/shared",))
+    assert submitted["level"] == "privileged"  # a hostPath volume fails baseline; the header says so
+
+    def epochs_run() -> int:
+        found = [int(n) for r in runs(cluster, "ptf") for n in re.findall(r"EPOCHS_RUN=(\d+)\)", r.log)]
+        return max(found, default=0)
+    until("three epochs run before the fault", lambda: epochs_run() >= 3, seconds=WAIT)
+    saved = epochs_run()
+    assert saved < EPOCHS, "training finished before the fault; slow the epochs down"
+    old = json.loads(cluster.kube.kubectl("-n", "ptf", "get", "pod", "ptf-worker-1", "-o", "json").stdout)
+    cluster.kube.kubectl("-n", "ptf", "delete", "pod", "ptf-worker-1", "--wait=false")
+
+    def recreated() -> bool:
+        found = cluster.kube.kubectl("-n", "ptf", "get", "pod", "ptf-worker-1", "-o", "json", check=False)
+        return found.returncode == 0 and json.loads(found.stdout)["metadata"]["uid"] != old["metadata"]["uid"]
+    until("the operator recreates the deleted pod", recreated, seconds=WAIT)
+    wait(cluster, "ptf", "pytorchjobs.kubeflow.org", "ptf", "PyTorchJob condition Succeeded after the fault",
+         condition(cluster, "ptf", "pytorchjobs.kubeflow.org", "ptf", "Succeeded"))
+    done = first_success(runs(cluster, "ptf"))
+    results = [res for r in done.values() for res in parse_results(r.log) if res.get("workload") == "snapshot_trainer"]
+    logs = "\n".join(f"--- {r.pod} ({r.container}, exit {r.code})\n{r.log[-3000:]}" for r in runs(cluster, "ptf"))
+    assert sorted(r["rank"] for r in results) == [0, 1], logs[-12000:]
+    assert all(r["resumed_from"] is not None and r["resumed_from"] >= saved for r in results), (results, saved)
+    assert RESUMED in done["ptf-worker-1"].log, logs[-12000:]  # the new pod started from the snapshot
+
+
+def _bound(cluster: Cluster, namespace: str) -> list[str]:
+    found = cluster.kube.kubectl("-n", namespace, "get", "pods", "-o", "json", check=False)
+    pods = json.loads(found.stdout).get("items", []) if found.returncode == 0 else []
+    return [p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")]
+
+
+def _podgroup_conditions(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
+    found = cluster.kube.kubectl("-n", namespace, "get", "podgroups.scheduling.volcano.sh", "-o", "json", check=False)
+    groups = json.loads(found.stdout).get("items", []) if found.returncode == 0 else []
+    return [c for g in groups for c in (g.get("status") or {}).get("conditions") or []]
+
+
+# more than half a node's GPUs (NodeShape: 8): one pod per node, whatever the CPUs and memory
+GPUS_ONE_POD_PER_NODE = 5
+
+
+def test_a_volcano_gang_one_node_short_starts_no_pod_at_all(cluster):
+    """Volcano v1.10.0's gang plugin holds a job until minAvailable pods can be placed together
+    (pkg/scheduler/plugins/gang/gang.go: the PodGroup gets condition Unschedulable, "N/M tasks
+    in gang unschedulable"). The same job shape at the cluster's node count is bound to every
+    node (it fits); one node more is bound nowhere, and no container of it starts."""
+    shape = {"gpus_per_node": GPUS_ONE_POD_PER_NODE, "cpus_per_node": 2, "memory_per_node": "48Gi"}
+    submit(cluster, "volcano", "gfit", NODES, ("/bin/true",), **shape)
+    bound = until("the job at the node count bound to every node", lambda: len(_bound(cluster, "gfit")) == NODES
+                  and sorted(_bound(cluster, "gfit")), seconds=WAIT)
+    assert sorted(bound) == sorted(cluster.kubelet.names), bound
+    cluster.kube.kubectl("delete", "namespace", "gfit", "--wait=false")
+
+    submit(cluster, "volcano", "gshort", NODES + 1, ("/bin/true",), **shape)
+
+    def unschedulable() -> list[dict[str, Any]]:
+        return [c for c in _podgroup_conditions(cluster, "gshort")
+                if c.get("type") == "Unschedulable" and c.get("status") == "True"]
+    held = until("the PodGroup's condition Unschedulable", unschedulable, seconds=WAIT)
+    # "N/M tasks in gang unschedulable: pod group is not ready, 4 minAvailable": M counts the
+    # pods made so far, and the controller makes none while the PodGroup is Pending
+    assert re.search(rf"\d+/\d+ tasks in gang unschedulable: pod group is not ready, {NODES + 1} minAvailable",
+                     held[0].get("message", "")), held
+    deadline = time.monotonic() + 20  # the scheduler runs every second: 20 of them bind nothing
+    while time.monotonic() < deadline:
+        assert _bound(cluster, "gshort") == [], "a pod of a gang one node short was bound"
+        time.sleep(1.0)
+    assert runs(cluster, "gshort") == []
+    cluster.kube.kubectl("delete", "namespace", "gshort", "--wait=false")

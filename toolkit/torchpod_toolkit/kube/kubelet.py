@@ -38,6 +38,7 @@ from torchpod.errors import RuntimeFailure, one_line
 from torchpod_toolkit.manifests import spec as spec_mod
 
 from . import plane as plane_mod
+from . import podargs
 from .api import ApiError, Client
 from .podworker import Ended, PodWorker, Runtime
 
@@ -253,6 +254,32 @@ class Kubelet:
 
     def pod_workers(self) -> Mapping[str, PodWorker]:
         return dict(self.workers)
+
+    def attempts(self, namespace: str) -> list[Ended]:
+        """Every container attempt run for the pods of ``namespace``, sandboxes aside: those
+        still there (code None while one runs) and those removed since (``ended``), each with
+        its log, by pod and attempt."""
+        import docker
+
+        found = self.docker.containers.list(all=True, filters={"label": [
+            f"{LABEL}={self.id}", f"io.kubernetes.pod.namespace={namespace}"]},
+            ignore_removed=True)  # one removed between the listing and its inspection is in ended
+        out = []
+        for container in found:
+            labels = container.labels
+            name = labels.get("io.kubernetes.container.name", "")
+            if name == podargs.SANDBOX:
+                continue
+            state = container.attrs["State"]
+            code = None if state.get("Running") or state.get("Status") == "created" else state.get("ExitCode")
+            try:  # removed meanwhile: then it is in ended, read below
+                log = container.logs().decode("utf-8", "replace")
+            except docker.errors.NotFound:
+                continue
+            out.append(Ended(namespace, labels.get("io.kubernetes.pod.name", "?"), name, container.name, code, log))
+        seen = {e.attempt for e in out}
+        out += [e for e in list(self.ended) if e.namespace == namespace and e.attempt not in seen]
+        return sorted(out, key=lambda e: (e.pod, e.attempt))
 
 
 Note = Callable[[str, BaseException], None]

@@ -56,7 +56,7 @@ class Ended:
     pod: str
     container: str  # the pod's container name
     attempt: str  # docker's name of this attempt (podargs' k8s_<container>_<pod>_<ns>_<uid>_<attempt>)
-    code: int
+    code: int | None  # None while it runs (Kubelet.attempts)
     log: str
 
 
