@@ -465,8 +465,10 @@ def _cluster_image(arch: str = "x86_64") -> str:
     "gpus": "give the nodes the host's GPUs (NCCL); default CPU and gloo",
     "manifest": "a Kubernetes manifest `invoke manifests` wrote: run the pods its operator would create "
                 "(their args; the image under test stands in for the manifest's)",
+    "kube": "with --manifest: apply it as written to a control plane started for the run, the real operator "
+            "making the pods (`invoke kube.build` first)",
 })
-def demo(c, scheduler="volcano", nodes=2, workload="ddp_resnet", timeout=600, gpus=False, manifest=""):
+def demo(c, scheduler="volcano", nodes=2, workload="ddp_resnet", timeout=600, gpus=False, manifest="", kube=False):
     """Run one job on N containers as a scheduler would start it; stream output; summarize."""
     import signal
 
@@ -477,6 +479,10 @@ def demo(c, scheduler="volcano", nodes=2, workload="ddp_resnet", timeout=600, gp
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)
+    if kube:
+        _kube_demo(manifest, float(timeout), {"scheduler": (scheduler, "volcano"), "nodes": (nodes, 2),
+                                              "workload": (workload, "ddp_resnet"), "gpus": (gpus, False)})
+        return
     try:
         req = demo_mod.DemoRequest(scheduler=scheduler, nodes=int(nodes), workload=workload,
                                    image=_cluster_image(), timeout=float(timeout), gpus=gpus,
@@ -488,6 +494,32 @@ def demo(c, scheduler="volcano", nodes=2, workload="ddp_resnet", timeout=600, gp
         raise Exit("torchpod: demo interrupted; its containers and network were removed", code=130) from None
     if code:
         raise Exit("torchpod: demo job failed; see the node output and the summary above", code=code)
+
+
+def _kube_demo(manifest: str, timeout: float, others: dict) -> None:
+    """`invoke demo --kube --manifest FILE` (torchpod_toolkit.kube.demo): the manifest names
+    the kind, the nodes and the command, so the options that would say them are refused."""
+    from torchpod_toolkit.host import docker_client
+    from torchpod_toolkit.kube import demo as kube_demo
+
+    if not manifest:
+        raise Exit("torchpod: --kube needs --manifest FILE; expected a Kubernetes manifest `invoke manifests` "
+                   "wrote", code=2)
+    given = [name for name, (value, default) in others.items() if value != default]
+    if given:
+        raise Exit(f"torchpod: --{given[0]} with --kube: the manifest names its kind, nodes and command, and the "
+                   "stand-in's nodes have no GPUs behind their counts; expected --manifest and --timeout alone",
+                   code=2)
+    try:
+        code = kube_demo.run(docker_client(), kube_demo.Request(Path(manifest), _cluster_image(), timeout, ROOT),
+                             os.environ)
+    except TorchpodError as exc:
+        raise _abort(exc) from None
+    except KeyboardInterrupt:
+        raise Exit("torchpod: demo interrupted; the control plane, its operators and containers were stopped",
+                   code=130) from None
+    if code:
+        raise Exit("torchpod: the job did not succeed; see the pods' lines and the table above", code=code)
 
 
 # The manifests task's options: JobSpec's (declared once, with the field: spec.Option), then

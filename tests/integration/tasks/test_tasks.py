@@ -1,4 +1,4 @@
-"""`invoke build` / `invoke push` refuse bad input with one line and a non-zero exit."""
+"""`invoke build`, `push`, `test` and `demo` refuse bad input with one line and a non-zero exit."""
 
 from __future__ import annotations
 
@@ -19,6 +19,12 @@ from tasks_cli import invoke
      "no Docker engine at unix:///nonexistent/docker.sock"),
     (["push", "--registry", "http://x"], {}, "--registry='http://x'; expected HOST:PORT"),
     (["test", "--tier", "everything"], {}, "--tier='everything'"),
+    (["demo", "--kube"], {}, "--kube needs --manifest FILE"),
+    (["demo", "--kube", "--manifest", "manifests/jobset/train.jobset.yaml", "--nodes", "3"], {},
+     "--nodes with --kube: the manifest names its kind, nodes and command"),
+    (["demo", "--kube", "--manifest", "manifests/jobset/train.jobset.yaml", "--gpus"], {}, "--gpus with --kube"),
+    (["demo", "--kube", "--manifest", "manifests/runai/train.runai.yaml"], {}, "is a Run:ai job"),
+    (["demo", "--kube", "--manifest", "/nonexistent.yaml"], {}, "--manifest='/nonexistent.yaml' cannot be read"),
 ])
 def test_bad_input_is_one_line_and_non_zero(args, env, needle):
     proc = invoke(*args, **env)
