@@ -56,16 +56,52 @@ def dns_names(pod: Obj) -> list[str]:
     return [stem, f"{stem}.{namespace}", f"{stem}.{namespace}.svc", f"{stem}.{namespace}.svc.{ZONE}"]
 
 
+def _port_matches(service_port: Obj, pod: Obj) -> bool:
+    """Whether a connection to the Service's port reaches the pod on that same port: its
+    targetPort is absent or that number, or names a container port of that number."""
+    port, target = service_port.get("port"), service_port.get("targetPort", service_port.get("port"))
+    if isinstance(target, str):
+        named = [p.get("containerPort") for c in (pod.get("spec") or {}).get("containers") or ()
+                 for p in c.get("ports") or () if p.get("name") == target]
+        return named == [port]
+    return target == port
+
+
+def service_names(pod: Obj, services: Sequence[Obj]) -> list[str]:
+    """The names of the Services that select the pod, in the forms the search path completes.
+    Cluster DNS answers a headless Service's name with its pods' addresses; a ClusterIP
+    Service's name reaches them through kube-proxy, which the stand-in has not: its name is
+    given to the pod itself only where every port of the Service is the pod's same port (a
+    Service that maps ports is not resolved: stricter than a cluster, never kinder). A
+    Service made after the pod's sandbox is not seen."""
+    meta = pod.get("metadata") or {}
+    namespace, labels = meta.get("namespace", "default"), meta.get("labels") or {}
+    names: list[str] = []
+    for service in services:
+        smeta, spec = service.get("metadata") or {}, service.get("spec") or {}
+        selector = spec.get("selector") or {}
+        if smeta.get("namespace", "default") != namespace or not selector:
+            continue
+        if any(labels.get(key) != value for key, value in selector.items()):
+            continue
+        if spec.get("clusterIP") != "None" and not all(_port_matches(p, pod) for p in spec.get("ports") or ()):
+            continue
+        stem = str(smeta.get("name"))
+        names += [stem, f"{stem}.{namespace}", f"{stem}.{namespace}.svc", f"{stem}.{namespace}.svc.{ZONE}"]
+    return names
+
+
 def _labels(labels: Mapping[str, str]) -> list[str]:
     return [f"--label={key}={value}" for key, value in sorted(labels.items())]
 
 
 def sandbox_argv(pod: Obj, name: str, image: str, network: str, labels: Mapping[str, str],
-                 holds: Sequence[str] = ()) -> list[str]:
+                 holds: Sequence[str] = (), services: Sequence[Obj] = ()) -> list[str]:
     """The sandbox: the pod's image sleeping, on the cluster's network with its hostname,
-    DNS search path and names. It also mounts the docker volumes in ``holds`` (a memory
-    emptyDir's tmpfs), which docker would otherwise unmount, and empty, whenever no container
-    of the pod runs, between a container's exit and its restart."""
+    DNS search path and names (its own, and those of the ``services`` that select it). It
+    also mounts the docker volumes in ``holds`` (a memory emptyDir's tmpfs), which docker
+    would otherwise unmount, and empty, whenever no container of the pod runs, between a
+    container's exit and its restart."""
     namespace = (pod.get("metadata") or {}).get("namespace", "default")
     argv = ["docker", "create", "--name", name, *_labels(labels), "--network", network, "--hostname", hostname(pod)]
     for index, volume in enumerate(holds):
@@ -73,7 +109,7 @@ def sandbox_argv(pod: Obj, name: str, image: str, network: str, labels: Mapping[
     subdomain = (pod.get("spec") or {}).get("subdomain")
     if subdomain:
         argv += ["--domainname", f"{subdomain}.{namespace}.svc.{ZONE}"]
-    for alias in dns_names(pod):
+    for alias in dict.fromkeys([*dns_names(pod), *service_names(pod, services)]):
         argv += ["--network-alias", alias]
     for search in (f"{namespace}.svc.{ZONE}", f"svc.{ZONE}", ZONE):
         argv += ["--dns-search", search]

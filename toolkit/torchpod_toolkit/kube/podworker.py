@@ -232,8 +232,9 @@ class PodWorker(threading.Thread):
         image = str(self.specs[self.apps[0].name].get("image", "")) if self.apps else ""
         self.runtime.remove(self.sandbox)
         held = [s.where for s in self.sources.values() if s.kind == "volume"]
+        services = self._client().get(f"/api/v1/namespaces/{self.namespace}/services").get("items") or []
         self.runtime.run(podargs.sandbox_argv(self.pod, self.sandbox, image, self.runtime.network,
-                                              self._labels(podargs.SANDBOX), held))
+                                              self._labels(podargs.SANDBOX), held, services))
         self.runtime.run(["docker", "start", self.sandbox])
         found = self.runtime.docker.containers.get(self.sandbox)
         self.pod_ip = found.attrs["NetworkSettings"]["Networks"][self.runtime.network]["IPAddress"]
@@ -245,12 +246,15 @@ class PodWorker(threading.Thread):
 
     # -- volumes ------------------------------------------------------------------------------------------
     def _volumes(self) -> bool:
-        """Every volume set up; while one cannot be, the containers wait ContainerCreating."""
+        """Every volume set up; while one cannot be, the containers wait ContainerCreating and
+        it is tried again, as the kubelet's volume manager retries a failed SetUp. The API's
+        refusals count too: just after a pod is bound, the Node authorizer may not yet link
+        its node to the ConfigMap the pod mounts (403, "no relationship found")."""
         while True:
             try:
                 self._set_up_volumes()
                 return True
-            except podvolumes.MountError as exc:
+            except (podvolumes.MountError, ApiError) as exc:
                 for record in self.inits[:1] or self.apps:
                     record.state = podstatus.waiting(podstatus.CREATING, f"MountVolume.SetUp failed: {exc}")
                 self.report()

@@ -50,6 +50,40 @@ def test_the_sandbox_carries_the_hostname_the_headless_names_and_the_search_path
     assert podargs.hostname(plain) == "x" * 63 and podargs.dns_names(plain) == []
 
 
+ETCD_POD = {"metadata": {"name": "etcd", "namespace": "ns", "labels": {"app": "etcd", "tier": "rdzv"}},
+            "spec": {"containers": [{"name": "etcd", "image": "e:1",
+                                     "ports": [{"name": "client", "containerPort": 2379}]}]}}
+
+
+def _service(name="rdzv", namespace="ns", selector=None, ports=({"port": 2379},), headless=False):
+    spec = {"selector": {"app": "etcd"} if selector is None else selector, "ports": list(ports)}
+    if headless:
+        spec["clusterIP"] = "None"
+    return {"metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+NAMES = ["rdzv", "rdzv.ns", "rdzv.ns.svc", "rdzv.ns.svc.cluster.local"]
+
+
+@pytest.mark.parametrize("service, names", [
+    (_service(), NAMES),
+    (_service(ports=({"port": 2379, "targetPort": 2379},)), NAMES),
+    (_service(ports=({"port": 2379, "targetPort": "client"},)), NAMES),  # a named port of the same number
+    (_service(ports=({"port": 80, "targetPort": 2379},)), []),  # kube-proxy would map it; the stand-in cannot
+    (_service(ports=({"port": 80, "targetPort": "client"},)), []),
+    (_service(ports=({"port": 80, "targetPort": 2379},), headless=True), NAMES),  # DNS answers the pods alone
+    (_service(selector={"app": "other"}), []),
+    (_service(selector={"app": "etcd", "tier": "rdzv"}), NAMES),
+    (_service(selector={}), []),  # no selector: endpoints someone else keeps
+    (_service(namespace="elsewhere"), []),
+])
+def test_a_service_that_selects_the_pod_names_it_where_its_ports_reach_it(service, names):
+    assert podargs.service_names(ETCD_POD, [service]) == names
+    words = podargs.sandbox_argv(ETCD_POD, "k8s_POD", "e:1", "net", {}, services=[service])
+    aliases = [b for a, b in zip(words, words[1:]) if a == "--network-alias"]
+    assert aliases == names
+
+
 def test_command_replaces_the_entrypoint_and_args_alone_replace_only_the_arguments():
     words = argv({}, command=["python3", "-c", "x"], args=["a"])
     assert words[-5:] == ["--entrypoint=python3", "img:1", "-c", "x", "a"]
