@@ -6,10 +6,13 @@ vc-scheduler for a Volcano Job) binds them to the kubelet stand-in's three nodes
 (torchpod_toolkit.kube.kubelet), which runs them as containers of the cluster tier's image;
 the launcher in each reads what the operator gave its pod and runs torchrun. Each job is
 waited for, bounded, until it reaches its own success condition, and its pods' logs show
-one group of the expected world size; then the operator model (what `invoke demo
---manifest` runs without a plane) is held to the pods the real operator made. Two faults
-close the module: an elastic job's deleted pod, recreated and resumed from the snapshot,
-and a Volcano gang one node short, of which no pod starts.
+one group of the expected world size (the DDP example trains on a Volcano job of three, a
+Volcano job meets at the etcd its manifest brings, and a preflight job proves a JobSet's
+fabric);
+then the operator model (what `invoke demo --manifest` runs without a plane) is held to
+the pods the real operator made. Two faults close the module: an elastic job's deleted
+pod, recreated and resumed from the snapshot, and a Volcano gang one node short, of which
+no pod starts.
 
 Without the control plane's or an operator's programs the tests fail under CI
 (TORCHPOD_REQUIRE_TOOLS=1) and skip elsewhere, naming `invoke kube.build`; without the
@@ -20,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,6 +36,7 @@ import yaml
 from torchpod_toolkit.cluster.runner import parse_results
 from torchpod_toolkit.kube import kubelet as kubelet_mod
 from torchpod_toolkit.kube import operators
+from torchpod_toolkit.manifests import kube as kube_manifests
 from torchpod_toolkit.manifests import operators as model_operators
 from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import JobSpec
@@ -334,6 +339,89 @@ def test_an_elastic_pytorchjob_trains_to_succeeded(cluster):
     assert_model_agrees(cluster, "pte", job["path"])
 
 
+def test_the_ddp_example_trains_on_a_volcano_job_of_three_nodes(cluster):
+    """The DDP example (ddp_resnet.py) trained by three pods vc-scheduler placed on three
+    nodes: every rank finishes its steps with a finite loss, in one group of three under one
+    rendezvous id, and DDP leaves the three replicas' parameters equal."""
+    job = submit(cluster, "volcano", "ddp3", NODES, (f"{EXAMPLES}/ddp_resnet.py", "--steps", "10"))
+    wait(cluster, "ddp3", "jobs.batch.volcano.sh", "ddp3", "Volcano Job phase Completed",
+         phase(cluster, "ddp3", "jobs.batch.volcano.sh", "ddp3", "Completed"))
+    done = first_success(runs(cluster, "ddp3"))
+    results = [res for r in done.values() for res in parse_results(r.log) if res.get("workload") == "ddp_resnet"]
+    logs = "\n".join(f"--- {r.pod} ({r.container}, exit {r.code})\n{r.log[-2000:]}" for r in done.values())
+    assert sorted(r["rank"] for r in results) == list(range(NODES)), logs[-8000:]
+    assert all(r["ok"] and r["steps"] == 10 and r["world_size"] == NODES for r in results), results
+    assert len({r["hostname"] for r in results}) == NODES and len({r["run_id"] for r in results}) == 1, results
+    assert len({round(r["param_checksum"], 6) for r in results}) == 1, "the replicas' parameters differ"
+    assert_model_agrees(cluster, "ddp3", job["path"])
+
+
+def test_a_volcano_job_meets_at_the_etcd_its_manifest_brings(cluster, require_tool, tmp_path):
+    """`--rdzv etcd --etcd-server`: the manifest's own etcd Pod and Service are applied with
+    the Volcano job, whose ranks meet by etcd-v2 at the Service's name (the stand-in names
+    the etcd pod by the Services that select it, podargs.service_names). quay.io/coreos/etcd,
+    the image the render names, cannot be pulled here: the cluster image with Debian's
+    etcd-server binary as `etcd` (3.4, whose --enable-v2 serves the v2 API as 3.5's does)
+    stands in for it under that name, for this test only."""
+    binary = require_tool("etcd", "etcd-server")
+    context = tmp_path / "etcd-image"
+    context.mkdir()
+    shutil.copy2(binary, context / "etcd")
+    (context / "Dockerfile").write_text(f"FROM {cluster.image}\nCOPY etcd /usr/local/bin/etcd\n")
+    cluster.docker.images.build(path=str(context), tag=kube_manifests.ETCD_IMAGE, rm=True)
+    try:
+        job = submit(cluster, "volcano", "ve", 2, rdzv="etcd", etcd_server=True)
+        assert "Rendezvous: etcd-v2 at ve-etcd:2379" in job["path"].read_text()
+        wait(cluster, "ve", "jobs.batch.volcano.sh", "ve", "Volcano Job phase Completed",
+             phase(cluster, "ve", "jobs.batch.volcano.sh", "ve", "Completed"))
+        assert_one_group(cluster, "ve", world=2, nodes=2)
+        # the group met in this etcd: torch's etcd-v2 rendezvous keeps its state under /torch/elastic
+        (server,) = cluster.docker.containers.list(filters={"label": [
+            f"{kubelet_mod.LABEL}={cluster.kubelet.id}", "io.kubernetes.pod.namespace=ve",
+            "io.kubernetes.pod.name=ve-etcd", "io.kubernetes.container.name=etcd"]})
+        read = "import urllib.request as u; print(u.urlopen('http://127.0.0.1:2379/v2/keys/?recursive=true').read())"
+        code, keys = server.exec_run(["/opt/venv/bin/python", "-c", read])
+        assert code == 0 and '"key":"/torch/elastic' in keys.decode(), keys.decode()[-2000:]
+    finally:
+        cluster.docker.images.remove(kube_manifests.ETCD_IMAGE, force=True)
+
+
+def test_a_preflight_job_proves_the_fabric_of_a_jobset_and_names_no_slow_node(cluster):
+    """`--workload preflight` (torchpod.preflight, run as the pods' module) on a JobSet of
+    three: rank 0 reports every node and pair, names no node slow or failing (nothing is
+    throttled), and the JobSet completes because every rank exited 0."""
+    job = submit(cluster, "jobset", "pf", NODES, ("--pair-bytes", "4M", "--max-bytes", "1M", "--iters", "3",
+                                                 "--warmup", "1", "--allow-undecided"), workload="preflight")
+    wait(cluster, "pf", "jobsets.jobset.x-k8s.io", "pf", "JobSet condition Completed",
+         condition(cluster, "pf", "jobsets.jobset.x-k8s.io", "pf", "Completed"))
+    done = first_success(runs(cluster, "pf"))
+    (report, *more) = [res for r in done.values() for res in parse_results(r.log) if res.get("workload") == "preflight"]
+    assert not more and len(done) == NODES, done
+    assert report["world_size"] == NODES and len(report["nodes"]) == NODES, report
+    assert report["slow_nodes"] == [] and report["failing"] == [], report
+    assert report["pairs"] and all(p["busbw_gbps"] > 0 for p in report["pairs"]), report["pairs"]
+    assert_model_agrees(cluster, "pf", job["path"])
+
+
+def test_a_runai_pytorchjob_is_admitted_and_its_pods_wait_for_runais_scheduler(cluster):
+    """The Run:ai render is a PyTorchJob for Run:ai's scheduler, which no module here builds:
+    the API server and training-operator's webhook admit it as written, the operator makes
+    the pods the operator model names, each naming runai-scheduler, and the default
+    scheduler leaves them to it (none is bound)."""
+    job = submit(cluster, "runai", "ra", 2)
+    docs = [d for d in yaml.safe_load_all(job["path"].read_text()) if d]
+
+    def made() -> list[dict[str, Any]]:
+        found = cluster.kube.kubectl("-n", "ra", "get", "pods", "-o", "json", check=False)
+        pods = json.loads(found.stdout).get("items", []) if found.returncode == 0 else []
+        return pods if len(pods) == 2 else []
+    pods = until("the operator makes the Run:ai job's pods", made, seconds=WAIT)
+    assert sorted(p["metadata"]["name"] for p in pods) == sorted(p.name for p in model_operators.pods(docs))
+    assert {p["spec"].get("schedulerName") for p in pods} == {"runai-scheduler"}
+    time.sleep(5)  # the default scheduler runs every second: five of them bind nothing
+    assert _bound(cluster, "ra") == []
+
+
 # --- faults ---------------------------------------------------------------------------------------
 
 EPOCHS = 10
@@ -368,7 +456,9 @@ def test_an_elastic_pytorchjob_whose_pod_is_deleted_gets_it_back_and_resumes_fro
     until("the operator recreates the deleted pod", recreated, seconds=WAIT)
     wait(cluster, "ptf", "pytorchjobs.kubeflow.org", "ptf", "PyTorchJob condition Succeeded after the fault",
          condition(cluster, "ptf", "pytorchjobs.kubeflow.org", "ptf", "Succeeded"))
-    done = first_success(runs(cluster, "ptf"))
+    # the job succeeds with worker 0 (its success policy); the other may still be exiting
+    done = until("both pods' runs exit 0", lambda: len(first_success(runs(cluster, "ptf"))) == 2
+                 and first_success(runs(cluster, "ptf")), seconds=60)
     results = [res for r in done.values() for res in parse_results(r.log) if res.get("workload") == "snapshot_trainer"]
     logs = "\n".join(f"--- {r.pod} ({r.container}, exit {r.code})\n{r.log[-3000:]}" for r in runs(cluster, "ptf"))
     assert sorted(r["rank"] for r in results) == [0, 1], logs[-12000:]

@@ -17,11 +17,14 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
-from torchpod_toolkit.manifests import podsecurity
+from torchpod.errors import InputError
+from torchpod_toolkit.manifests import podsecurity, render
+from torchpod_toolkit.manifests.spec import JobSpec
 
-from admission_cases import CASES, KINDS, documents
+from admission_cases import CASES, IMAGE, KINDS, documents
 from kube_helpers import until
 
 PRIVILEGED = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "privileged"},
@@ -143,3 +146,29 @@ def test_every_kinds_pods_meet_exactly_the_level_torchpods_checker_states_for_th
     for name, (job, _) in pods.items():  # a job's level is its least admitted pod's
         found[job] = max(found.get(job, LEVELS[0]), admitted_at[name], key=LEVELS.index)
     assert found == expected
+
+
+@pytest.mark.parametrize("options", [{"run_as_user": 0}, {"volume": ("hostpath:/data:/data",)},
+                                     {"rdma": "hostnetwork"}, {"privileged": True}])
+def test_what_manifests_refuses_for_a_level_the_api_server_refuses_for_the_same_checks(kube, options):
+    """`invoke manifests --pod-security restricted` refuses these jobs before anything is
+    applied, naming the checks; the same job rendered without the option is refused by the
+    API server's admission in a namespace enforcing 'restricted', naming the same checks."""
+    with pytest.raises(InputError) as info:
+        render.render(JobSpec("jobset", 2, IMAGE, ("t.py",), name="rf", namespace="rf", pod_security="restricted",
+                              **options))
+    ours = {REASONS[c] for c in re.findall(r"(?:the pods fail |; )(\w+) \(", str(info.value))}
+    (out,) = [o for o in render.render(JobSpec("jobset", 2, IMAGE, ("t.py",), name="rf", namespace="rf", **options))
+              if o.name.endswith(".yaml")]
+    pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"rf-{i}"}, "spec": spec}
+            for i, (_, spec) in enumerate(p for doc in yaml.safe_load_all(out.text) if doc
+                                          for p in podsecurity.pod_specs(doc))]
+    namespace = f"refuse-{len(ours)}-{sorted(options)[0].replace('_', '-')}"
+    kube.namespace(namespace)
+    kube.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
+    done = kube.kubectl("-n", namespace, "create", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump_all(pods),
+                        check=False)
+    refusals = FORBIDDEN.findall(done.stderr)
+    assert len(refusals) == len(pods) and done.returncode != 0, done.stderr
+    assert {frozenset(_reasons(message)) for _, message, _ in refusals} == {frozenset(ours)}, (str(info.value),
+                                                                                                done.stderr)
