@@ -305,6 +305,17 @@ def test_a_volcano_job_trains_to_completed(cluster):
     assert_model_agrees(cluster, "vc", job["path"])
 
 
+def test_a_volcano_job_with_a_master_task_trains_to_completed(cluster):
+    """Volcano v1.10.0 with a master and a worker task: the pytorch plugin gives each pod
+    MASTER_ADDR (the master's pod on the job's headless Service), MASTER_PORT, WORLD_SIZE and
+    RANK (pkg/controllers/job/plugins/distributed-framework/pytorch/pytorch.go)."""
+    job = submit(cluster, "volcano-master", "vcm", 2)
+    wait(cluster, "vcm", "jobs.batch.volcano.sh", "vcm", "Volcano Job phase Completed",
+         phase(cluster, "vcm", "jobs.batch.volcano.sh", "vcm", "Completed"))
+    assert_one_group(cluster, "vcm", world=2, nodes=2)
+    assert_model_agrees(cluster, "vcm", job["path"])
+
+
 def test_a_leaderworkerset_group_trains_to_exit_zero(cluster):
     """LWS v0.9.0 has no success condition: a LeaderWorkerSet serves and its StatefulSets
     restart every pod that ends (restartPolicy Always). What is asserted instead: the leader
