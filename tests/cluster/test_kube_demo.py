@@ -24,6 +24,8 @@ from kube_helpers import require_operator, require_programs
 from paths import ROOT
 
 MANIFEST_IMAGE = "registry.invalid/torchpod/pytorch:kube-demo"
+# a plane, an operator and two training pods of its own: run alone, after the side-by-side tests
+pytestmark = pytest.mark.solo
 
 
 def test_a_rendered_jobset_runs_to_success_on_a_plane_of_its_own(tmp_path, docker_client, cluster_image):
@@ -34,7 +36,7 @@ def test_a_rendered_jobset_runs_to_success_on_a_plane_of_its_own(tmp_path, docke
     rendered = subprocess.run(
         [sys.executable, "-m", "invoke", "manifests", "--scheduler", "jobset", "--nodes", "2", "--gpus-per-node", "0",
          "--image", MANIFEST_IMAGE, "--name", "kd", "--namespace", "kd", "--out", str(tmp_path), "--",
-         f"{EXAMPLES}/ddp_resnet.py", "--steps", "20"],
+         f"{EXAMPLES}/ddp_resnet.py", "--steps", "5"],
         cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert rendered.returncode == 0, rendered.stderr
     (manifest,) = tmp_path.glob("*.yaml")

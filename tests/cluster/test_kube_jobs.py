@@ -354,14 +354,14 @@ def test_the_ddp_example_trains_on_a_volcano_job_of_three_nodes(cluster):
     """The DDP example (ddp_resnet.py) trained by three pods vc-scheduler placed on three
     nodes: every rank finishes its steps with a finite loss, in one group of three under one
     rendezvous id, and DDP leaves the three replicas' parameters equal."""
-    job = submit(cluster, "volcano", "ddp3", NODES, (f"{EXAMPLES}/ddp_resnet.py", "--steps", "10"))
+    job = submit(cluster, "volcano", "ddp3", NODES, (f"{EXAMPLES}/ddp_resnet.py", "--steps", "4"))
     wait(cluster, "ddp3", "jobs.batch.volcano.sh", "ddp3", "Volcano Job phase Completed",
          phase(cluster, "ddp3", "jobs.batch.volcano.sh", "ddp3", "Completed"))
     done = first_success(runs(cluster, "ddp3"))
     results = [res for r in done.values() for res in parse_results(r.log) if res.get("workload") == "ddp_resnet"]
     logs = "\n".join(f"--- {r.pod} ({r.container}, exit {r.code})\n{r.log[-2000:]}" for r in done.values())
     assert sorted(r["rank"] for r in results) == list(range(NODES)), logs[-8000:]
-    assert all(r["ok"] and r["steps"] == 10 and r["world_size"] == NODES for r in results), results
+    assert all(r["ok"] and r["steps"] == 4 and r["world_size"] == NODES for r in results), results
     assert len({r["hostname"] for r in results}) == NODES and len({r["run_id"] for r in results}) == 1, results
     assert len({round(r["param_checksum"], 6) for r in results}) == 1, "the replicas' parameters differ"
     assert_model_agrees(cluster, "ddp3", job["path"])

@@ -272,9 +272,9 @@ class Kubelet:
                 continue
             state = container.attrs["State"]
             code = None if state.get("Running") or state.get("Status") == "created" else state.get("ExitCode")
-            try:  # removed meanwhile: then it is in ended, read below
+            try:  # removed meanwhile (gone, or dead and marked for removal): then it is in ended, read below
                 log = container.logs().decode("utf-8", "replace")
-            except docker.errors.NotFound:
+            except (docker.errors.NotFound, docker.errors.APIError):
                 continue
             out.append(Ended(namespace, labels.get("io.kubernetes.pod.name", "?"), name, container.name, code, log))
         seen = {e.attempt for e in out}
