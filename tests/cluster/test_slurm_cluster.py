@@ -108,6 +108,9 @@ WALLTIME, LEAD = "00:02:00", 59
 EPOCHS, EPOCH_SECONDS = 16, 4
 
 
+# Slurm's timers against the epochs' pace: beside the Kubernetes modules' training jobs the
+# epochs slowed until the job reached its limit before the requeue signal (TIMEOUT)
+@pytest.mark.solo
 def test_job_near_its_time_limit_saves_requeues_and_resumes_every_epoch_once(slurm_cluster):
     snapshot = f"{slurm.SHARED}/requeue-snapshot.pt"
     train = (f"{EXAMPLES}/snapshot_trainer.py", str(EPOCHS), "1", "--snapshot-path", snapshot,
