@@ -32,6 +32,17 @@ def _lock(*entries) -> locks.Lock:
     return locks.Lock(Path("images/locks/pytorch-x86_64.txt"), "pytorch", "x86_64", "x", tuple(entries))
 
 
+def _stored_lock(home: Path) -> tuple[locks.Wheel, locks.Wheel, locks.Wheel, Path]:
+    """A wheel, pip's wheel and an sdist stored, with the wheel built from the sdist."""
+    a = _store(home, "a", b"wheel a", "a-1.0-py3-none-any.whl")
+    pip = _store(home, "pip", b"wheel pip", "pip-26.3-py3-none-any.whl")
+    sdist = _store(home, "s", b"sdist s", "s-1.0.tar.gz")
+    built = home / wheelhouse.BUILT / sdist.sha256 / "s-1.0-py3-none-any.whl"
+    built.parent.mkdir(parents=True)
+    built.write_bytes(b"built s")
+    return a, pip, sdist, built
+
+
 def test_root_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("TORCHPOD_WHEELHOUSE", str(tmp_path / "w"))
     assert wheelhouse.root() == tmp_path / "w"
@@ -42,12 +53,7 @@ def test_root_follows_the_environment(monkeypatch, tmp_path):
 
 def test_stage_holds_exactly_the_locks_files_linked_not_copied(tmp_path):
     home, context = tmp_path / "home", tmp_path / "ctx"
-    a = _store(home, "a", b"wheel a", "a-1.0-py3-none-any.whl")
-    pip = _store(home, "pip", b"wheel pip", "pip-26.3-py3-none-any.whl")
-    sdist = _store(home, "s", b"sdist s", "s-1.0.tar.gz")
-    built = home / wheelhouse.BUILT / sdist.sha256 / "s-1.0-py3-none-any.whl"
-    built.parent.mkdir(parents=True)
-    built.write_bytes(b"built s")
+    a, pip, sdist, built = _stored_lock(home)
     lock = _lock(a, pip, sdist)
     assert wheelhouse.missing(home, lock) == []
     (context / wheelhouse.STAGE).mkdir(parents=True)
@@ -108,12 +114,7 @@ def test_staged_without_wheels_the_payload_key_is_the_same_and_no_wheel_is_neede
     from torchpod_toolkit import payload
 
     home, context = tmp_path / "home", tmp_path / "ctx"
-    a = _store(home, "a", b"wheel a", "a-1.0-py3-none-any.whl")
-    pip = _store(home, "pip", b"wheel pip", "pip-26.3-py3-none-any.whl")
-    sdist = _store(home, "s", b"sdist s", "s-1.0.tar.gz")
-    built = home / wheelhouse.BUILT / sdist.sha256 / "s-1.0-py3-none-any.whl"
-    built.parent.mkdir(parents=True)
-    built.write_bytes(b"built s")
+    a, pip, sdist, built = _stored_lock(home)
     lock = _lock(a, pip, sdist)
 
     def key() -> str:
