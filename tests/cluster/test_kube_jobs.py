@@ -204,6 +204,28 @@ def wait(cluster: Cluster, namespace: str, kind: str, name: str, what: str, prob
 NODE_BOUND = re.compile(r"gpu-node-|^[0-9a-f]{8}-0000-4000-8000-|^10\.96\.0\.1$|^443$")
 
 
+def hostname(pod: dict[str, Any]) -> str:
+    """A pod's hostname: spec.hostname where the operator sets one, else its name (a plain
+    Job's pod, <job>-<index> and a random suffix, carries none and never matches a model's)."""
+    return pod["spec"].get("hostname") or pod["metadata"]["name"]
+
+
+def operator_pods(cluster: Cluster, namespace: str, wanted: list[str]) -> list[dict[str, Any]]:
+    """The namespace's pods once their hostnames are ``wanted``, read until WAIT runs out. LWS
+    deletes a group whose pod ended and makes it anew (the render's restart policy
+    RecreateGroupOnPodRestart, api/leaderworkerset/v1/leaderworkerset_types.go at v0.9.0), so
+    one read may fall between two groups and find none; the last read is what a failure shows."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        found = json.loads(cluster.kube.kubectl("-n", namespace, "get", "pods", "-o", "json").stdout)["items"]
+        names = sorted(hostname(p) for p in found)
+        if names == wanted or time.monotonic() > deadline:
+            break
+        time.sleep(1.0)
+    assert wanted == names, "the model's pods have other hostnames"
+    return found
+
+
 def assert_model_agrees(cluster: Cluster, namespace: str, path: Path) -> None:
     """The operator model (torchpod_toolkit.manifests.operators, what `invoke demo --manifest`
     runs without a control plane) against the real operator, side by side on the same
@@ -212,11 +234,7 @@ def assert_model_agrees(cluster: Cluster, namespace: str, path: Path) -> None:
     operator's pod (what node, uid and cluster IP decide is left out)."""
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
     model = {p.hostname: p for p in model_operators.pods(docs)}
-    found = json.loads(cluster.kube.kubectl("-n", namespace, "get", "pods", "-o", "json").stdout)["items"]
-
-    def hostname(pod: dict[str, Any]) -> str:  # a Job's pod: <job>-<index>, its name has a random suffix
-        return pod["spec"].get("hostname") or pod["metadata"]["name"]
-    assert sorted(model) == sorted(hostname(p) for p in found), "the model's pods have other hostnames"
+    found = operator_pods(cluster, namespace, sorted(model))
     for pod in found:
         name, spec = pod["metadata"]["name"], pod["spec"]
         expected = model[hostname(pod)]
