@@ -26,6 +26,7 @@ from typing import Any, TextIO
 
 import yaml
 
+from torchpod import readers
 from torchpod.errors import InputError, RuntimeFailure
 from torchpod_toolkit.cluster.runner import parse_results
 from torchpod_toolkit.manifests import podsecurity
@@ -105,12 +106,11 @@ class Manifest:
 def read_manifest(path: Path) -> Manifest:
     """The manifest at ``path``, or one InputError naming --manifest and what it expected."""
     where = f"--manifest={str(path)!r}"
+    # bounded, regular files only: a FIFO or a device is refused before it could block or never end
+    text = readers.read_text(path, what=where, expected="a file `invoke manifests` wrote", cap=MAX_BYTES)
     try:
-        if path.stat().st_size > MAX_BYTES:
-            raise InputError(f"{where} is over {MAX_BYTES >> 20} MiB; expected a file `invoke manifests` wrote")
-        text = path.read_text(encoding="utf-8")
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except yaml.YAMLError as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InputError(f"{where} cannot be read as YAML ({reason}); expected a file `invoke manifests` wrote") \
             from None

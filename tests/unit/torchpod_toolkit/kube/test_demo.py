@@ -4,6 +4,9 @@ status, the pods' lines and the closing table; bad manifests refused in one line
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from torchpod.errors import InputError
@@ -70,15 +73,19 @@ def test_a_manifest_it_cannot_run_is_refused_in_one_line(tmp_path, text, needle)
     assert str(info.value).startswith("--manifest=")
 
 
-def test_a_missing_file_a_folder_binary_bytes_and_a_huge_file_are_refused(tmp_path):
+def test_a_missing_file_a_folder_binary_bytes_a_huge_file_a_fifo_and_a_device_are_refused(tmp_path):
     binary = tmp_path / "b.yaml"
     binary.write_bytes(b"\xff\xfe\x00garbage")
     huge = tmp_path / "h.yaml"
     huge.write_bytes(b"#" * (demo.MAX_BYTES + 1))
-    for path, needle in ((tmp_path / "absent.yaml", "cannot be read"), (tmp_path, "cannot be read"),
-                         (binary, "cannot be read"), (huge, "is over 4 MiB")):
-        with pytest.raises(InputError, match=needle):
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)  # no writer: an open or read that waited on it would never return
+    for path, needle in ((tmp_path / "absent.yaml", "cannot be read"), (tmp_path, "is a directory"),
+                         (binary, "not UTF-8"), (huge, "over the 4 MiB cap"), (fifo, "is a FIFO"),
+                         (Path("/dev/zero"), "is a character device")):
+        with pytest.raises(InputError, match=needle) as info:
             demo.read_manifest(path)
+        assert str(info.value).startswith("--manifest=") and "\n" not in str(info.value)
 
 
 def test_the_namespace_is_the_job_objects_or_default(tmp_path):
