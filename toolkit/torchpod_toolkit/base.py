@@ -23,6 +23,17 @@ from .definitions import ImageDef
 from .proc import run
 
 
+def _pins(debs: locks.Lock | None) -> dict[str, str] | None:
+    """The base packages' locked versions, or None without a Debian lock."""
+    return {d.name: d.version for d in debs.entries if d.layer == "base"} if debs else None
+
+
+def needs_bootstrap(client, defn: ImageDef, arch: Arch, debs: locks.Lock | None = None) -> bool:
+    """Whether :func:`ensure_base` would bootstrap the base for ``arch`` (it is not a registry
+    image and no image carries its tag yet)."""
+    return not defn.base.image and not host.image_exists(client, commands.base_tag(defn, arch, _pins(debs)))
+
+
 def ensure_base(client, builder: Builder, defn: ImageDef, arch: Arch, cache: Path,
                 debs: locks.Lock | None = None, quiet: bool = False) -> str:
     """The base image for ``arch``: a registry image, or a rootfs bootstrapped once and cached.
@@ -33,7 +44,7 @@ def ensure_base(client, builder: Builder, defn: ImageDef, arch: Arch, cache: Pat
     with the way to refresh the lock."""
     if defn.base.image:
         return defn.base.image
-    pins = {d.name: d.version for d in debs.entries if d.layer == "base"} if debs else None
+    pins = _pins(debs)
     tag = commands.base_tag(defn, arch, pins)
     if host.image_exists(client, tag):
         return tag

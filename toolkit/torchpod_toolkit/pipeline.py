@@ -144,6 +144,7 @@ class Prepared:
     base: str
     build_base: str
     base_ids: tuple[str, str]
+    wheels_staged: bool  # the lock's wheels too, fetched beside a base being bootstrapped
 
     @property
     def request(self) -> Request:
@@ -157,6 +158,10 @@ def prepare(connected: Connected, clock: Clock) -> Prepared:
     request, client, builder = connected.request, connected.client, connected.builder
     defn, arch, root = request.defn, request.arch, request.root
     cache = root / ".cache"
+    # A base bootstrapped now has an image ID no payload was built on, so the payload will be
+    # built (a fresh machine's first build): its wheels are fetched beside the bootstrap
+    # rather than after it. Otherwise only a payload that is built fetches them.
+    early = base.needs_bootstrap(client, defn, arch, connected.sources.debs)
     print(f"==> wheels and Debian bases of {defn.name} for {arch.name}, side by side", flush=True)
 
     def bases() -> tuple[str, str]:
@@ -169,9 +174,12 @@ def prepare(connected: Connected, clock: Clock) -> Prepared:
         pending = pool.submit(bases)
         staged = inputs.prepare(defn, arch, connected.sources.wheels, connected.sources.debs, root=root,
                                 offline=request.offline, ca_bundle=request.ca_bundle, clock=clock)
+        if early:
+            inputs.wheels(defn, arch, connected.sources.wheels, root=root, offline=request.offline,
+                          ca_bundle=request.ca_bundle, clock=clock)
         target, build_base = pending.result()
     ids = (client.images.get(target).id, client.images.get(build_base).id)
-    return Prepared(connected, staged, target, build_base, ids)
+    return Prepared(connected, staged, target, build_base, ids, wheels_staged=early)
 
 
 @dataclass(frozen=True)
@@ -194,7 +202,8 @@ class PayloadBuilt:
 
 def build_payload(prepared: Prepared, clock: Clock) -> PayloadBuilt:
     """The payload image, built unless one with its key exists (phase payload); only then are
-    the lock's wheels fetched and staged (phase wheels)."""
+    the lock's wheels fetched and staged (phase wheels), unless :func:`prepare` did so beside
+    a base's bootstrap."""
     request, client = prepared.request, prepared.connected.client
     final = request.final
     previous = client.images.get(final).id if host.image_exists(client, final) else None
@@ -207,8 +216,9 @@ def build_payload(prepared: Prepared, clock: Clock) -> PayloadBuilt:
     if reused:
         print(f"==> payload image {tag}: unchanged, reused", flush=True)
     else:
-        inputs.wheels(request.defn, request.arch, prepared.inputs.wheels, root=request.root, offline=request.offline,
-                      ca_bundle=request.ca_bundle, clock=clock)
+        if not prepared.wheels_staged:
+            inputs.wheels(request.defn, request.arch, prepared.inputs.wheels, root=request.root,
+                          offline=request.offline, ca_bundle=request.ca_bundle, clock=clock)
         with clock("payload"):
             exported = payload.build_payload_image(prepared.connected.builder, argv, tag, quiet=request.quiet)
     return PayloadBuilt(prepared, tag, exported, epoch, staging, previous)

@@ -1,5 +1,6 @@
 """torchpod_toolkit.base, checked without an engine: a registry base is used as it is, the
-build host's base is pinned only by a lock for that arch, and the commit's time stamps a build."""
+build host's base is pinned only by a lock for that arch, whether a base must be bootstrapped
+is read from the tag ensure_base gives it, and the commit's time stamps a build."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import subprocess
 from dataclasses import replace
 
 from torchpod.arch import ARCHES
-from torchpod_toolkit import base, host, locks
+from torchpod_toolkit import base, commands, host, locks
 from torchpod_toolkit.definitions import load_definitions
 
 from paths import ROOT
@@ -29,6 +30,40 @@ def test_the_build_hosts_base_is_pinned_by_the_lock_for_its_arch_only(monkeypatc
     other = next(a for a in DEFN.arches if a != machine)
     only_other = replace(DEFN, arches=(other,))
     assert base.host_debs(ROOT, only_other) is None  # its build stage bootstraps unpinned
+
+
+class _Images:
+    """The docker SDK's ``client.images`` for a store holding the tags ``held``."""
+
+    def __init__(self, held: set[str]):
+        self.held, self.asked = held, []
+
+    def get(self, ref: str):
+        import docker
+
+        self.asked.append(ref)
+        if ref not in self.held:
+            raise docker.errors.ImageNotFound(ref)
+        return ref
+
+
+class _Client:
+    def __init__(self, held: set[str]):
+        self.images = _Images(held)
+
+
+def test_a_base_needs_a_bootstrap_exactly_when_no_image_has_the_tag_ensure_base_gives_it():
+    x86 = ARCHES["x86_64"]
+    debs = locks.load(ROOT / "images", DEFN, x86, debian=True)
+    tag = commands.base_tag(DEFN, x86, {d.name: d.version for d in debs.entries if d.layer == "base"})
+    empty, held = _Client(set()), _Client({tag})
+    assert base.needs_bootstrap(empty, DEFN, x86, debs) and empty.images.asked == [tag]
+    assert not base.needs_bootstrap(held, DEFN, x86, debs)
+    assert base.ensure_base(held, None, DEFN, x86, ROOT / ".cache", debs) == tag  # the same tag, found
+    # another lock's pins are another base: it would be bootstrapped
+    assert base.needs_bootstrap(held, DEFN, x86, None)
+    registry = replace(DEFN, base=replace(DEFN.base, debian=None, image="nvcr.io/nvidia/base:1"))
+    assert not base.needs_bootstrap(None, registry, x86)  # never asks the engine
 
 
 def test_the_commits_time_stamps_a_build_unless_source_date_epoch_says_otherwise(tmp_path, monkeypatch):
