@@ -1,0 +1,157 @@
+"""Volcano's kinds, end to end on the real control plane and on a plane of their own (the
+other kinds run beside them, test_kube_jobs.py; what both share is tests/kube_jobs.py):
+Volcano v1.10.0's controllers, admission and vc-scheduler installed for the module; the
+manifest as `invoke manifests` writes it applied with kubectl into a namespace that
+enforces the Pod Security level its header states; vc-scheduler binds the gang to the
+kubelet stand-in's three nodes, which runs the pods as containers of the cluster tier's
+image. A worker-only job and one with a master task train the all-reduce check, the DDP
+example trains on three nodes, a job meets at the etcd its manifest brings, each reaching
+phase Completed with the operator model held to its pods; a gang one node short starts no
+pod at all.
+
+Without the control plane's or Volcano's programs the tests fail under CI
+(TORCHPOD_REQUIRE_TOOLS=1) and skip elsewhere, naming `invoke kube.build`; without the
+image (``cluster_image``) they fail."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from torchpod_toolkit.cluster.runner import parse_results
+from torchpod_toolkit.kube import kubelet as kubelet_mod
+from torchpod_toolkit.manifests import kube as kube_manifests
+
+from cluster_helpers import EXAMPLES
+from kube_helpers import until
+from kube_jobs import (
+    NODES,
+    WAIT,
+    Cluster,
+    assert_model_agrees,
+    assert_one_group,
+    bound,
+    first_success,
+    phase,
+    podgroup_conditions,
+    runs,
+    start,
+    submit,
+    wait,
+)
+
+OPERATORS = ("volcano",)
+
+
+@pytest.fixture(scope="module")
+def cluster(kube, docker_client, cluster_image, session_id, tmp_path_factory) -> Iterator[Cluster]:
+    """Three nodes and Volcano on the module's plane, stopped after the module."""
+    yield from start(kube, docker_client, cluster_image, session_id, tmp_path_factory, OPERATORS)
+
+
+def test_a_volcano_job_trains_to_completed(cluster):
+    """Volcano v1.10.0: vc-scheduler binds the gang, the env and svc plugins give each pod
+    VC_TASK_INDEX and the job's hostfile and headless Service; the Job's phase is Completed
+    once its tasks succeed (pkg/controllers/job/state/running.go)."""
+    job = submit(cluster, "volcano", "vc", 2)
+    wait(cluster, "vc", "jobs.batch.volcano.sh", "vc", "Volcano Job phase Completed",
+         phase(cluster, "vc", "jobs.batch.volcano.sh", "vc", "Completed"))
+    assert_one_group(cluster, "vc", world=2, nodes=2)
+    assert_model_agrees(cluster, "vc", job["path"])
+
+
+def test_a_volcano_job_with_a_master_task_trains_to_completed(cluster):
+    """Volcano v1.10.0 with a master and a worker task: the pytorch plugin gives each pod
+    MASTER_ADDR (the master's pod on the job's headless Service), MASTER_PORT, WORLD_SIZE and
+    RANK (pkg/controllers/job/plugins/distributed-framework/pytorch/pytorch.go)."""
+    job = submit(cluster, "volcano-master", "vcm", 2)
+    wait(cluster, "vcm", "jobs.batch.volcano.sh", "vcm", "Volcano Job phase Completed",
+         phase(cluster, "vcm", "jobs.batch.volcano.sh", "vcm", "Completed"))
+    assert_one_group(cluster, "vcm", world=2, nodes=2)
+    assert_model_agrees(cluster, "vcm", job["path"])
+
+
+def test_the_ddp_example_trains_on_a_volcano_job_of_three_nodes(cluster):
+    """The DDP example (ddp_resnet.py) trained by three pods vc-scheduler placed on three
+    nodes: every rank finishes its steps with a finite loss, in one group of three under one
+    rendezvous id, and DDP leaves the three replicas' parameters equal."""
+    job = submit(cluster, "volcano", "ddp3", NODES, (f"{EXAMPLES}/ddp_resnet.py", "--steps", "4"))
+    wait(cluster, "ddp3", "jobs.batch.volcano.sh", "ddp3", "Volcano Job phase Completed",
+         phase(cluster, "ddp3", "jobs.batch.volcano.sh", "ddp3", "Completed"))
+    done = first_success(runs(cluster, "ddp3"))
+    results = [res for r in done.values() for res in parse_results(r.log) if res.get("workload") == "ddp_resnet"]
+    logs = "\n".join(f"--- {r.pod} ({r.container}, exit {r.code})\n{r.log[-2000:]}" for r in done.values())
+    assert sorted(r["rank"] for r in results) == list(range(NODES)), logs[-8000:]
+    assert all(r["ok"] and r["steps"] == 4 and r["world_size"] == NODES for r in results), results
+    assert len({r["hostname"] for r in results}) == NODES and len({r["run_id"] for r in results}) == 1, results
+    assert len({round(r["param_checksum"], 6) for r in results}) == 1, "the replicas' parameters differ"
+    assert_model_agrees(cluster, "ddp3", job["path"])
+
+
+def test_a_volcano_job_meets_at_the_etcd_its_manifest_brings(cluster, require_tool, tmp_path):
+    """`--rdzv etcd --etcd-server`: the manifest's own etcd Pod and Service are applied with
+    the Volcano job, whose ranks meet by etcd-v2 at the Service's name (the stand-in names
+    the etcd pod by the Services that select it, podargs.service_names). quay.io/coreos/etcd,
+    the image the render names, cannot be pulled here: the cluster image with Debian's
+    etcd-server binary as `etcd` (3.4, whose --enable-v2 serves the v2 API as 3.5's does)
+    stands in for it under that name, for this test only."""
+    binary = require_tool("etcd", "etcd-server")
+    context = tmp_path / "etcd-image"
+    context.mkdir()
+    shutil.copy2(binary, context / "etcd")
+    (context / "Dockerfile").write_text(f"FROM {cluster.image}\nCOPY etcd /usr/local/bin/etcd\n")
+    cluster.docker.images.build(path=str(context), tag=kube_manifests.ETCD_IMAGE, rm=True)
+    try:
+        job = submit(cluster, "volcano", "ve", 2, rdzv="etcd", etcd_server=True)
+        assert "Rendezvous: etcd-v2 at ve-etcd:2379" in job["path"].read_text()
+        wait(cluster, "ve", "jobs.batch.volcano.sh", "ve", "Volcano Job phase Completed",
+             phase(cluster, "ve", "jobs.batch.volcano.sh", "ve", "Completed"))
+        assert_one_group(cluster, "ve", world=2, nodes=2)
+        # the group met in this etcd: torch's etcd-v2 rendezvous keeps its state under /torch/elastic
+        (server,) = cluster.docker.containers.list(filters={"label": [
+            f"{kubelet_mod.LABEL}={cluster.kubelet.id}", "io.kubernetes.pod.namespace=ve",
+            "io.kubernetes.pod.name=ve-etcd", "io.kubernetes.container.name=etcd"]})
+        read = "import urllib.request as u; print(u.urlopen('http://127.0.0.1:2379/v2/keys/?recursive=true').read())"
+        code, keys = server.exec_run(["/opt/venv/bin/python", "-c", read])
+        assert code == 0 and '"key":"/torch/elastic' in keys.decode(), keys.decode()[-2000:]
+    finally:
+        cluster.docker.images.remove(kube_manifests.ETCD_IMAGE, force=True)
+
+
+# more than half a node's GPUs (NodeShape: 8): one pod per node, whatever the CPUs and memory
+GPUS_ONE_POD_PER_NODE = 5
+
+
+def test_a_volcano_gang_one_node_short_starts_no_pod_at_all(cluster):
+    """Volcano v1.10.0's gang plugin holds a job until minAvailable pods can be placed together
+    (pkg/scheduler/plugins/gang/gang.go: the PodGroup gets condition Unschedulable, "N/M tasks
+    in gang unschedulable"). The same job shape at the cluster's node count is bound to every
+    node (it fits); one node more is bound nowhere, and no container of it starts."""
+    shape = {"gpus_per_node": GPUS_ONE_POD_PER_NODE, "cpus_per_node": 2, "memory_per_node": "48Gi"}
+    submit(cluster, "volcano", "gfit", NODES, ("/bin/true",), **shape)
+    placed = until("the job at the node count bound to every node", lambda: len(bound(cluster, "gfit")) == NODES
+                   and sorted(bound(cluster, "gfit")), seconds=WAIT)
+    assert sorted(placed) == sorted(cluster.kubelet.names), placed
+    cluster.kube.kubectl("delete", "namespace", "gfit", "--wait=false")
+
+    submit(cluster, "volcano", "gshort", NODES + 1, ("/bin/true",), **shape)
+
+    def unschedulable() -> list[dict[str, Any]]:
+        return [c for c in podgroup_conditions(cluster, "gshort")
+                if c.get("type") == "Unschedulable" and c.get("status") == "True"]
+    held = until("the PodGroup's condition Unschedulable", unschedulable, seconds=WAIT)
+    # "N/M tasks in gang unschedulable: pod group is not ready, 4 minAvailable": M counts the
+    # pods made so far, and the controller makes none while the PodGroup is Pending
+    assert re.search(rf"\d+/\d+ tasks in gang unschedulable: pod group is not ready, {NODES + 1} minAvailable",
+                     held[0].get("message", "")), held
+    deadline = time.monotonic() + 20  # the scheduler runs every second: 20 of them bind nothing
+    while time.monotonic() < deadline:
+        assert bound(cluster, "gshort") == [], "a pod of a gang one node short was bound"
+        time.sleep(1.0)
+    assert runs(cluster, "gshort") == []
+    cluster.kube.kubectl("delete", "namespace", "gshort", "--wait=false")
