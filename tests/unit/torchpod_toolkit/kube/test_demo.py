@@ -82,7 +82,8 @@ def test_a_missing_file_a_folder_binary_bytes_a_huge_file_a_fifo_and_a_device_ar
     os.mkfifo(fifo)  # no writer: an open or read that waited on it would never return
     for path, needle in ((tmp_path / "absent.yaml", "cannot be read"), (tmp_path, "is a directory"),
                          (binary, "not UTF-8"), (huge, "over the 4 MiB cap"), (fifo, "is a FIFO"),
-                         (Path("/dev/zero"), "is a character device")):
+                         (Path("/dev/zero"), "is a character device"),
+                         (tmp_path / "a\nb\x1b[2J.yaml", "cannot be read")):  # control characters, quoted
         with pytest.raises(InputError, match=needle) as info:
             demo.read_manifest(path)
         assert str(info.value).startswith("--manifest=") and "\n" not in str(info.value)
