@@ -39,7 +39,8 @@ Every port is a free port, bound to 127.0.0.1 where the program takes an address
 training operator v1.8.1's webhook server and Trainer's status server take only a port and
 listen on every interface). ``install`` returns once the operator answers its readiness
 check (controller-runtime's ``/readyz``, which upstream makes wait for its webhook server;
-Volcano's three ``/healthz``); ``stop`` ends its processes through
+Volcano's three ``/healthz``) and its webhook server has a handler at every webhook's path
+(``webhook_served``); ``stop`` ends its processes through
 ``plane.stop_processes`` (by the ids recorded, each checked to still run its binary). It
 never writes into the checkout or ``~/.kube``, and leaves no process behind.
 """
@@ -575,6 +576,32 @@ def ready(port: int, path: str = "/readyz", timeout: float = 2.0, ca: Path | Non
         conn.close()
 
 
+def webhook_paths(webhooks: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The path of each webhook the configurations name (as :func:`rewrite_webhooks` reads
+    them), sorted, once each."""
+    return sorted({((hook.get("clientConfig") or {}).get("service") or {}).get("path") or "/"
+                   for config in webhooks for hook in config.get("webhooks") or []})
+
+
+def webhook_served(port: int, path: str, ca: Path, timeout: float = 2.0) -> bool:
+    """Whether the webhook server on ``port`` has a handler at ``path``: an empty admission
+    request gets any answer but 404, over TLS verified against ``ca``. A controller-runtime
+    manager answers its readiness check once its webhook server listens, and JobSet v0.12.0 and
+    LWS v0.9.0 register their webhooks' paths later, from a goroutine that waits for the
+    certificates (main.go and cmd/main.go, ``go setupControllers``): until then the server
+    answers 404, and the API server refuses every object the webhook admits ("failed calling
+    webhook ...: the server could not find the requested resource")."""
+    conn = http.client.HTTPSConnection(plane.LOOPBACK, port, timeout=timeout,
+                                       context=ssl.create_default_context(cafile=str(ca)))
+    try:
+        conn.request("POST", path, body=b"{}", headers={"Content-Type": "application/json"})
+        return conn.getresponse().status != 404
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
 def _await_ready(name: str, processes: Mapping[str, subprocess.Popen[bytes]], probe: Callable[[], bool],
                  logs: Path, deadline: float, clock: Callable[[], float]) -> None:
     """Until ``probe()`` is true; a program that exits, or no answer by the deadline, is one
@@ -591,9 +618,10 @@ def _await_ready(name: str, processes: Mapping[str, subprocess.Popen[bytes]], pr
 
 
 def start(spec: Operator, install: Install, env: Mapping[str, str], timeout: float = 180.0,
-          clock: Callable[[], float] = time.monotonic) -> Running:
-    """Start ``spec``'s programs and wait for their readiness check; on any failure every
-    program started is stopped before the error is raised (the folder and its logs stay)."""
+          clock: Callable[[], float] = time.monotonic, paths: Sequence[str] = ()) -> Running:
+    """Start ``spec``'s programs and wait for their readiness check and for a handler at each
+    webhook path in ``paths`` (:func:`webhook_served`); on any failure every program started is
+    stopped before the error is raised (the folder and its logs stay)."""
     logs = install.folder / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     base = {"PATH": env.get("PATH", "/usr/bin:/bin"), "HOME": str(install.folder),
@@ -605,7 +633,9 @@ def start(spec: Operator, install: Install, env: Mapping[str, str], timeout: flo
         for program, argv in spec.programs.items():
             own = {"KUBECONFIG": str(install.kubeconfigs[program])} if program in install.kubeconfigs else {}
             started[program] = _spawn(argv(install), {**base, **own}, logs / f"{program}.log")
-        _await_ready(spec.name, started, lambda: spec.ready(install), logs, deadline, clock)
+        ca = install.certs / "ca.crt"
+        _await_ready(spec.name, started, lambda: spec.ready(install) and all(
+            webhook_served(install.ports.webhook, path, ca) for path in paths), logs, deadline, clock)
     except BaseException:
         plane.stop_processes({p: s.pid for p, s in started.items()}, binaries)
         raise
@@ -729,7 +759,7 @@ def install(spec: Operator, plan: build.Plan, kubectl: Kubectl, started: plane.P
                    config=config_files(objects, mounted(manifests.deployments, "configMap")), kubeconfigs=kubeconfigs,
                    init_image=init_image)
     spec.prepare(made)
-    running = start(spec, made, env, timeout=timeout)
+    running = start(spec, made, env, timeout=timeout, paths=webhook_paths(manifests.webhooks))
     try:
         for extra in spec.extras:
             kubectl.apply(render_overlay(kubectl, source / extra, folder / "extras", ()))

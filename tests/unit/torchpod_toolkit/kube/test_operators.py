@@ -106,6 +106,12 @@ def test_webhooks_point_at_loopback_with_the_ca_and_keep_their_rules():
     assert operators.service_hosts([WEBHOOK, WEBHOOK]) == ["op-webhook.ops.svc"]
 
 
+def test_the_webhook_paths_are_each_hooks_once():
+    two = {**WEBHOOK, "webhooks": [*WEBHOOK["webhooks"], {"name": "m", "clientConfig": {"service": {"name": "s"}}}]}
+    assert operators.webhook_paths([two, WEBHOOK]) == ["/", "/validate-thing"]  # no path: the server's root
+    assert operators.webhook_paths([]) == []
+
+
 def test_a_webhook_path_that_is_not_absolute_is_refused():
     bad = {**WEBHOOK, "webhooks": [{"name": "v", "clientConfig": {"service": {"name": "s", "path": "@evil.example"}}}]}
     with pytest.raises(RuntimeFailure, match="webhook v: path '@evil.example'; expected one starting with /"):

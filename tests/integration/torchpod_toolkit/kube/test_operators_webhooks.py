@@ -1,0 +1,76 @@
+"""torchpod_toolkit.kube.operators.webhook_served against a real TLS server holding the
+harness's certificate: a path with a handler is served whatever it answers an empty
+admission request, a path the server does not know (404, as a controller-runtime manager
+answers before it registers its webhooks) is not, and neither is a server whose certificate
+the CA did not sign, nor a port nothing listens on."""
+
+from __future__ import annotations
+
+import datetime
+import http.server
+import ssl
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from torchpod_toolkit.kube import operators, plane
+
+NOW = datetime.datetime.now(datetime.timezone.utc)  # the certificates are valid from now
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """Answers 200 at /mutate-thing, 400 (a malformed review) at /validate-thing, else 404."""
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        code = {"/mutate-thing": 200, "/validate-thing": 400}.get(self.path, 404)
+        self.send_response(code)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def _serve(certs: Path) -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer((plane.LOOPBACK, 0), _Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certs / "tls.crt", certs / "tls.key")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def webhook_server(tmp_path) -> Iterator[tuple[int, Path]]:
+    certs = tmp_path / "certs"
+    operators.make_certs(certs, "op-ca", ["op-webhook.ops.svc"], NOW)
+    for port in _serve(certs):
+        yield port, certs / "ca.crt"
+
+
+def test_a_path_with_a_handler_is_served_whatever_it_answers(webhook_server):
+    port, ca = webhook_server
+    assert operators.webhook_served(port, "/mutate-thing", ca)
+    assert operators.webhook_served(port, "/validate-thing", ca)
+
+
+def test_a_path_the_server_does_not_know_is_not_served(webhook_server):
+    port, ca = webhook_server
+    assert not operators.webhook_served(port, "/mutate-other", ca)
+
+
+def test_another_cas_server_and_a_closed_port_are_not_served(webhook_server, tmp_path):
+    port, _ = webhook_server
+    other = tmp_path / "other"
+    operators.make_certs(other, "other-ca", ["op-webhook.ops.svc"], NOW)
+    assert not operators.webhook_served(port, "/mutate-thing", other / "ca.crt")  # TLS refuses it
+    (closed,) = plane.free_ports(1)
+    assert not operators.webhook_served(closed, "/mutate-thing", other / "ca.crt", timeout=1.0)
