@@ -33,6 +33,7 @@ from kube_helpers import Kube, require_operator, until
 
 NODES = 3
 WAIT = 180.0  # seconds a job has to succeed: pods start in seconds, the check trains in a few
+EXITING = 60.0  # seconds a pod's run has to end once its job succeeded
 REFUSED = ("FailedCreate", "FailedCreatePod")  # a controller's event: the API refused a pod it made
 NO_IMAGE = "is not on this machine"  # the stand-in's word for an image it does not have (podworker)
 LEVEL = re.compile(r"^# Pod Security: namespace level '([a-z]+)'", re.MULTILINE)
@@ -250,7 +251,13 @@ def assert_model_agrees(cluster: Cluster, namespace: str, path: Path) -> None:
 
 def assert_one_group(cluster: Cluster, namespace: str, world: int, nodes: int) -> list[dict[str, Any]]:
     """The containers that exited 0 reported every rank ok, in one group of ``world`` ranks
-    on ``nodes`` distinct hosts, under one rendezvous id."""
+    on ``nodes`` distinct hosts, under one rendezvous id. A job's success condition can come
+    before its last pod's run has ended (a PyTorchJob's with its Master's success, an elastic
+    one's with any Worker's), so the runs are read until ``nodes`` pods have one that exited
+    0, for at most EXITING seconds."""
+    deadline = time.monotonic() + EXITING
+    while len(first_success(runs(cluster, namespace))) < nodes and time.monotonic() < deadline:
+        time.sleep(1.0)
     done = list(first_success(runs(cluster, namespace)).values())
     text = "\n".join(f"--- {r.pod} ({r.container}, exit {r.code})\n{r.log[-3000:]}" for r in runs(cluster, namespace))
     results = [res for r in done for res in parse_results(r.log) if res.get("workload") == "allreduce_check"]

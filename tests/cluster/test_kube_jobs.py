@@ -83,7 +83,9 @@ def test_a_pytorchjob_trains_to_succeeded(cluster):
 
 def test_an_elastic_pytorchjob_trains_to_succeeded(cluster):
     """training-operator v1.8.1 with elasticPolicy: Worker pods only, PET_RDZV_ENDPOINT on
-    worker 0's Service; Succeeded once the workers succeed."""
+    worker 0's Service; Succeeded once any Worker has succeeded (with an elasticPolicy,
+    `succeeded > 0`: pkg/controller.v1/pytorch/pytorchjob_controller.go, UpdateJobStatus), so
+    the other Worker may still be exiting when the condition comes (assert_one_group waits for it)."""
     job = submit(cluster, "kubeflow-elastic", "pte", 2)
     wait(cluster, "pte", "pytorchjobs.kubeflow.org", "pte", "PyTorchJob condition Succeeded",
          condition(cluster, "pte", "pytorchjobs.kubeflow.org", "pte", "Succeeded"))
