@@ -1,6 +1,6 @@
-"""torchpod_toolkit.kube.operators.webhook_served against a real TLS server holding the
+"""torchpod_toolkit.kube.operators with a real server: webhook_served against a TLS server holding the
 harness's certificate: a path with a handler is served whatever it answers an empty
-admission request, a path the server does not know (404, as a controller-runtime manager
+request, a path the server does not know (404, as a controller-runtime manager
 answers before it registers its webhooks) is not, and neither is a server whose certificate
 the CA did not sign, nor a port nothing listens on."""
 
