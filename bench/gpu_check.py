@@ -357,7 +357,7 @@ def judge_doctor(rc: int | None, stdout: str, gpus: int) -> tuple[str, str, dict
     checks = [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
     rows = {c.get("name", "?"): c.get("status", "?") for c in checks}
     facts: dict[str, Any] = {"rows": rows, "checks": checks}
-    for key in ("transport", "network", "nccl_version", "gdrdma", "log_notes"):
+    for key in ("transport", "network", "nccl_version", "gdrdma", "log_notes", "nodes"):
         if isinstance(data, dict) and key in data:
             facts[key] = data[key]
     if isinstance(data, dict) and isinstance(data.get("evidence"), list):
@@ -374,6 +374,7 @@ def judge_doctor(rc: int | None, stdout: str, gpus: int) -> tuple[str, str, dict
         return FAILED, (f"torch sees {gpus} GPUs but the doctor's gpus row is {gpu_row.get('code')!r} "
                         f"({gpu_row.get('detail', '')}): it counts GPUs with nvidia-smi -L"), facts
     extra = f", transport {facts['transport']}" if "transport" in facts else ""
+    extra += " (one node: nothing crossed a network)" if extra and facts.get("nodes") == 1 else ""
     return OK, f"exit 0{extra}" + (f"; warn: {', '.join(warned)}" if warned else ""), facts
 
 
@@ -429,6 +430,14 @@ def judge_run(found: Sequence[Mapping[str, Any]], backend: str, nproc: int) -> t
     for key in ("peak_busbw_gbps", "steps_per_s", "final_loss"):
         if found and key in found[0]:
             facts[key] = found[0][key]
+    if found and found[0].get("world_size") == 1 and "peak_busbw_gbps" in facts:
+        # nccl-tests' bus bandwidth is algbw * 2(n-1)/n: 0 for one rank, so the copy rate is shown
+        rows = found[0].get("rows")
+        algbw = [r["algbw_gbps"] for r in rows if isinstance(r, dict) and isinstance(r.get("algbw_gbps"), (int, float))
+                 ] if isinstance(rows, list) else []
+        del facts["peak_busbw_gbps"]
+        if algbw:
+            facts["peak_algbw_gbps_one_rank"] = max(algbw)
     sums = {repr(r["param_checksum"]) for r in found if "param_checksum" in r}  # repr: any JSON value
     if sums:
         facts["replicas_in_sync"] = len(sums) == 1
@@ -438,7 +447,8 @@ def judge_run(found: Sequence[Mapping[str, Any]], backend: str, nproc: int) -> t
         return FAILED, f"backend {', '.join(facts['backends'])}, expected {backend}", facts
     if not all(r.get("ok") is True for r in found) or (sums and len(sums) != 1):
         return FAILED, "a rank reported ok=false or replicas out of sync", facts
-    shown = {k: v for k, v in facts.items() if k in ("peak_busbw_gbps", "steps_per_s", "final_loss")
+    shown = {k: v for k, v in facts.items()
+             if k in ("peak_busbw_gbps", "peak_algbw_gbps_one_rank", "steps_per_s", "final_loss")
              and isinstance(v, (int, float))}
     return OK, f"{nproc} ranks on {backend}" + "".join(f", {k} {v:.4g}" for k, v in shown.items()), facts
 

@@ -306,7 +306,9 @@ def _nccl_env_checks(seen: Mapping[str, str], conf: Sequence[Finding], m: Machin
     unknown = names.unknown(seen)
     checks += [Check("env-name", f) for f in unknown]
     if not unknown:
-        checks.append(_row("env-name", "ok", OK, "every NCCL_*/FI_* name set is one NCCL or libfabric reads"))
+        checks.append(_row("env-name", "ok", OK, "every NCCL_*/FI_* name set is one NCCL or libfabric reads, "
+                           "or a label an image sets"))
+    checks += [Check("env-name", f) for f in names.labels(seen)]
     version, why = driver.node_driver(m.proc_root)
     checks.append(Check("driver", driver.judge(version, why, m.cuda, m.cuda_why)))
     checks += [Check("imex", f) for f in imex.check(seen, m.root, m.proc_root)]
@@ -351,7 +353,8 @@ def report(checks: Sequence[Check], verdict: nccl_log.Verdict | None, fmt: str) 
         data: dict = {"checks": [c.as_dict() for c in checks]}
         if verdict is not None:
             data.update(transport=verdict.transport, gdrdma=verdict.gdrdma, evidence=list(verdict.evidence),
-                        nccl_version=verdict.nccl_version, log_notes=list(verdict.notes), network=verdict.network)
+                        nccl_version=verdict.nccl_version, log_notes=list(verdict.notes), network=verdict.network,
+                        nodes=verdict.nodes)
         return json.dumps(data, indent=2)
     width = max(len(c.name) for c in checks)
     lines = [f"{c.status:4}  {c.name:{width}}  {c.detail}"
@@ -360,7 +363,8 @@ def report(checks: Sequence[Check], verdict: nccl_log.Verdict | None, fmt: str) 
     if verdict is not None:
         lines.append(f"transport: {verdict.transport}" + (" (GPUDirect RDMA)" if verdict.gdrdma else "")
                      + (f", NCCL {verdict.nccl_version}" if verdict.nccl_version else "")
-                     + (f", network {_shown(verdict.network)}" if verdict.network else ""))
+                     + (f", network {_shown(verdict.network)}" if verdict.network else "")
+                     + (f", {plural(verdict.nodes, 'node')}" if verdict.nodes else ""))
         lines += [f"  > {_shown(line.strip())}" for line in verdict.evidence] + [f"  note: {n}" for n in verdict.notes]
     return "\n".join(lines)
 
@@ -381,10 +385,11 @@ def read_log(path: str) -> nccl_log.Verdict:
 
 
 def exit_code(fabric: FabricReport, checks: Sequence[Check], verdict: nccl_log.Verdict | None) -> int:
-    """1 when a check's finding is FAIL, or sockets on a node where a fabric was found."""
+    """1 when a check's finding is FAIL, or sockets between nodes on a node where a fabric was
+    found (a log whose every communicator spans one node sent nothing over its network)."""
     if any(c.finding.severity is FAIL for c in checks):
         return 1
-    if verdict is not None and verdict.transport == "socket" and fabric.fabric is not None:
+    if verdict is not None and verdict.transport == "socket" and fabric.fabric is not None and verdict.nodes != 1:
         return 1
     return 0
 

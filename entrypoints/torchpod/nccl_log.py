@@ -14,7 +14,10 @@ v2.29.7-1):
   ``Assigned NET plugin %s to comm``;
 - ``NET/IB : Using [0]mlx5_bond_0:1/RoCE [RO]; OOB ...`` or ``NET/IB : No device found.``;
 - ``NET/Socket : Using [0]eth0:10.0.0.1<0>``;
-- the plugin lines (``NET/Plugin ...``) and aws-ofi-nccl's ``NET/OFI Selected provider is ...``.
+- the plugin lines (``NET/Plugin ...``) and aws-ofi-nccl's ``NET/OFI Selected provider is ...``;
+- ``comm 0x... rank 0 nRanks 1 nNodes 1 localRanks 1 localRank 0 MNNVL 0`` (src/init.cc,
+  ``initTransportsRank``): how many nodes each communicator spans. When every one spans a
+  single node, the network NCCL chose carried nothing, and a ``Socket`` there is no fallback.
 
 Older NCCLs, as the public logs in tests/unit/fixtures/nccl_logs_real.yaml print them (each
 cited there; the versions are those the logs show, not the exact release of each change):
@@ -38,7 +41,7 @@ a note. Pure: takes the text, returns the verdict.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 TRANSPORTS = ("ib-gdrdma", "ib", "libfabric", "socket", "unknown")
@@ -58,6 +61,7 @@ _DEVICES = re.compile(r"NET/(IB|Socket) ?: (Using .*|No device found\.?)")
 _OFI_SELECTED = re.compile(r"NET/OFI Selected [Pp]rovider is")
 _PLUGIN = re.compile(r"NET/Plugin ?: ?(.*)|NET/OFI (Selected [Pp]rovider is .*|Initializing .*)|"
                      r"Successfully loaded external (?:network )?plugin .*|P2P plugin (.*)")
+_COMM = re.compile(r"comm (?:0x)?[0-9a-fA-F]+ rank [0-9]+ nRanks [0-9]+ nNodes ([0-9]{1,9}) ")
 _IB = re.compile(r"IB(?:ext(?:_v[0-9]+)?)?")  # NCCL's own, or the SHARP plugin's by version
 # the weakest path decides: one channel over sockets is a socket job
 _ORDER = {"socket": 0, "unknown": 1, "libfabric": 2, "ib": 3, "ib-gdrdma": 4}
@@ -71,6 +75,7 @@ class Verdict:
     nccl_version: str | None = None
     notes: tuple[str, ...] = field(default=())
     network: str | None = None  # the network's name as the log gives it: IB, IBext_v8, AWS Libfabric, ...
+    nodes: int | None = None  # the most nodes a communicator in the log spans (None: no such line)
 
 
 def _kind(network: str, gdr: bool) -> str:
@@ -117,6 +122,7 @@ class _Seen:
     devices: list = field(default_factory=list)  # the first one
     plugin: list = field(default_factory=list)  # the first two
     found: dict = field(default_factory=dict)  # "ofi" | "ib" | "no-ib" | "socket" -> its first line
+    nodes: int | None = None
 
     def add(self, line: str) -> None:
         if self.version is None and "NCCL version" in line and (m := _VERSION.search(line)):
@@ -142,6 +148,8 @@ class _Seen:
             self.found.setdefault("no-ib", line)
         if "NET/OFI" in line and _OFI_SELECTED.search(line):
             self.found.setdefault("ofi", line)
+        if "nNodes" in line and (c := _COMM.search(line)):
+            self.nodes = max(self.nodes or 0, int(c.group(1)))
         if len(self.plugin) < 2 and _PLUGIN.search(line):
             self.plugin.append(line)
 
@@ -189,11 +197,16 @@ def analyze(log: str | Iterable[str]) -> Verdict | None:
         if len(seen.channels) > 1:
             notes.append(f"channels took different paths: {', '.join(sorted(seen.channels))}")
         evidence = [first] + ([seen.using_first] if seen.using_first else []) + seen.devices
-        return Verdict(kind, gdr, tuple(evidence), seen.version, tuple(notes + _network_note(network)), network)
+        return Verdict(kind, gdr, tuple(evidence), seen.version, tuple(notes + _network_note(network)), network,
+                       seen.nodes)
     if seen.using_last:
         line, network = seen.using_last
-        notes.append("no inter-node channel line (NCCL_DEBUG_SUBSYS without INIT? one node?): "
-                     "the network NCCL chose, not the path each channel took")
+        if seen.nodes == 1:
+            notes.append(f"every communicator in the log spans one node (nNodes 1): NCCL chose the network "
+                         f"{network} but sent nothing over it; a job across nodes shows the path between them")
+        else:
+            notes.append("no inter-node channel line (NCCL_DEBUG_SUBSYS without INIT? one node?): "
+                         "the network NCCL chose, not the path each channel took")
         return Verdict(_kind(network, False), False, (line, *seen.devices, *seen.plugin), seen.version,
-                       tuple(notes + _network_note(network)), network)
-    return _inferred(seen, notes)
+                       tuple(notes + _network_note(network)), network, seen.nodes)
+    return replace(_inferred(seen, notes), nodes=seen.nodes)

@@ -6,7 +6,9 @@ release and commit it was read from and how: NCCL's from NVIDIA/nccl v2.30.7-1 s
 (NCCL_PARAM, DEFINE_NCCL_PARAM, ncclGetEnv/getenv and ncclGetLevel names), the legacy
 NCCL_* names torch still reads (ProcessGroupNCCL.hpp), libfabric's from ofiwg/libfabric
 v2.6.0 (fi_param_define: core as FI_X, the EFA and CXI providers as FI_EFA_X, FI_CXI_X).
-Other providers' FI_<PROV>_* names are not judged (their lists are not carried).
+Other providers' FI_<PROV>_* names are not judged (their lists are not carried). Labels are
+names images set to describe themselves (nvidia/cuda's ``NCCL_VERSION``): NCCL reads none,
+and the doctor says so in an OK row instead of asking to remove them.
 
 Judged: every NCCL_* name; FI_EFA_*, FI_CXI_*; any other FI_* name whose second part is no
 provider's; and any other upper-case name that is a near miss of a NCCL name (the dropped
@@ -31,6 +33,12 @@ _PROVIDERS = ("COLL", "CXI", "EFA", "HOOK", "LNX", "LPP", "MRAIL", "OPX", "PSM2"
               "SM2", "SOCKETS", "TCP", "UCX", "UDP", "USNIC", "UTIL", "VERBS", "OFI")
 NEAR = 0.85  # difflib ratio for "did you mean"
 NEAR_OTHER = 0.9  # a name without the NCCL_ prefix must be this close to count as a misspelling
+
+
+@lru_cache(maxsize=1)
+def labels_known() -> dict[str, str]:
+    """{name: what it labels} for the variables images set that NCCL never reads."""
+    return dict(json.loads(NAMES_FILE.read_text())["labels"]["names"])
 
 
 @lru_cache(maxsize=1)
@@ -70,7 +78,7 @@ def unknown(env: Mapping[str, str]) -> list[Finding]:
     every_fi = {n for names in fi.values() for n in names}
     out = []
     for name in sorted(env):
-        if not _NAME_RE.fullmatch(name) or name in nccl or name in every_fi:
+        if not _NAME_RE.fullmatch(name) or name in nccl or name in every_fi or name in labels_known():
             continue
         scope = _scope(name, fi)
         if scope is not None:
@@ -81,3 +89,10 @@ def unknown(env: Mapping[str, str]) -> list[Finding]:
             if near:
                 out.append(_finding(name, near, "NCCL"))
     return out
+
+
+def labels(env: Mapping[str, str]) -> list[Finding]:
+    """One OK row per label an image set (``NCCL_VERSION``): NCCL reads none of them."""
+    return [Finding("names.env.label", Severity.OK, f"{name} is a label images set ({what}): NCCL reads no such "
+                    "variable; the NCCL that runs is the libnccl the loader finds (PyTorch's wheels bring their own)")
+            for name, what in sorted(labels_known().items()) if name in env]

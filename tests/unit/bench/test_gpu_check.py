@@ -150,6 +150,9 @@ def test_the_doctors_log_verdict_is_kept():
     assert (verdict, reason) == ("ok", "exit 0, transport socket")
     assert facts["transport"] == "socket" and facts["evidence"] == ["a", "b", "c"] and facts["network"] == "Socket"
     assert gc.judge_doctor(1, out, 1)[:2] == ("failed", "exit 1: sockets on a node with RDMA hardware")
+    one_node = out.replace('"log_notes": []', '"log_notes": [], "nodes": 1')
+    assert one_node != out
+    assert gc.judge_doctor(0, one_node, 1)[1] == "exit 0, transport socket (one node: nothing crossed a network)"
 
 
 def _result(rank, backend="nccl", ok=True, **extra):
@@ -165,6 +168,20 @@ def test_a_run_needs_one_ok_result_per_rank_on_the_expected_backend():
     drift = [_result(0, param_checksum=1.0), _result(1, param_checksum=1.5)]
     verdict, _, facts = gc.judge_run(drift, "nccl", 2)
     assert verdict == "failed" and facts["replicas_in_sync"] is False
+
+
+def test_one_rank_shows_the_copy_rate_not_a_bus_bandwidth_of_zero():
+    """The H200 check's first run printed "peak_busbw_gbps 0": 2(n-1)/n is 0 for one rank."""
+    rows = [{"bytes": 1024, "algbw_gbps": 0.04, "busbw_gbps": 0.0}, {"bytes": 1 << 24, "algbw_gbps": 1057.4,
+                                                                       "busbw_gbps": 0.0}]
+    one = [_result(0, world_size=1, peak_busbw_gbps=0.0, rows=rows)]
+    verdict, reason, facts = gc.judge_run(one, "nccl", 1)
+    assert (verdict, reason) == ("ok", "1 ranks on nccl, peak_algbw_gbps_one_rank 1057")
+    assert "peak_busbw_gbps" not in facts
+    broken = [_result(0, world_size=1, peak_busbw_gbps=0.0, rows=[{"algbw_gbps": "x"}, 7])]
+    assert gc.judge_run(broken, "nccl", 1)[:2] == ("ok", "1 ranks on nccl")
+    two = [_result(0, world_size=2, peak_busbw_gbps=301.5, rows=rows), _result(1, world_size=2)]
+    assert gc.judge_run(two, "nccl", 2)[1] == "2 ranks on nccl, peak_busbw_gbps 301.5"
 
 
 def test_result_lines_are_found_behind_any_prefix_and_garbage_is_ignored():

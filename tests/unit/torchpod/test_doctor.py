@@ -124,6 +124,29 @@ def test_sockets_on_a_node_with_rdma_hardware_exit_1(tmp_path):
     assert exit_code(fabric, checks, None) == 0
 
 
+def test_sockets_in_a_log_of_one_node_communicators_are_no_fallback(tmp_path, capsys):
+    """A job on one node (nNodes 1 in NCCL's comm lines) sends nothing over its network: on
+    a node with RDMA hardware that Socket is said, and the exit stays the checks' own."""
+    sysfs, proc = write_node(tmp_path, FIXTURES["roce_bonded_mlx5_ipv4_and_ipv6_both_versions"])
+    log = tmp_path / "nccl.log"
+    log.write_text(SEED_SOCKET + "h:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0\n")
+    from torchpod.doctor import read_log
+
+    fabric, checks = preflight({}, healthy(sysfs, proc))
+    assert exit_code(fabric, checks, read_log(str(log))) == 0
+    assert cli.main(["doctor", "--sysfs-root", str(tmp_path), f"--nccl-log={log}", "--format", "json"], {}) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["nodes"] == 1 and data["transport"] == "socket"
+
+
+def test_a_label_the_image_set_is_an_ok_row_not_a_warning(tmp_path):
+    sysfs, proc = write_node(tmp_path, FIXTURES["roce_bonded_mlx5_ipv4_and_ipv6_both_versions"])
+    _, checks = preflight({"NCCL_VERSION": "2.28.3-1"}, healthy(sysfs, proc))
+    rows = {(c.name, c.finding.code, c.status) for c in checks}
+    assert ("env-name", "names.env.label", "ok") in rows and ("env-name", "doctor.env-name.ok", "ok") in rows
+    assert not any(c.name == "env-name" and c.status == "warn" for c in checks)
+
+
 def test_text_report_quotes_the_evidence(tmp_path, capsys):
     log = tmp_path / "nccl.log"
     log.write_text(SEED_SOCKET)

@@ -133,3 +133,39 @@ def test_the_old_formats_stay_linear(line):
     start = time.process_time()
     analyze(line + "\nh:1:1 [0] NCCL INFO Using network IB\n")
     assert time.process_time() - start < 30  # a hang guard, not a figure
+
+
+# A one-rank NCCL 2.28.9 job on an H200 with no RDMA NIC (bench/gpu_check.py's allreduce
+# step; bench/results/gpu-check-nvidia-h200/nccl/), its first lines less the 64 channel lines.
+ONE_NODE_H200 = """\
+vm:802:802 [0] NCCL INFO Bootstrap: Using eth0:192.0.2.2<0>
+vm:802:802 [0] NCCL INFO NCCL version 2.28.9+cuda13.0
+vm:802:802 [0] NCCL INFO NET/IB : No device found.
+vm:802:802 [0] NCCL INFO NET/Socket : Using [0]eth0:192.0.2.2<0>
+vm:802:802 [0] NCCL INFO Assigned NET plugin Socket to comm
+vm:802:802 [0] NCCL INFO Using network Socket
+vm:802:802 [0] NCCL INFO comm 0x22b22840 rank 0 nRanks 1 nNodes 1 localRanks 1 localRank 0 MNNVL 0
+vm:802:802 [0] NCCL INFO Channel 00/64 : 0
+"""
+
+
+def test_a_log_whose_communicators_span_one_node_says_its_network_carried_nothing():
+    verdict = analyze(ONE_NODE_H200)
+    assert (verdict.transport, verdict.nodes, verdict.nccl_version) == ("socket", 1, "2.28.9")
+    assert any("spans one node (nNodes 1)" in n for n in verdict.notes), verdict.notes
+
+
+def test_one_communicator_across_nodes_is_the_log_s_node_count():
+    two = ONE_NODE_H200 + "vm:9:9 [0] NCCL INFO comm 0x5 rank 3 nRanks 16 nNodes 2 localRanks 8 localRank 3 MNNVL 0\n"
+    verdict = analyze(two)
+    assert verdict.nodes == 2 and not any("spans one node" in n for n in verdict.notes)
+    assert analyze("h:1:1 [0] NCCL INFO Using network Socket\n").nodes is None  # no comm line: not known
+
+
+@pytest.mark.parametrize("line", [
+    "h:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 1 nNodes 99999999999999999999 localRanks 1",
+    "h:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 1 nNodes -1 localRanks 1",
+    "h:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 1 nNodes one localRanks 1",
+], ids=["huge", "negative", "word"])
+def test_a_malformed_node_count_is_not_read(line):
+    assert analyze(line + "\nh:1:1 [0] NCCL INFO Using network Socket\n").nodes is None

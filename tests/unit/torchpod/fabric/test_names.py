@@ -7,7 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from torchpod.fabric.names import NAMES_FILE, known, unknown
+from torchpod.fabric.names import NAMES_FILE, known, labels, unknown
 
 
 def codes(env):
@@ -31,6 +31,21 @@ def test_real_names_and_other_programs_names_pass():
     assert unknown(env) == []
 
 
+def test_the_label_nvidia_cuda_images_set_is_said_once_as_ok_not_as_a_name_to_remove():
+    # seen on an H200 machine whose PyTorch image was built on nvidia/cuda:
+    # NCCL_VERSION=2.28.3-1 beside CUDA_VERSION=13.0.2, while torch's own NCCL was 2.28.9
+    env = {"NCCL_VERSION": "2.28.3-1", "CUDA_VERSION": "13.0.2"}
+    assert unknown(env) == []
+    (row,) = labels(env)
+    assert (row.code, row.severity.value) == ("names.env.label", "ok") and row.message.startswith("NCCL_VERSION ")
+    assert labels({"NCCL_DEBUG": "INFO"}) == []
+
+
+def test_a_near_miss_of_a_label_is_still_judged():
+    assert codes({"NCCL_VERSIONS": "2.28.3-1"})["NCCL_VERSIONS"][0] in {"names.env.unknown", "names.env.misspelt"}
+    assert labels({"NCCL_VERSIONS": "2.28.3-1"}) == []
+
+
 def test_an_nccl_name_with_nothing_near_is_still_unknown():
     assert codes({"NCCL_ZZZZZZZZ": "1"})["NCCL_ZZZZZZZZ"][0] == "names.env.unknown"
 
@@ -42,6 +57,7 @@ def test_the_data_file_cites_its_releases():
     nccl, fi = known()
     assert {"NCCL_IB_HCA", "NCCL_NET_GDR_LEVEL", "NCCL_MNNVL_ENABLE", "NCCL_CONF_FILE"} <= nccl
     assert "FI_PROVIDER" in fi[""] and "FI_EFA_USE_DEVICE_RDMA" in fi["EFA"]
+    assert "nvidia/cuda" in data["labels"]["source"] and not set(data["labels"]["names"]) & nccl
 
 
 @settings(max_examples=200, deadline=None)
