@@ -558,9 +558,10 @@ def _spawn(argv: Sequence[str], env: Mapping[str, str], log: Path) -> subprocess
                                 env=dict(env), start_new_session=True, cwd=log.parent)
 
 
-def ready(port: int, path: str = "/readyz", timeout: float = 2.0, ca: Path | None = None) -> bool:
-    """Whether the health server on ``port`` answers ``path`` with 200; over TLS, verified
-    against ``ca``, where one is given."""
+def _status(port: int, method: str, path: str, ca: Path | None, timeout: float, body: bytes | None = None,
+            headers: Mapping[str, str] | None = None) -> int | None:
+    """The status a server on loopback ``port`` answers ``method path`` with (over TLS verified
+    against ``ca`` where one is given), or None when it does not answer."""
     conn: http.client.HTTPConnection
     if ca is None:
         conn = http.client.HTTPConnection(plane.LOOPBACK, port, timeout=timeout)
@@ -568,12 +569,18 @@ def ready(port: int, path: str = "/readyz", timeout: float = 2.0, ca: Path | Non
         conn = http.client.HTTPSConnection(plane.LOOPBACK, port, timeout=timeout,
                                            context=ssl.create_default_context(cafile=str(ca)))
     try:
-        conn.request("GET", path)
-        return conn.getresponse().status == 200
+        conn.request(method, path, body=body, headers=dict(headers or {}))
+        return conn.getresponse().status
     except (OSError, http.client.HTTPException):
-        return False
+        return None
     finally:
         conn.close()
+
+
+def ready(port: int, path: str = "/readyz", timeout: float = 2.0, ca: Path | None = None) -> bool:
+    """Whether the health server on ``port`` answers ``path`` with 200; over TLS, verified
+    against ``ca``, where one is given."""
+    return _status(port, "GET", path, ca, timeout) == 200
 
 
 def webhook_paths(webhooks: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -593,15 +600,8 @@ def webhook_served(port: int, path: str, ca: Path, timeout: float = 2.0) -> bool
     certificates (main.go and cmd/main.go, ``go setupControllers``): until then the server
     answers 404, and the API server refuses every object the webhook admits ("failed calling
     webhook ...: the server could not find the requested resource")."""
-    conn = http.client.HTTPSConnection(plane.LOOPBACK, port, timeout=timeout,
-                                       context=ssl.create_default_context(cafile=str(ca)))
-    try:
-        conn.request("POST", path, body=b"", headers={"Content-Type": "text/plain"})
-        return conn.getresponse().status != 404
-    except (OSError, http.client.HTTPException):
-        return False
-    finally:
-        conn.close()
+    status = _status(port, "POST", path, ca, timeout, body=b"", headers={"Content-Type": "text/plain"})
+    return status is not None and status != 404
 
 
 def _await_ready(name: str, processes: Mapping[str, subprocess.Popen[bytes]], probe: Callable[[], bool],

@@ -1,4 +1,5 @@
-"""torchpod_toolkit.kube.operators with a real server: webhook_served against a TLS server holding the
+"""torchpod_toolkit.kube.operators with a real server. ready: a GET answered 200, over plain HTTP
+and over TLS, and nothing else. webhook_served against a TLS server holding the
 harness's certificate: a path with a handler is served whatever it answers an empty
 request, a path the server does not know (404, as a controller-runtime manager
 answers before it registers its webhooks) is not, and neither is a server whose certificate
@@ -30,15 +31,21 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        self.send_response({"/readyz": 200}.get(self.path, 503))
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def log_message(self, *args):
         pass
 
 
-def _serve(certs: Path) -> Iterator[int]:
+def _serve(certs: Path | None) -> Iterator[int]:
     server = http.server.ThreadingHTTPServer((plane.LOOPBACK, 0), _Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(certs / "tls.crt", certs / "tls.key")
-    server.socket = context.wrap_socket(server.socket, server_side=True)
+    if certs is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(certs / "tls.crt", certs / "tls.key")
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -74,3 +81,12 @@ def test_another_cas_server_and_a_closed_port_are_not_served(webhook_server, tmp
     assert not operators.webhook_served(port, "/mutate-thing", other / "ca.crt")  # TLS refuses it
     (closed,) = plane.free_ports(1)
     assert not operators.webhook_served(closed, "/mutate-thing", other / "ca.crt", timeout=1.0)
+
+
+def test_ready_is_a_get_answered_200_over_http_or_tls(webhook_server):
+    port, ca = webhook_server
+    assert operators.ready(port, ca=ca) and not operators.ready(port, "/livez", ca=ca)  # 503: not ready
+    for plain in _serve(None):
+        assert operators.ready(plain) and not operators.ready(plain, "/livez")
+        assert not operators.ready(plain, ca=ca)  # a TLS client against a plain server: no answer
+    assert not operators.ready(port)  # a plain client against a TLS server: no status line
