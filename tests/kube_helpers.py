@@ -11,7 +11,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -20,6 +20,8 @@ from torchpod_toolkit.kube import build, plane
 
 from needs import missing
 from paths import ROOT
+
+T = TypeVar("T")
 
 
 @functools.lru_cache(maxsize=None)
@@ -50,6 +52,18 @@ def until(what: str, probe: Callable[[], Any], seconds: float = 90.0) -> Any:
             return found
         time.sleep(0.5)
     pytest.fail(f"{what} within {seconds:.0f} s")
+
+
+def settled(read: Callable[[], T], done: Callable[[T], bool], seconds: float, every: float = 1.0) -> T:
+    """``read()``'s answer once ``done`` holds for it, or its last answer when ``seconds`` run
+    out: for an assertion that then shows what it last saw, where :func:`until` would only
+    name what it waited for."""
+    deadline = time.monotonic() + seconds
+    while True:
+        answer = read()
+        if done(answer) or time.monotonic() > deadline:
+            return answer
+        time.sleep(every)
 
 
 @dataclass(frozen=True)

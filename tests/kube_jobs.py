@@ -29,7 +29,7 @@ from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import JobSpec
 
 from cluster_helpers import EXAMPLES, LABEL, label_value
-from kube_helpers import Kube, require_operator, until
+from kube_helpers import Kube, require_operator, settled, until
 
 NODES = 3
 WAIT = 180.0  # seconds a job has to succeed: pods start in seconds, the check trains in a few
@@ -212,14 +212,12 @@ def operator_pods(cluster: Cluster, namespace: str, wanted: list[str]) -> list[d
     deletes a group whose pod ended and makes it anew (the render's restart policy
     RecreateGroupOnPodRestart, api/leaderworkerset/v1/leaderworkerset_types.go at v0.9.0), so
     one read may fall between two groups and find none; the last read is what a failure shows."""
-    deadline = time.monotonic() + WAIT
-    while True:
-        found = json.loads(cluster.kube.kubectl("-n", namespace, "get", "pods", "-o", "json").stdout)["items"]
-        names = sorted(hostname(p) for p in found)
-        if names == wanted or time.monotonic() > deadline:
-            break
-        time.sleep(1.0)
-    assert wanted == names, "the model's pods have other hostnames"
+    def names(pods: list[dict[str, Any]]) -> list[str]:
+        return sorted(hostname(p) for p in pods)
+
+    found = settled(lambda: json.loads(cluster.kube.kubectl("-n", namespace, "get", "pods", "-o", "json").stdout)[
+        "items"], lambda pods: names(pods) == wanted, WAIT)
+    assert wanted == names(found), "the model's pods have other hostnames"
     return found
 
 
@@ -255,10 +253,8 @@ def assert_one_group(cluster: Cluster, namespace: str, world: int, nodes: int) -
     before its last pod's run has ended (a PyTorchJob's with its Master's success, an elastic
     one's with any Worker's), so the runs are read until ``nodes`` pods have one that exited
     0, for at most EXITING seconds."""
-    deadline = time.monotonic() + EXITING
-    while len(first_success(runs(cluster, namespace))) < nodes and time.monotonic() < deadline:
-        time.sleep(1.0)
-    done = list(first_success(runs(cluster, namespace)).values())
+    done = list(settled(lambda: first_success(runs(cluster, namespace)), lambda ok: len(ok) >= nodes,
+                        EXITING).values())
     text = "\n".join(f"--- {r.pod} ({r.container}, exit {r.code})\n{r.log[-3000:]}" for r in runs(cluster, namespace))
     results = [res for r in done for res in parse_results(r.log) if res.get("workload") == "allreduce_check"]
     assert sorted(r["rank"] for r in results) == list(range(world)), text[-12000:]

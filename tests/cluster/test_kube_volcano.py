@@ -54,26 +54,20 @@ def cluster(kube, docker_client, cluster_image, session_id, tmp_path_factory) ->
     yield from start(kube, docker_client, cluster_image, session_id, tmp_path_factory, OPERATORS)
 
 
-def test_a_volcano_job_trains_to_completed(cluster):
+@pytest.mark.parametrize("scheduler, namespace", [("volcano", "vc"), ("volcano-master", "vcm")],
+                         ids=["workers", "master-and-worker"])
+def test_a_volcano_job_trains_to_completed(cluster, scheduler, namespace):
     """Volcano v1.10.0: vc-scheduler binds the gang, the env and svc plugins give each pod
     VC_TASK_INDEX and the job's hostfile and headless Service; the Job's phase is Completed
-    once its tasks succeed (pkg/controllers/job/state/running.go)."""
-    job = submit(cluster, "volcano", "vc", 2)
-    wait(cluster, "vc", "jobs.batch.volcano.sh", "vc", "Volcano Job phase Completed",
-         phase(cluster, "vc", "jobs.batch.volcano.sh", "vc", "Completed"))
-    assert_one_group(cluster, "vc", world=2, nodes=2)
-    assert_model_agrees(cluster, "vc", job["path"])
-
-
-def test_a_volcano_job_with_a_master_task_trains_to_completed(cluster):
-    """Volcano v1.10.0 with a master and a worker task: the pytorch plugin gives each pod
-    MASTER_ADDR (the master's pod on the job's headless Service), MASTER_PORT, WORLD_SIZE and
-    RANK (pkg/controllers/job/plugins/distributed-framework/pytorch/pytorch.go)."""
-    job = submit(cluster, "volcano-master", "vcm", 2)
-    wait(cluster, "vcm", "jobs.batch.volcano.sh", "vcm", "Volcano Job phase Completed",
-         phase(cluster, "vcm", "jobs.batch.volcano.sh", "vcm", "Completed"))
-    assert_one_group(cluster, "vcm", world=2, nodes=2)
-    assert_model_agrees(cluster, "vcm", job["path"])
+    once its tasks succeed (pkg/controllers/job/state/running.go). With a master and a worker
+    task, the pytorch plugin gives each pod MASTER_ADDR (the master's pod on the job's
+    headless Service), MASTER_PORT, WORLD_SIZE and RANK
+    (pkg/controllers/job/plugins/distributed-framework/pytorch/pytorch.go)."""
+    job = submit(cluster, scheduler, namespace, 2)
+    wait(cluster, namespace, "jobs.batch.volcano.sh", namespace, "Volcano Job phase Completed",
+         phase(cluster, namespace, "jobs.batch.volcano.sh", namespace, "Completed"))
+    assert_one_group(cluster, namespace, world=2, nodes=2)
+    assert_model_agrees(cluster, namespace, job["path"])
 
 
 def test_the_ddp_example_trains_on_a_volcano_job_of_three_nodes(cluster):
