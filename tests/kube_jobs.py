@@ -35,6 +35,12 @@ NODES = 3
 WAIT = 180.0  # seconds a job has to succeed: pods start in seconds, the check trains in a few
 EXITING = 60.0  # seconds a pod's run has to end once its job succeeded
 REFUSED = ("FailedCreate", "FailedCreatePod")  # a controller's event: the API refused a pod it made
+# ...except that it exists: a controller that names its pods (training-operator v1.8.1 names
+# each <job>-<role>-<index>) and reconciles again before its cache holds the pod it created
+# is answered AlreadyExists (apimachinery's `pods "pt-worker-0" already exists`), records
+# FailedCreatePod all the same (pkg/controller.v1/control/pod_control.go, createPods) and
+# finds the pod on its next pass
+EXISTS = re.compile(r'^Error creating: pods "[^"]+" already exists$')
 NO_IMAGE = "is not on this machine"  # the stand-in's word for an image it does not have (podworker)
 LEVEL = re.compile(r"^# Pod Security: namespace level '([a-z]+)'", re.MULTILINE)
 
@@ -172,7 +178,8 @@ def refusals(cluster: Cluster, namespace: str) -> list[str]:
     made, and a container whose image the stand-in does not have (it pulls nothing)."""
     found = cluster.kube.kubectl("-n", namespace, "get", "events", "-o", "json", check=False)
     items = json.loads(found.stdout).get("items", []) if found.returncode == 0 else []
-    out = [f"{e.get('reason')}: {e.get('message')}" for e in items if e.get("reason") in REFUSED]
+    out = [f"{e.get('reason')}: {e.get('message')}" for e in items
+           if e.get("reason") in REFUSED and not EXISTS.match(str(e.get("message", "")))]
     found = cluster.kube.kubectl("-n", namespace, "get", "pods", "-o", "json", check=False)
     for pod in json.loads(found.stdout).get("items", []) if found.returncode == 0 else []:
         status = pod.get("status") or {}
