@@ -427,17 +427,16 @@ def results(stdout: str) -> list[dict]:
 def judge_run(found: Sequence[Mapping[str, Any]], backend: str, nproc: int) -> tuple[str, str, dict]:
     """A run that exited 0: one result line per rank, each ok on the expected backend."""
     facts: dict[str, Any] = {"results": len(found), "backends": sorted({str(r.get("backend")) for r in found})}
+    # nccl-tests' bus bandwidth is algbw * 2(n-1)/n: 0 for one rank, whose copy rate is shown instead
+    one_rank = bool(found) and found[0].get("world_size") == 1
     for key in ("peak_busbw_gbps", "steps_per_s", "final_loss"):
-        if found and key in found[0]:
+        if found and key in found[0] and not (one_rank and key == "peak_busbw_gbps"):
             facts[key] = found[0][key]
-    if found and found[0].get("world_size") == 1 and "peak_busbw_gbps" in facts:
-        # nccl-tests' bus bandwidth is algbw * 2(n-1)/n: 0 for one rank, so the copy rate is shown
-        rows = found[0].get("rows")
-        algbw = [r["algbw_gbps"] for r in rows if isinstance(r, dict) and isinstance(r.get("algbw_gbps"), (int, float))
-                 ] if isinstance(rows, list) else []
-        del facts["peak_busbw_gbps"]
-        if algbw:
-            facts["peak_algbw_gbps_one_rank"] = max(algbw)
+    rows = found[0].get("rows") if one_rank and "peak_busbw_gbps" in found[0] else None
+    algbw = [r["algbw_gbps"] for r in rows if isinstance(r, dict) and isinstance(r.get("algbw_gbps"), (int, float))
+             ] if isinstance(rows, list) else []
+    if algbw:
+        facts["peak_algbw_gbps_one_rank"] = max(algbw)
     sums = {repr(r["param_checksum"]) for r in found if "param_checksum" in r}  # repr: any JSON value
     if sums:
         facts["replicas_in_sync"] = len(sums) == 1

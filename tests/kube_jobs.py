@@ -219,12 +219,11 @@ def operator_pods(cluster: Cluster, namespace: str, wanted: list[str]) -> list[d
     deletes a group whose pod ended and makes it anew (the render's restart policy
     RecreateGroupOnPodRestart, api/leaderworkerset/v1/leaderworkerset_types.go at v0.9.0), so
     one read may fall between two groups and find none; the last read is what a failure shows."""
-    def names(pods: list[dict[str, Any]]) -> list[str]:
-        return sorted(hostname(p) for p in pods)
+    def pods() -> list[dict[str, Any]]:
+        return json.loads(cluster.kube.kubectl("-n", namespace, "get", "pods", "-o", "json").stdout)["items"]
 
-    found = settled(lambda: json.loads(cluster.kube.kubectl("-n", namespace, "get", "pods", "-o", "json").stdout)[
-        "items"], lambda pods: names(pods) == wanted, WAIT)
-    assert wanted == names(found), "the model's pods have other hostnames"
+    found = settled(pods, lambda items: sorted(hostname(p) for p in items) == wanted, WAIT)
+    assert wanted == sorted(hostname(p) for p in found), "the model's pods have other hostnames"
     return found
 
 
