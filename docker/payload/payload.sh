@@ -38,10 +38,25 @@ pip=$(find "$wheels" -maxdepth 1 -name 'pip-*-py3-none-any.whl')
 python3 -m venv --without-pip /opt/venv
 site=/opt/venv/lib/python${PYTHON_VERSION}/site-packages
 export PIP_CONFIG_FILE=/dev/null PIP_ROOT_USER_ACTION=ignore PIP_NO_CACHE_DIR=1
-# shellcheck disable=SC2086  # PIP_TARGET is words, split on purpose (see above)
-python3 "$pip/pip" install --disable-pip-version-check --progress-bar off \
-  --no-index --find-links "$wheels" --no-deps --require-hashes --no-compile --target "$site" ${PIP_TARGET} \
-  -r "$wheels/locked.txt"
+# One pip per core, each over a shard of the lock of about equal bytes (shards.py says how),
+# each into a folder of its own; their trees are then merged into site-packages, the same
+# files one pip would have written (a file two wheels write differently stops the build).
+here=$(dirname "$0")
+lists=$(python3 "$here/shards.py" split "$wheels/locked.txt" "$wheels" "$(nproc)" "$TMPDIR/shards")
+pids="" trees=""
+for list in $lists; do
+  tree="$TMPDIR/shard-$(basename "$list" .txt)"
+  # shellcheck disable=SC2086  # PIP_TARGET is words, split on purpose (see above)
+  python3 "$pip/pip" install --disable-pip-version-check --progress-bar off \
+    --no-index --find-links "$wheels" --no-deps --require-hashes --no-compile --target "$tree" ${PIP_TARGET} \
+    -r "$list" &
+  pids="$pids $!" trees="$trees $tree"
+done
+failed=0
+for pid in $pids; do wait "$pid" || failed=1; done
+[ "$failed" = 0 ] || { echo "payload: pip could not install the lock (its error is above)" >&2; exit 1; }
+# shellcheck disable=SC2086  # the shards' folders: words with no space, made above
+python3 "$here/shards.py" merge "$site" $trees
 if [ -s "$wheels/built/built.txt" ]; then
   python3 "$pip/pip" install --disable-pip-version-check --progress-bar off \
     --no-index --find-links "$wheels/built" --no-deps --no-compile --target "$site" -r "$wheels/built/built.txt"

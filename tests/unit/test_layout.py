@@ -139,7 +139,8 @@ REPOSITORY_TESTS = {"unit/test_layout.py", "unit/test_docs.py", "unit/test_packa
 # hypothesis properties, scripts run for real, shellcheck, scripts run under stand-ins of
 # the container runtimes): test_<module>_<suffix>.py.
 SUFFIXES = ("_hostile", "_properties", "_exec", "_shellcheck", "_shell", "_runtimes")
-SOURCES = {"torchpod": LAUNCHER, "torchpod_toolkit": TOOLKIT, "examples": ROOT / "examples", "bench": ROOT / "bench"}
+SOURCES = {"torchpod": LAUNCHER, "torchpod_toolkit": TOOLKIT, "examples": ROOT / "examples", "bench": ROOT / "bench",
+           "docker": ROOT / "docker"}
 
 
 def test_test_modules_are_imported_by_path(pytestconfig):

@@ -23,8 +23,17 @@ PAYLOAD_REPOSITORY = "torchpod-payload"
 _PAYLOAD_END = "FROM ${PAYLOAD_IMAGE} AS runtime-base"
 
 
-# what the payload stages run, besides the Dockerfile
-PAYLOAD_SCRIPT = Path("docker") / "payload" / "payload.sh"
+# what the payload stages run, besides the Dockerfile: every file of this folder (payload.sh and
+# the shard helper it calls), mounted into the stage
+PAYLOAD_DIR = Path("docker") / "payload"
+
+
+def payload_scripts(root: Path) -> bytes:
+    """Every file of :data:`PAYLOAD_DIR`, each as its path and its bytes, in path order: what
+    :func:`payload_key` hashes as the scripts the payload stages run."""
+    folder = root / PAYLOAD_DIR
+    return b"".join(f"{p.relative_to(folder)}\0".encode() + p.read_bytes() + b"\0"
+                    for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts)
 
 
 def payload_key(argv: Sequence[str], dockerfile: str, staged: Path, base_ids: Sequence[str],
@@ -34,7 +43,7 @@ def payload_key(argv: Sequence[str], dockerfile: str, staged: Path, base_ids: Se
     stands on it and the ``script`` its payload stages run, the staged lock lines (each with
     its sha256) and the wheels built from sdists, and the base images' IDs. A net plugin
     variant whose wheel lines and bases are its default image's gets the same key, and so the
-    same payload image."""
+    same payload image. ``script`` is what the payload stages run (:func:`payload_scripts`)."""
     if _PAYLOAD_END not in dockerfile:
         raise RuntimeFailure(f"docker/Dockerfile has no line {_PAYLOAD_END!r}; the payload image cannot be keyed")
     digest = hashlib.sha256()
@@ -70,7 +79,7 @@ def payload_ref(client, argv: list[str], root: Path, base_ids: Sequence[str], ar
     ``no_cache``, whose tag is a fresh one). The key reads the staged lock lines, not the
     wheels: an existing payload is found with none of them on disk."""
     key = payload_key(argv, (root / "docker" / "Dockerfile").read_text(), root / wheelhouse.STAGE, base_ids,
-                      (root / PAYLOAD_SCRIPT).read_bytes())
+                      payload_scripts(root))
     if no_cache:
         return f"torchpod-staging/payload:{arch.name}-{uuid.uuid4().hex[:8]}", False
     payload = f"{PAYLOAD_REPOSITORY}:{arch.name}-{key[:24]}"

@@ -40,7 +40,8 @@ def test_build_command_targets_the_arch_and_takes_wheels_only_from_the_staged_lo
     assert not {"REQUIREMENTS", "PIP_SOURCE", "SDISTS"} & set(args) and "--secret" not in argv
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
     script = (ROOT / "docker" / "payload" / "payload.sh").read_text()
-    assert "--no-index" in script and "--require-hashes" in script and '-r "$wheels/locked.txt"' in script
+    assert "--no-index" in script and "--require-hashes" in script and '-r "$list"' in script
+    assert 'shards.py" split "$wheels/locked.txt"' in script  # every pip reads a shard of the staged lock
     # both payload stages (cross: the build machine's arch; native: in the target's base) run it
     # on the staged lock, and nothing caches pip's downloads
     for stage in ("payload", "runtime-payload-native"):

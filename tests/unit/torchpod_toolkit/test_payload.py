@@ -97,3 +97,21 @@ def test_a_payload_no_image_stands_on_is_removed_and_one_an_image_still_uses_is_
     ])
     assert payload.drop_stale_payloads(SimpleNamespace(images=images)) == ["torchpod-payload:x86_64-old"]
     assert images.removed == ["torchpod-payload:x86_64-old"]
+
+
+def test_the_payload_scripts_are_every_file_the_payload_stages_mount(tmp_path):
+    # payload.sh and the shard helper it calls: an edit to either is a new payload
+    folder = tmp_path / payload.PAYLOAD_DIR
+    (folder / "__pycache__").mkdir(parents=True)
+    (folder / "payload.sh").write_text("sh\n")
+    (folder / "shards.py").write_text("py\n")
+    (folder / "__pycache__" / "shards.cpython-311.pyc").write_bytes(b"compiled")
+    first = payload.payload_scripts(tmp_path)
+    assert b"payload.sh\0sh\n" in first and b"shards.py\0py\n" in first and b"compiled" not in first
+    (folder / "shards.py").write_text("py 2\n")
+    assert payload.payload_scripts(tmp_path) != first
+    (folder / "shards.py").write_text("py\n")
+    (folder / "payload.sh").rename(folder / "renamed.sh")
+    assert payload.payload_scripts(tmp_path) != first  # a name is part of what is hashed
+    real = payload.payload_scripts(ROOT)
+    assert b"shards.py\0" in real and b"payload.sh\0" in real
