@@ -8,7 +8,8 @@ doctor's fix.
 
 Throttling is torchpod_toolkit.cluster.throttle's (a node: tbf on its eth0; a link: an htb
 class for the other end's address only, on both ends). Each node is throttled right after it
-starts, before its torch import ends, so the first round is already measured through it.
+starts, before its torch import ends, so the first round is already measured through it; a
+link is throttled once both its ends run and before the last node starts.
 """
 
 from __future__ import annotations
@@ -85,8 +86,13 @@ def test_preflight_names_exactly_the_throttled_nodes_within_60_s(make_cluster, n
 
 
 def test_preflight_reports_a_throttled_link_and_names_no_node(make_cluster):
-    cl = make_cluster("slurm", 4, PREFLIGHT).start()
+    cl = make_cluster("slurm", 4, PREFLIGHT)
+    for run in cl.nodes[:3]:
+        cl.start(only=[run.node.index])
+    # before the last node starts: no round can be measured without it, so none is measured
+    # while tc swaps the two ends' qdiscs (a swap stalls what is in flight through them)
     _throttle_link(cl.nodes[1].container, cl.nodes[2].container)
+    cl.start(only=[3])
     codes = cl.wait(120)
     report = _report(cl)
     assert report["slow_nodes"] == [] and report["failing"] == [], (report["pairs"], report["nodes"])
