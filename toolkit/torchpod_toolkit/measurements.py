@@ -320,6 +320,17 @@ def _rebuild(r: Result) -> list[Row]:
     ]
 
 
+def _payload(r: Result) -> list[Row]:
+    before, after = r.number("median_s.before"), r.number("median_s.after")
+    repeats, cores, rev = r.count("repeats"), r.count("cores", limit=1025), r.text("before")
+    what = (f"the payload install of `{r.text('image')}` {r.text('arch')} (`docker/payload/` in its base, "
+            f"{cores} cores): {rev} (one pip over the lock) / one pip per core over shards of it, median of "
+            f"{repeats}, alternating")
+    same = "the same files in every run" if r.flag("same_tree") else "**the trees differed**"
+    return [(what, f"{before:.1f} / {after:.1f} s = **{after / before:.2f}**; {same}",
+             f"`python bench/payload.py --before {rev} --repeats {repeats}`")]
+
+
 GOAL_FIRST_S = 150.0  # a fresh machine to the first demo
 GOAL_CI_S = 1200.0  # `bash .ci/run` from a fresh clone
 _LOOP = {"first": ("the README's first command on a fresh machine (`./setup.sh && invoke build --arch x86_64 && "
@@ -416,6 +427,7 @@ ROWS: dict[str, Callable[[Result], list[Row]]] = {
     "rendezvous.json": _rendezvous,
     "allreduce.json": _allreduce,
     "netplugin.json": _netplugin,
+    "payload.json": _payload,
     "slurm.json": _slurm,
     "hostile_reads.json": _hostile_reads,
     "preflight.json": _preflight,
