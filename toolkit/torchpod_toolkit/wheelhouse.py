@@ -98,10 +98,10 @@ def fill(defn: ImageDef, arch: Arch, lock: Lock, *, home: Path, ca_bundle: Path 
         if sdists:
             (scratch / "s").mkdir()
             # pip reads a downloaded sdist's metadata by running its build backend; the host's
-            # setuptools, when it has one, spares installing one in an isolated environment (the
+            # setuptools, when it can, spares installing one in an isolated environment (the
             # file kept is the sdist, hash-checked, whatever read it). The wheel built from it
             # below keeps pip's isolation.
-            isolation = ["--no-build-isolation"] if _imports(python, "setuptools") else []
+            isolation = ["--no-build-isolation"] if _runs(python, SETUPTOOLS_BUILDS_WHEELS) else []
             run([*base, "--no-binary=:all:", *isolation, "-r", str(_requirements(scratch / "s", sdists))], env=clean,
                 what="pip download of locked source-only packages")
         for wheel in [*wheels, *sdists]:
@@ -137,8 +137,22 @@ def build_wheel(python: str, sdist: Path, out: Path, pip_args: Sequence[str], en
         what=f"pip wheel of {sdist.name}")
 
 
-def _imports(python: str, module: str) -> bool:
-    return subprocess.run([python, "-c", f"import {module}"], capture_output=True).returncode == 0
+# setuptools reads an sdist's metadata with its bdist_wheel command: setuptools' own from 70.1
+# (setuptools/command/bdist_wheel.py), the wheel package's before (wheel/bdist_wheel.py). A
+# Python with setuptools 65.5 and no wheel (pyenv's 3.11.7) has setuptools but fails there with
+# "error: invalid command 'bdist_wheel'", so having setuptools is not enough.
+SETUPTOOLS_BUILDS_WHEELS = """\
+import setuptools
+try:
+    import setuptools.command.bdist_wheel
+except ImportError:
+    import wheel.bdist_wheel
+"""
+
+
+def _runs(python: str, code: str) -> bool:
+    """Whether ``python -c code`` exits 0 (its output discarded)."""
+    return subprocess.run([python, "-c", code], capture_output=True).returncode == 0
 
 
 def _link(source: Path, dest: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,28 @@ def test_sources_only_fetches_no_locked_wheel(tmp_path):
     sdist = locks.Wheel("s", "1.0", "f" * 64, "s-1.0.tar.gz")
     with pytest.raises(InputError, match=r"--offline: s-1.0.tar.gz"):
         wheelhouse.fill(DEFN, X86, _lock(gone, sdist), home=home, ca_bundle=None, offline=True, sources_only=True)
+
+
+def _python_with(tmp_path: Path, modules: dict[str, str]) -> str:
+    """An interpreter that sees only the standard library and ``modules`` (dotted name -> body):
+    ``-S`` keeps the host's site-packages, and so its setuptools and wheel, out of sight."""
+    lib = tmp_path / "lib"
+    for dotted, body in modules.items():
+        path = lib.joinpath(*dotted.split("."))
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "__init__.py").write_text(body)
+    script = tmp_path / "python"
+    script.write_text(f'#!/bin/sh\nPYTHONPATH={lib} exec {sys.executable} -S "$@"\n')
+    script.chmod(0o755)
+    return str(script)
+
+
+@pytest.mark.parametrize("modules, can", [
+    ({}, False),  # no setuptools: pip's isolated build environment installs one
+    ({"setuptools": ""}, False),  # setuptools before 70.1 without wheel: "invalid command 'bdist_wheel'"
+    ({"setuptools": "", "setuptools.command": "", "setuptools.command.bdist_wheel": ""}, True),  # 70.1 on
+    ({"setuptools": "", "wheel": "", "wheel.bdist_wheel": ""}, True),  # older setuptools with wheel
+    ({"setuptools": "raise ImportError('broken')", "wheel": "", "wheel.bdist_wheel": ""}, False),
+])
+def test_the_hosts_setuptools_reads_an_sdist_only_when_it_has_bdist_wheel(tmp_path, modules, can):
+    assert wheelhouse._runs(_python_with(tmp_path, modules), wheelhouse.SETUPTOOLS_BUILDS_WHEELS) is can
