@@ -12,6 +12,7 @@ import json
 import pytest
 
 import torchpod
+from torchpod_toolkit import wheelhouse
 
 import layer_scan
 from needs import missing
@@ -64,6 +65,13 @@ def test_torch_imports_and_agrees_with_the_labels(built, facts):
     assert version == built.labels["io.torchpod.torch"]
     assert cuda == built.labels["io.torchpod.cuda"]
     assert ".".join(map(str, nccl)) == built.labels["io.torchpod.nccl"]
+
+
+def test_the_wheel_built_from_a_locked_sdist_names_the_pinned_backend(built):
+    # python-etcd is locked by its sdist; the wheelhouse builds its wheel with the pinned
+    # setuptools, so the image's bytes do not follow the newest setuptools on the index
+    text = built.run("cat /opt/venv/lib/python*/site-packages/python_etcd-*.dist-info/WHEEL")
+    assert f"Generator: {wheelhouse.BACKEND_GENERATOR}" in text.splitlines()
 
 
 # The model a Run:ai example trains (torchvision.models.resnet18) and a compiled torchvision

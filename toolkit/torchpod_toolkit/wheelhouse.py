@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -36,6 +36,16 @@ from .sources import sha256_of
 STAGE = Path(".cache") / "wheels" / "payload"  # in the build context; docker/Dockerfile mounts it
 LOCKED = "locked.txt"  # the lock's wheel lines, in the staged folder
 BUILT = "built"  # the source-only packages' wheels, and built.txt naming them
+BACKENDS = "backend"  # the pinned build backend, installed once per pin
+
+# The build backend that turns a locked sdist into its wheel, pinned by hash. The wheel's
+# WHEEL file names it ("Generator: setuptools (84.2.1)"), so a build in pip's isolated
+# environment, which takes the newest setuptools the index serves that day, gave other
+# bytes, and another payload key, from the same lock a few weeks later. 82.0.1 is the last
+# setuptools for Python 3.9 (data-requires-python ">=3.9" on https://pypi.org/simple/setuptools/).
+BACKEND = Wheel("setuptools", "82.0.1", "a59e362652f08dcd477c78bb6e7bd9d80a7995bc73ce773050228a348ce2e5bb",
+                "setuptools-82.0.1-py3-none-any.whl")
+BACKEND_GENERATOR = f"{BACKEND.name} ({BACKEND.version})"
 
 
 def root(env: Mapping[str, str] = os.environ) -> Path:
@@ -56,7 +66,23 @@ def built(home: Path, wheel: Wheel) -> Path | None:
     """The wheel built from a stored sdist, if it was built."""
     folder = home / BUILT / wheel.sha256
     found = sorted(folder.glob("*.whl")) if folder.is_dir() else []
-    return found[0] if found else None
+    # a wheel another backend built (before the pin, or another pin) is built again
+    return found[0] if found and generator(found[0]) == BACKEND_GENERATOR else None
+
+
+def generator(wheel: Path) -> str | None:
+    """The ``Generator:`` of a wheel's ``*.dist-info/WHEEL`` (PEP 427), or None when the wheel
+    has no such file or line, or is no zip at all."""
+    try:
+        with zipfile.ZipFile(wheel) as whl:
+            names = [n for n in whl.namelist() if n.count("/") == 1 and n.endswith(".dist-info/WHEEL")]
+            if len(names) != 1:
+                return None
+            text = whl.read(names[0])[:64 << 10].decode("utf-8", "replace")
+    except (OSError, zipfile.BadZipFile):
+        return None
+    lines = [line.partition(":")[2].strip() for line in text.splitlines() if line.startswith("Generator:")]
+    return lines[0] if len(lines) == 1 else None
 
 
 def missing(home: Path, lock: Lock) -> list[Wheel]:
@@ -90,19 +116,18 @@ def fill(defn: ImageDef, arch: Arch, lock: Lock, *, home: Path, ca_bundle: Path 
         scratch = Path(tmp)
         wheels = [w for w in absent if not w.sdist and not stored(home, w).is_file()]
         sdists = [w for w in absent if w.sdist and not stored(home, w).is_file()]
+        pip_args = [*commands.pip_source(defn), *cert]
         base = [python, "-m", "pip", "download", "--isolated", "--disable-pip-version-check", "--no-deps",
-                "--require-hashes", "--dest", str(scratch / "got"), *commands.pip_source(defn), *cert]
+                "--require-hashes", "--dest", str(scratch / "got"), *pip_args]
         if wheels:
             run([*base, *commands.pip_target(defn, arch), "-r", str(_requirements(scratch, wheels))], env=clean,
                 what=f"pip download of {len(wheels)} locked wheels for {arch.name}")
         if sdists:
             (scratch / "s").mkdir()
-            # pip reads a downloaded sdist's metadata by running its build backend; the host's
-            # setuptools, when it can, spares installing one in an isolated environment (the
-            # file kept is the sdist, hash-checked, whatever read it). The wheel built from it
-            # below keeps pip's isolation.
-            isolation = ["--no-build-isolation"] if _runs(python, SETUPTOOLS_BUILDS_WHEELS) else []
-            run([*base, "--no-binary=:all:", *isolation, "-r", str(_requirements(scratch / "s", sdists))], env=clean,
+            # pip reads a downloaded sdist's metadata by running its build backend: the pinned
+            # one, as for the wheel built below (the file kept is the sdist, hash-checked)
+            run([*base, "--no-binary=:all:", "--no-build-isolation", "-r", str(_requirements(scratch / "s", sdists))],
+                env={**clean, "PYTHONPATH": str(backend(python, home, pip_args, clean))},
                 what="pip download of locked source-only packages")
         for wheel in [*wheels, *sdists]:
             got = scratch / "got" / wheel.file
@@ -115,7 +140,11 @@ def fill(defn: ImageDef, arch: Arch, lock: Lock, *, home: Path, ca_bundle: Path 
         for wheel in (w for w in lock.entries if w.sdist and built(home, w) is None):
             out = scratch / "built" / wheel.sha256
             # a pure-Python sdist built natively: the wheel is the same for every arch
-            build_wheel(python, stored(home, wheel), out, [*commands.pip_source(defn), *cert], clean)
+            made = build_wheel(python, stored(home, wheel), out, pip_args, clean,
+                               backend=backend(python, home, pip_args, clean))
+            if generator(made) != BACKEND_GENERATOR:
+                raise RuntimeFailure(f"{made.name}, built from {wheel.file}, names {generator(made)!r} as its "
+                                     f"generator; expected {BACKEND_GENERATOR!r}, the pinned build backend")
             final = home / BUILT / wheel.sha256
             final.parent.mkdir(parents=True, exist_ok=True)
             shutil.rmtree(final, ignore_errors=True)
@@ -129,30 +158,37 @@ def fill(defn: ImageDef, arch: Arch, lock: Lock, *, home: Path, ca_bundle: Path 
 BUILT_WHEEL_EPOCH = "315532800"
 
 
-def build_wheel(python: str, sdist: Path, out: Path, pip_args: Sequence[str], env: Mapping[str, str]) -> None:
-    """``pip wheel`` of one stored sdist into ``out``, reproducibly (BUILT_WHEEL_EPOCH)."""
+def backend(python: str, home: Path, pip_args: Sequence[str], env: Mapping[str, str]) -> Path:
+    """The folder holding :data:`BACKEND`, installed hash-checked once per wheelhouse."""
+    final = home / BACKENDS / BACKEND.sha256
+    if (final / "setuptools" / "__init__.py").is_file():
+        return final
+    home.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="backend-", dir=home) as tmp:
+        site = Path(tmp) / "site"
+        run([python, "-m", "pip", "install", "--isolated", "--disable-pip-version-check", "--no-deps",
+             "--require-hashes", "--no-compile", "--target", str(site), *pip_args,
+             "-r", str(_requirements(Path(tmp), [BACKEND]))],
+            env=env, what=f"pip install of the build backend {BACKEND.name}=={BACKEND.version}")
+        final.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(site, final)
+    return final
+
+
+def build_wheel(python: str, sdist: Path, out: Path, pip_args: Sequence[str], env: Mapping[str, str], *,
+                backend: Path) -> Path:
+    """``pip wheel`` of one stored sdist into ``out`` with the build backend in ``backend``
+    (first on PYTHONPATH, pip's build isolation off), reproducibly (BUILT_WHEEL_EPOCH)."""
     # --no-cache-dir: never a wheel pip built before, under another SOURCE_DATE_EPOCH or none
     run([python, "-m", "pip", "wheel", "--isolated", "--disable-pip-version-check", "--no-deps", "--no-cache-dir",
-         "--wheel-dir", str(out), *pip_args, str(sdist)], env={**env, "SOURCE_DATE_EPOCH": BUILT_WHEEL_EPOCH},
+         "--no-build-isolation", "--wheel-dir", str(out), *pip_args, str(sdist)],
+        env={**env, "SOURCE_DATE_EPOCH": BUILT_WHEEL_EPOCH, "PYTHONPATH": str(backend)},
         what=f"pip wheel of {sdist.name}")
-
-
-# setuptools reads an sdist's metadata with its bdist_wheel command: setuptools' own from 70.1
-# (setuptools/command/bdist_wheel.py), the wheel package's before (wheel/bdist_wheel.py). A
-# Python with setuptools 65.5 and no wheel (pyenv's 3.11.7) has setuptools but fails there with
-# "error: invalid command 'bdist_wheel'", so having setuptools is not enough.
-SETUPTOOLS_BUILDS_WHEELS = """\
-import setuptools
-try:
-    import setuptools.command.bdist_wheel
-except ImportError:
-    import wheel.bdist_wheel
-"""
-
-
-def _runs(python: str, code: str) -> bool:
-    """Whether ``python -c code`` exits 0 (its output discarded)."""
-    return subprocess.run([python, "-c", code], capture_output=True).returncode == 0
+    found = sorted(out.glob("*.whl"))
+    if len(found) != 1:
+        raise RuntimeFailure(f"pip wheel of {sdist.name} left {len(found)} wheels in {out}; expected 1")
+    return found[0]
 
 
 def _link(source: Path, dest: Path) -> None:

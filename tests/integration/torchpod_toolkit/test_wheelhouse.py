@@ -115,11 +115,14 @@ def test_a_wheel_built_from_an_sdist_is_the_same_bytes_every_time(tmp_path):
     (src / "tiny" / "__init__.py").write_text("VALUE = 1\n")
     (src / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools"]\nbuild-backend = '
                                         '"setuptools.build_meta"\n\n[project]\nname = "tiny"\nversion = "1.0"\n')
+    # the pinned backend, hash-checked from PyPI as a build installs it, whatever the host's
+    # setuptools (pyenv's Python 3.11.7 has 65.5, which cannot build a wheel without `wheel`)
+    backend = wheelhouse.backend(sys.executable, tmp_path / "home", ["--index-url", "https://pypi.org/simple"], {})
     built = []
     for n in range(2):
         out = tmp_path / f"out{n}"
         (src / "tiny" / "__init__.py").touch()  # a later build finds newer files
-        wheelhouse.build_wheel(sys.executable, src, out, ["--no-build-isolation"], {})
-        (wheel,) = out.glob("*.whl")
+        wheel = wheelhouse.build_wheel(sys.executable, src, out, [], {}, backend=backend)
+        assert list(out.glob("*.whl")) == [wheel] and wheelhouse.generator(wheel) == wheelhouse.BACKEND_GENERATOR
         built.append(hashlib.sha256(wheel.read_bytes()).hexdigest())
     assert built[0] == built[1]

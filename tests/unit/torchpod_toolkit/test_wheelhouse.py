@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -40,7 +40,7 @@ def _stored_lock(home: Path) -> tuple[locks.Wheel, locks.Wheel, locks.Wheel, Pat
     sdist = _store(home, "s", b"sdist s", "s-1.0.tar.gz")
     built = home / wheelhouse.BUILT / sdist.sha256 / "s-1.0-py3-none-any.whl"
     built.parent.mkdir(parents=True)
-    built.write_bytes(b"built s")
+    _wheel(built, {"s-1.0.dist-info/WHEEL": PINNED})
     return a, pip, sdist, built
 
 
@@ -64,7 +64,7 @@ def test_stage_holds_exactly_the_locks_files_linked_not_copied(tmp_path):
     assert os.stat(dest / a.file).st_ino == os.stat(wheelhouse.stored(home, a)).st_ino
     assert (dest / wheelhouse.LOCKED).read_text() == a.line + "\n" + pip.line + "\n"
     assert (dest / wheelhouse.BUILT / "built.txt").read_text() == "s==1.0\n"
-    assert (dest / wheelhouse.BUILT / built.name).read_bytes() == b"built s"
+    assert (dest / wheelhouse.BUILT / built.name).read_bytes() == built.read_bytes()
 
 
 def test_offline_names_the_first_missing_file_and_fetches_nothing(tmp_path):
@@ -144,26 +144,49 @@ def test_sources_only_fetches_no_locked_wheel(tmp_path):
         wheelhouse.fill(DEFN, X86, _lock(gone, sdist), home=home, ca_bundle=None, offline=True, sources_only=True)
 
 
-def _python_with(tmp_path: Path, modules: dict[str, str]) -> str:
-    """An interpreter that sees only the standard library and ``modules`` (dotted name -> body):
-    ``-S`` keeps the host's site-packages, and so its setuptools and wheel, out of sight."""
-    lib = tmp_path / "lib"
-    for dotted, body in modules.items():
-        path = lib.joinpath(*dotted.split("."))
-        path.mkdir(parents=True, exist_ok=True)
-        (path / "__init__.py").write_text(body)
-    script = tmp_path / "python"
-    script.write_text(f'#!/bin/sh\nPYTHONPATH={lib} exec {sys.executable} -S "$@"\n')
-    script.chmod(0o755)
-    return str(script)
+
+def _wheel(path: Path, files: dict[str, str | bytes]) -> Path:
+    with zipfile.ZipFile(path, "w") as whl:
+        for name, body in files.items():
+            whl.writestr(name, body)
+    return path
 
 
-@pytest.mark.parametrize("modules, can", [
-    ({}, False),  # no setuptools: pip's isolated build environment installs one
-    ({"setuptools": ""}, False),  # setuptools before 70.1 without wheel: "invalid command 'bdist_wheel'"
-    ({"setuptools": "", "setuptools.command": "", "setuptools.command.bdist_wheel": ""}, True),  # 70.1 on
-    ({"setuptools": "", "wheel": "", "wheel.bdist_wheel": ""}, True),  # older setuptools with wheel
-    ({"setuptools": "raise ImportError('broken')", "wheel": "", "wheel.bdist_wheel": ""}, False),
+PINNED = f"Wheel-Version: 1.0\nGenerator: {wheelhouse.BACKEND_GENERATOR}\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+
+
+@pytest.mark.parametrize("files, expected", [
+    ({"x-1.dist-info/WHEEL": PINNED}, wheelhouse.BACKEND_GENERATOR),
+    ({"x-1.dist-info/WHEEL": PINNED.replace("82.0.1", "84.2.1")}, "setuptools (84.2.1)"),
+    ({"x/__init__.py": ""}, None),  # no WHEEL file
+    ({"x-1.dist-info/WHEEL": PINNED, "y-1.dist-info/WHEEL": PINNED}, None),  # two
+    ({"deep/x-1.dist-info/WHEEL": PINNED}, None),  # not at the top
+    ({"x-1.dist-info/WHEEL": "Wheel-Version: 1.0\n"}, None),  # no Generator line
+    ({"x-1.dist-info/WHEEL": PINNED + "Generator: other (1)\n"}, None),  # two Generator lines
 ])
-def test_the_hosts_setuptools_reads_an_sdist_only_when_it_has_bdist_wheel(tmp_path, modules, can):
-    assert wheelhouse._runs(_python_with(tmp_path, modules), wheelhouse.SETUPTOOLS_BUILDS_WHEELS) is can
+def test_a_wheels_generator_is_read_from_its_one_wheel_file(tmp_path, files, expected):
+    assert wheelhouse.generator(_wheel(tmp_path / "x-1-py3-none-any.whl", files)) == expected
+
+
+def test_a_generator_that_is_not_utf8_is_read_and_is_not_the_pin(tmp_path):
+    wheel = _wheel(tmp_path / "x.whl", {"x-1.dist-info/WHEEL": b"Generator: setuptools (82.0.1\xff)\n"})
+    assert wheelhouse.generator(wheel) == "setuptools (82.0.1\ufffd)" != wheelhouse.BACKEND_GENERATOR
+
+
+def test_a_file_that_is_no_zip_has_no_generator(tmp_path):
+    (tmp_path / "x.whl").write_bytes(b"not a zip")
+    assert wheelhouse.generator(tmp_path / "x.whl") is None
+    assert wheelhouse.generator(tmp_path / "absent.whl") is None
+
+
+def test_a_wheel_another_backend_built_is_built_again(tmp_path):
+    sdist = _store(tmp_path, "tiny", b"sdist", "tiny-1.0.tar.gz")
+    folder = tmp_path / wheelhouse.BUILT / sdist.sha256
+    folder.mkdir(parents=True)
+    wheel = folder / "tiny-1.0-py3-none-any.whl"
+    _wheel(wheel, {"tiny-1.0.dist-info/WHEEL": PINNED.replace("82.0.1", "84.2.1")})
+    lock = _lock(sdist)
+    assert wheelhouse.built(tmp_path, sdist) is None and wheelhouse.missing(tmp_path, lock) == [sdist]
+    _wheel(wheel, {"tiny-1.0.dist-info/WHEEL": PINNED})
+    assert wheelhouse.built(tmp_path, sdist) == wheel and wheelhouse.missing(tmp_path, lock) == []
+
