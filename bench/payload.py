@@ -68,11 +68,23 @@ def one_run(client, image: str, staged: Path, python: str, scripts: Path) -> tup
     out = client.containers.run(image, ["-c", SCRIPT], entrypoint=["sh"], remove=True, network_disabled=True,
                                 environment={"PYTHON_VERSION": python, "PIP_TARGET": ""}, volumes={
                                     str(staged): {"bind": "/mnt", "mode": "ro"},
-                                    str(scripts): {"bind": "/srv", "mode": "ro"}}).decode()
+                                    str(scripts): {"bind": "/srv", "mode": "ro"}}).decode("utf-8", "replace")
+    return parse_run(out)
+
+
+def parse_run(out: str) -> tuple[float, str, int]:
+    """SCRIPT's ``seconds START END`` and ``tree SHA256 COUNT`` lines, read from the
+    container's output; output without them is one line quoting its end."""
     words = dict((line.split(" ", 1) + [""])[:2] for line in out.splitlines() if line)
-    start, end = (float(x) for x in words["seconds"].split())
-    digest, paths = words["tree"].split()
-    return end - start, digest, int(paths)
+    try:
+        start, end = (float(x) for x in words["seconds"].split())
+        digest, paths = words["tree"].split()
+        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest) or end < start:
+            raise ValueError(digest)
+        return end - start, digest, int(paths)
+    except (KeyError, ValueError):
+        raise SystemExit(f"bench/payload.py: the payload container printed no 'seconds START END' and "
+                         f"'tree SHA256 COUNT' lines; its output ended {out[-300:]!r}") from None
 
 
 def main(argv=None) -> int:

@@ -28,22 +28,45 @@ from __future__ import annotations
 import filecmp
 import os
 import shutil
+import stat
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 # torch's wheel alone is about a fifth of the lock's bytes: past four shards, the shard that
 # holds it finishes no sooner, and each further pip is memory spent for nothing
 MAX_SHARDS = 4
+# A lock is a line per wheel, a few KiB: a staged lock past this is no lock (read no further)
+LOCK_CAP = 1 << 20
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     print(f"payload: {message}", file=sys.stderr)
     sys.exit(1)
 
 
+def read_lock(locked: Path) -> str:
+    """The staged lock's text: a regular file (a FIFO would block the build) of UTF-8 within
+    LOCK_CAP, or one line saying which of these it is not."""
+    expected = "expected the staged lock (torchpod_toolkit.wheelhouse.stage writes it)"
+    try:
+        if not stat.S_ISREG(os.stat(locked).st_mode):
+            fail(f"{locked} is not a regular file; {expected}")
+        with open(locked, "rb") as lock:
+            data = lock.read(LOCK_CAP + 1)
+    except OSError as error:
+        fail(f"{locked}: {error.strerror}; {expected}")
+    if len(data) > LOCK_CAP:
+        fail(f"{locked} holds more than {LOCK_CAP} bytes; {expected}, a line per wheel")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        fail(f"{locked} byte {error.start} is not UTF-8; {expected}")
+
+
 def split(locked: Path, wheels: Path, count: int, out: Path) -> None:
     sized = []
-    for number, line in enumerate(locked.read_text().splitlines(), 1):
+    for number, line in enumerate(read_lock(locked).splitlines(), 1):
         if not line.strip():
             continue
         _, sep, name = line.partition("  # ")

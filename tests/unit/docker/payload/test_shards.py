@@ -4,6 +4,7 @@ wheels write differently."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -68,6 +69,41 @@ def test_split_refuses_a_line_that_names_no_staged_wheel_in_one_line_and_writes_
     message = done.stderr.strip()
     assert message.startswith("payload: ") and "line 1 names no staged wheel" in message
     assert "\n" not in message and "\x1b" not in message
+
+
+def _fifo(path):
+    os.mkfifo(path)
+
+
+def _binary(path):
+    path.write_bytes(b"a==1.0 --hash=sha256:aa  # \xff\xfe.whl\n")
+
+
+def _huge(path):
+    with open(path, "wb") as f:
+        f.truncate((1 << 20) + 1)  # a sparse file: one byte past the cap
+
+
+@pytest.mark.parametrize("make, says", [
+    (_fifo, "is not a regular file"),  # would block the build's read for ever
+    (os.mkdir, "is not a regular file"),
+    (_binary, "byte 27 is not UTF-8"),
+    (_huge, "holds more than 1048576 bytes"),
+    (lambda path: None, "No such file or directory"),
+])
+def test_split_refuses_a_staged_lock_that_is_no_lock_text_in_one_line(tmp_path, make, says):
+    wheels, _ = _staged(tmp_path, {"a": 5})
+    (wheels / "locked.txt").unlink()
+    make(wheels / "locked.txt")
+    try:
+        done = subprocess.run([sys.executable, str(SHARDS), "split", str(wheels / "locked.txt"), str(wheels), "2",
+                               str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("shards.py split did not end")  # a hang guard only
+    message = done.stderr.strip()
+    assert done.returncode == 1 and not (tmp_path / "out").exists()
+    assert message.startswith(f"payload: {wheels / 'locked.txt'}") and says in message and "\n" not in message
+    assert "Traceback" not in done.stderr
 
 
 def _tree(root, files: dict[str, bytes]):
