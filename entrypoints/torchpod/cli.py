@@ -51,7 +51,7 @@ from .commands import (
 )
 from .contract import ENV_DOCTOR, ENV_PREFLIGHT, check_settings, switch
 from .errors import InputError, RuntimeFailure, TorchpodError, one_line
-from .facts import HELPER_TIMEOUT_S, configured_sysfs, gather_facts, gpu_count, sysfs_root
+from .facts import HELPER_TIMEOUT_S, configured_sysfs, gather_facts, gpu_count, sysfs_root, torchrun_lacks
 from .plan import REPLACES, THEN, LaunchPlan, command, preflight_first, to_json, to_shell, to_text
 from .resolve import resolve
 from .supervise import supervise
@@ -330,6 +330,9 @@ def run(inv: Invocation, env: dict[str, str], cwd: Path) -> int:
         raise InputError(NO_SCRIPT)
     where = f"node {plan.node_rank} ({plan.hostname})" if plan.node_rank is not None else f"node {plan.hostname}"
     script.check(plan.script, plan.passthrough, cwd=cwd, env=env, where=where)
+    lacking = torchrun_lacks(plan.passthrough)
+    if lacking:
+        raise InputError(lacking)
     plan = with_preflight(env, plan)
     # torchpod.torchrun is torch.distributed.run with a one-line rendezvous-timeout message
     argv = command(plan, sys.executable, module="torchpod.torchrun")

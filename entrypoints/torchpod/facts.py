@@ -1,6 +1,6 @@
 """What the machine says, asked once per command: the hostname, the GPUs `nvidia-smi`
-lists, the hosts `scontrol` expands, the sysfs root, where this user can write and
-whether the installed torchrun takes --signals-to-handle.
+lists, the hosts `scontrol` expands, the sysfs root, where this user can write, and
+which options the installed torchrun takes (--signals-to-handle, the ones passed through).
 
 The one impure step before the pure resolver (resolve.py): the launcher's commands and
 the preflight workload both take their facts from here, through the one bounded runner
@@ -15,7 +15,7 @@ import shutil
 import socket
 import stat
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from . import home, readers
 from .contract import ENV_HOSTNAME, ENV_SYSFS_ROOT, SYSFS_ROOT_DEFAULT, setting
@@ -118,6 +118,20 @@ def _expandable(name: str, value: str) -> bool:
         return True
 
 
+def _torchrun_source() -> tuple[Path, str] | None:
+    """The installed torch's torch/distributed/run.py and its text, located without
+    importing torch; None when there is no torch or its run.py cannot be read."""
+    spec = importlib.util.find_spec("torch")  # locates without importing
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    run_py = Path(next(iter(spec.submodule_search_locations))) / "distributed" / "run.py"
+    try:
+        return run_py, readers.read_text(run_py, what=f"torch's {str(run_py)!r}", expected="torch's own run.py",
+                                         cap=readers.DATA_CAP)
+    except TorchpodError:
+        return None
+
+
 def torchrun_accepts(option: str) -> bool:
     """Whether the installed torch's torchrun defines ``option``, read from its source.
 
@@ -125,13 +139,23 @@ def torchrun_accepts(option: str) -> bool:
     the option's spelling in run.py answers the same question. No torch: True (the
     launch then fails on the missing torch, which is the real problem).
     """
-    spec = importlib.util.find_spec("torch")  # locates without importing
-    if spec is None or not spec.submodule_search_locations:
-        return True
-    run_py = Path(next(iter(spec.submodule_search_locations))) / "distributed" / "run.py"
-    try:
-        text = readers.read_text(run_py, what=f"torch's {str(run_py)!r}", expected="torch's own run.py",
-                                 cap=readers.DATA_CAP)
-    except TorchpodError:
-        return True
-    return f'"{option}"' in text
+    found = _torchrun_source()
+    return found is None or f'"{option}"' in found[1]
+
+
+def torchrun_lacks(passthrough: Sequence[str]) -> str | None:
+    """One line naming the first of ``passthrough`` (torchrun options as torchpod passes
+    them, ``--name`` or ``--name=value``) that the installed torch's torchrun does not
+    define, or None. torchpod's table of torchrun's options follows the image's torch; an
+    older torch lacks some (torch 2.11 has no --shutdown-timeout), and its torchrun would
+    refuse it only after the launch began, in a usage message of its own."""
+    found = _torchrun_source()
+    if found is None:
+        return None
+    run_py, text = found
+    for token in passthrough:
+        name = token.partition("=")[0]
+        if f'"{name}"' not in text:
+            return (f"{name}: the installed torch's torchrun has no such option ({run_py} does not define it); "
+                    "expected an option of that torchrun: leave it out, or use a torch that has it")
+    return None

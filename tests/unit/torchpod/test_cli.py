@@ -97,6 +97,25 @@ def test_bad_input_exits_2_with_one_line(argv, env, needle, capsys):
     assert err.out == ""
 
 
+def test_run_refuses_an_option_the_installed_torchrun_lacks_before_it_starts(tmp_path, monkeypatch, capsys):
+    fake = tmp_path / "site" / "torch"
+    (fake / "distributed").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "distributed" / "run.py").write_text('parser.add_argument("--log-dir", "--log_dir")\n')
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    (tmp_path / "train.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    started = []
+    monkeypatch.setattr(cli, "supervise", lambda *a, **k: started.append(a) or 0)
+    assert cli.main(["run", "--shutdown-timeout", "60", "train.py"], {"CUDA_VISIBLE_DEVICES": ""}) == 2
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith("torchpod: error: --shutdown-timeout: the installed torch's torchrun has no such option")
+    assert not started
+    assert cli.main(["run", "--log-dir", str(tmp_path / "logs"), "train.py"], {"CUDA_VISIBLE_DEVICES": ""}) == 0
+    assert len(started) == 1 and f"--log-dir={tmp_path / 'logs'}" in started[0][0]
+
+
 def test_version_and_help(capsys):
     assert cli.main(["--version"], {}) == 0
     assert capsys.readouterr().out.startswith("torchpod ")

@@ -63,11 +63,42 @@ def test_signals_flag_detected_from_the_installed_torch(tmp_path, monkeypatch):
     assert torchrun_accepts("--signals-to-handle")  # the host's torch (>= 2.10)
     assert not torchrun_accepts("--no-such-torchrun-option")
     # a torch tree whose run.py lacks the flag, found first on sys.path
+    _older_torch(tmp_path, monkeypatch, 'parser.add_argument("--max-restarts")\n')
+    assert not torchrun_accepts("--signals-to-handle")
+    assert torchrun_accepts("--max-restarts")
+
+
+def _older_torch(tmp_path, monkeypatch, run_py: str):
+    """A torch tree found first on sys.path whose run.py is ``run_py``."""
     fake = tmp_path / "torch"
     (fake / "distributed").mkdir(parents=True)
     (fake / "__init__.py").write_text("")
-    (fake / "distributed" / "run.py").write_text('parser.add_argument("--max-restarts")\n')
+    (fake / "distributed" / "run.py").write_text(run_py)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "torch", raising=False)  # find_spec looks there first
-    assert not torchrun_accepts("--signals-to-handle")
-    assert torchrun_accepts("--max-restarts")
+    return fake / "distributed" / "run.py"
+
+
+# torch 2.11's torchrun, as the GPU check's machine had it: --tee and --log-dir, no --shutdown-timeout
+# (added upstream by pytorch/pytorch#172596, in torch 2.13's run.py)
+TORCH_2_11 = 'parser.add_argument("--log-dir", "--log_dir")\nparser.add_argument("-t", "--tee")\n'
+
+
+def test_a_passed_through_option_this_torchrun_lacks_is_named_with_its_run_py(tmp_path, monkeypatch):
+    from torchpod.facts import torchrun_lacks
+
+    run_py = _older_torch(tmp_path, monkeypatch, TORCH_2_11)
+    assert torchrun_lacks(()) is None
+    assert torchrun_lacks(("--log-dir=/tmp/logs", "-t=3")) is None
+    line = torchrun_lacks(("--log-dir=/tmp/logs", "--shutdown-timeout=60", "--no-such=1"))
+    assert line.startswith("--shutdown-timeout: the installed torch's torchrun has no such option")
+    assert str(run_py) in line and "\n" not in line and "60" not in line
+
+
+def test_with_no_readable_torch_nothing_is_refused_here(tmp_path, monkeypatch):
+    from torchpod.facts import torchrun_lacks
+
+    run_py = _older_torch(tmp_path, monkeypatch, TORCH_2_11)
+    run_py.unlink()
+    run_py.mkdir()  # a folder where run.py should be: unreadable, so torchrun itself will say
+    assert torchrun_lacks(("--shutdown-timeout=60",)) is None
