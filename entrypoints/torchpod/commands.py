@@ -115,8 +115,10 @@ WORKLOADS = {w.module: w for w in (*BENCHES.values(), PREFLIGHT_WORKLOAD)}
 
 
 def _wrap(text: str, indent: str) -> list[str]:
+    # a word longer than the width (a URL, a path) stays whole on a line of its own: split, it
+    # could not be copied from the help
     return textwrap.wrap(text, width=WIDTH, initial_indent=indent, subsequent_indent=indent,
-                         break_on_hyphens=False)
+                         break_on_hyphens=False, break_long_words=False)
 
 
 def environment_help(settings: Sequence[Setting] = SETTINGS, command: str | None = None) -> str:

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import torchpod.cli as cli
@@ -164,6 +164,7 @@ def test_every_setting_is_read_by_a_known_command():
 
 @settings(deadline=None, max_examples=50)
 @given(st.lists(st.text(min_size=1), min_size=1, max_size=4))
+@example(["0" * 83])  # one word longer than the width: textwrap's default broke it in two
 def test_environment_help_keeps_every_meaning_whole(meanings):
     table = [contract.Setting(f"TORCHPOD_X{i}", m) for i, m in enumerate(meanings)]
     text = commands.environment_help(table)
