@@ -106,7 +106,10 @@ def fill(defn: ImageDef, arch: Arch, lock: Lock, *, home: Path, ca_bundle: Path 
         return 0
     if offline:
         first = absent[0]
-        raise InputError(f"--offline: {first.file} ({first.name}=={first.version}, sha256 {first.sha256[:12]}) "
+        # a stored sdist is missing only its wheel: none built yet, or one another setuptools built
+        what = f"a wheel built by {BACKEND_GENERATOR} from {first.file}" if (
+            first.sdist and stored(home, first).is_file()) else first.file
+        raise InputError(f"--offline: {what} ({first.name}=={first.version}, sha256 {first.sha256[:12]}) "
                          f"is not in the wheelhouse {home}, nor {len(absent) - 1} more; run `invoke wheels --image "
                          f"{defn.name} --arch {arch.name}` where {defn.torch.index_url} is reachable, then copy {home}")
     home.mkdir(parents=True, exist_ok=True)
@@ -171,8 +174,12 @@ def backend(python: str, home: Path, pip_args: Sequence[str], env: Mapping[str, 
              "-r", str(_requirements(Path(tmp), [BACKEND]))],
             env=env, what=f"pip install of the build backend {BACKEND.name}=={BACKEND.version}")
         final.parent.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(site, final)
+        try:
+            os.replace(site, final)
+        except OSError:  # a folder there: another build's install, kept when whole, or a broken one
+            if not (final / "setuptools" / "__init__.py").is_file():
+                shutil.rmtree(final)
+                os.replace(site, final)
     return final
 
 

@@ -82,6 +82,44 @@ def test_offline_names_the_first_missing_file_and_fetches_nothing(tmp_path):
     assert wheelhouse.fill(DEFN, X86, _lock(a), home=home, ca_bundle=None, offline=False, python="/nonexistent") == 0
 
 
+def test_offline_says_a_stored_sdist_lacks_only_its_wheel_from_the_pinned_backend(tmp_path):
+    home = tmp_path / "home"
+    a, pip, sdist, built = _stored_lock(home)
+    _wheel(built, {"s-1.0.dist-info/WHEEL": PINNED.replace("82.0.1", "84.2.1")})  # built before the pin
+    with pytest.raises(InputError) as info:
+        wheelhouse.fill(DEFN, X86, _lock(a, pip, sdist), home=home, ca_bundle=None, offline=True)
+    assert str(info.value).startswith(f"--offline: a wheel built by {wheelhouse.BACKEND_GENERATOR} from s-1.0.tar.gz "
+                                      "(s==1.0, sha256 ")
+
+
+def _fake_pip_install(into_final: bool, home: Path):
+    """Stands in for pip's ``install --target``: writes a setuptools tree there and, with
+    ``into_final``, another build's whole install first (two first builds at once)."""
+    def run(argv, **_):
+        target = Path(argv[argv.index("--target") + 1])
+        (target / "setuptools").mkdir(parents=True)
+        (target / "setuptools" / "__init__.py").write_text("# this build\n")
+        if into_final:
+            final = home / wheelhouse.BACKENDS / wheelhouse.BACKEND.sha256
+            (final / "setuptools").mkdir(parents=True)
+            (final / "setuptools" / "__init__.py").write_text("# the other build\n")
+    return run
+
+
+@pytest.mark.parametrize("other, kept", [(True, "# the other build\n"), (False, "# this build\n")])
+def test_a_backend_another_build_installed_meanwhile_is_kept_and_a_broken_one_replaced(tmp_path, monkeypatch,
+                                                                                     other, kept):
+    home = tmp_path / "home"
+    final = home / wheelhouse.BACKENDS / wheelhouse.BACKEND.sha256
+    if not other:
+        (final / "setuptools").mkdir(parents=True)  # a broken install: no __init__.py
+        (final / "stale").write_text("")
+    monkeypatch.setattr(wheelhouse, "run", _fake_pip_install(other, home))
+    assert wheelhouse.backend("python3", home, [], {}) == final
+    assert (final / "setuptools" / "__init__.py").read_text() == kept and not (final / "stale").exists()
+    assert [p.name for p in home.iterdir()] == [wheelhouse.BACKENDS]  # no scratch folder left
+
+
 def test_an_sdist_without_its_built_wheel_counts_as_missing(tmp_path):
     home = tmp_path / "home"
     sdist = _store(home, "s", b"sdist", "s-1.0.tar.gz")
