@@ -334,12 +334,14 @@ def run(inv: Invocation, env: dict[str, str], cwd: Path) -> int:
     if lacking:
         raise InputError(lacking)
     plan = with_preflight(env, plan)
-    # torchpod.torchrun is torch.distributed.run with a one-line rendezvous-timeout message
-    argv = command(plan, sys.executable, module="torchpod.torchrun")
+    # torchpod.torchrun: torch.distributed.run with the nodes ranked in torchpod's order and a
+    # one-line rendezvous-timeout message
+    argv = command(plan, sys.executable)
     if argv is None:
         raise InputError(NO_SCRIPT)
     summary = (
-        f"torchpod: {plan.scheduler}: node {plan.node_rank} of {plan.nnodes}, "
+        f"torchpod: {plan.scheduler}: node {plan.node_rank} of {plan.nnodes}"
+        f"{f' (group rank {plan.group_rank})' if plan.group_rank is not None else ''}, "
         f"{plan.nproc_per_node} proc/node, {plan.rdzv_backend} at {plan.rdzv_endpoint} "
         f"(id {plan.rdzv_id})"
     )

@@ -44,6 +44,10 @@ class LaunchPlan:
     hostname: str | None = None
     script: str | None = None
     script_args: tuple[str, ...] = ()
+    # the group rank torch gives this node (GROUP_RANK), when it is known before the
+    # rendezvous, and how torch assigns ranks in this job (resolve.decide_ranks)
+    group_rank: int | None = None
+    rank_order: str = ""
 
     @property
     def torchrun_args(self) -> list[str]:
@@ -129,9 +133,14 @@ def preflight_first(plan: LaunchPlan) -> LaunchPlan:
                    script_args=(THEN, mode, plan.script, *plan.script_args), notes=plan.notes + (note,))
 
 
-def command(plan: LaunchPlan, python: str, module: str = "torch.distributed.run") -> list[str] | None:
-    """The command line; ``torchpod run`` passes module="torchpod.torchrun" (same arguments,
-    rendezvous timeouts explained) while ``plan`` shows plain torchrun."""
+# What `torchpod run` executes: torchrun (torch.distributed.run) with the nodes ranked in
+# torchpod's order and a rendezvous timeout explained in one line (torchpod.torchrun). Plain
+# torchrun takes the same arguments, ignores torchpod_order and ranks by address.
+TORCHRUN_MODULE = "torchpod.torchrun"
+
+
+def command(plan: LaunchPlan, python: str, module: str = TORCHRUN_MODULE) -> list[str] | None:
+    """The command line ``torchpod run`` executes."""
     if plan.script is None:
         return None
     return [python, "-m", module, *torchrun_args(plan), plan.script, *plan.script_args]
@@ -160,6 +169,8 @@ def to_dict(plan: LaunchPlan, python: str) -> dict:
         "script_args": list(plan.script_args),
         "command": command(plan, python),
         "version": __version__,
+        "group_rank": plan.group_rank,
+        "rank_order": plan.rank_order,
     }
 
 
@@ -219,7 +230,7 @@ def to_shell(plan: LaunchPlan, python: str) -> str:
             raise InputError(f"environment variable name {name!r} is not a shell name; expected "
                              "[A-Za-z_][A-Za-z0-9_]*; use --format json")
         lines.append(f"export {name}={shlex.quote(_carried(name, value))}")
-    words = [python, "-m", "torch.distributed.run", *torchrun_args(plan)]
+    words = [python, "-m", TORCHRUN_MODULE, *torchrun_args(plan)]
     if plan.script is not None:
         words += [plan.script, *plan.script_args]
     text = " ".join(shlex.quote(_carried("torchrun argument", w)) for w in words)
@@ -244,13 +255,16 @@ HOSTS_SHOWN = 8  # a host list of thousands is counted, not printed
 def _summary_rows(plan: LaunchPlan, python: str) -> list[tuple[str, str]]:
     """(label, value) of the text plan's head: what a person asks of a launch first."""
     here = f"this node is {plan.node_rank}" if plan.node_rank is not None else "this node's index set at the rendezvous"
+    rank = (f"group rank {plan.group_rank}" if plan.group_rank is not None else "group rank set at the rendezvous") \
+        + (f" ({plan.rank_order})" if plan.rank_order else "")
     conf = ", ".join(f"{k}={v}" for k, v in plan.rdzv_conf)
     hosts = list(plan.hosts or ())
     more = f" and {len(hosts) - HOSTS_SHOWN} more" if len(hosts) > HOSTS_SHOWN else ""
     listed = f"{plural(len(hosts), 'host')}: {', '.join(hosts[:HOSTS_SHOWN])}{more}" if hosts else ""
-    words = command(plan, python) or [python, "-m", "torch.distributed.run", *torchrun_args(plan), "SCRIPT", "ARGS..."]
+    words = command(plan, python) or [python, "-m", TORCHRUN_MODULE, *torchrun_args(plan), "SCRIPT", "ARGS..."]
     rows = [("scheduler", plan.scheduler),
             ("nodes", f"{plan.nnodes}; {here}" + (f" ({plan.hostname})" if plan.hostname else "")),
+            ("ranks", rank),
             ("processes", f"{plan.nproc_per_node} per node"),
             ("rendezvous", f"{plan.rdzv_backend} at {plan.rdzv_endpoint}, id {plan.rdzv_id}"
                            + (f" ({conf})" if conf else "")),

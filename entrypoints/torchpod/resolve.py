@@ -22,6 +22,7 @@ from .errors import InputError
 from .fabric import detect_fabric
 from .gpus import default_nproc
 from .options import Given, UserOptions, read_user_options
+from .order import ORDER_KEY, ORDERED_BACKENDS, order_text, parse_order
 from .plan import LaunchPlan
 from .schedulers.common import LOOPBACK, Detection, Facts, stable_id
 from .supervise import FORWARDED_NAMES, TERMINATING_NAMES
@@ -53,8 +54,10 @@ def detect(env: Mapping[str, str], facts: Facts, user: UserOptions) -> Step[Dete
     return Step(det, (why, *det.notes))
 
 
-def decide_nnodes(det: Detection, user: UserOptions) -> Step[NodeCount]:
+def decide_nnodes(env: Mapping[str, str], det: Detection, user: UserOptions) -> Step[NodeCount]:
     if user.nnodes is None:
+        if det.count_from_user:
+            _refuse_open_count(env, det)
         return Step(det.nnodes)
     nnodes, source = user.nnodes.value, user.nnodes.source
     if det.single_node and nnodes.hi > 1:
@@ -70,6 +73,22 @@ def decide_nnodes(det: Detection, user: UserOptions) -> Step[NodeCount]:
         )
     detected = None if det.scheduler == "explicit" else det.nnodes
     return Step(nnodes, _override(user.nnodes, det, "nnodes", detected))
+
+
+def _refuse_open_count(env: Mapping[str, str], det: Detection) -> None:
+    """Flags that name a rendezvous but no node count mean one node to torchrun; in a pod or
+    allocation that a platform's variables mark as one node of several, that node would
+    train alone. Refused, naming the marker and the flag that fixes it."""
+    found = schedulers.multi_node_markers_set(env)
+    if found:
+        first = found[0]
+        raise InputError(
+            f"{det.count_source} names the rendezvous but not the node count, and "
+            f"{first.name}={env[first.name].strip()!r} ({first.platform}) says this is one node of several: "
+            "one node would train alone; "
+            "expected --nnodes N (the job's node count) beside it, or no rendezvous flags so "
+            "that torchpod reads the job from the scheduler"
+        )
 
 
 @dataclass(frozen=True)
@@ -188,13 +207,53 @@ def decide_rdzv_id(det: Detection, user: UserOptions, endpoint: Endpoint) -> Ste
     return Step(derived)
 
 
+@dataclass(frozen=True)
+class Ranks:
+    """How torch will number the nodes: the order key torchpod.torchrun hands the rendezvous
+    (None: torch's own order), the group rank this node gets when that is known before the
+    rendezvous, and how ranks are assigned, in words (the plan's ``rank_order``)."""
+
+    order: tuple[int, ...] | None
+    group_rank: int | None
+    how: str
+
+
+def decide_ranks(user: UserOptions, backend: str, nnodes: NodeCount, node: int | None) -> Step[Ranks]:
+    """The node index as c10d's order (torchpod.order), so that torch's group rank is the
+    node torchpod names; the user's own ``torchpod_order`` over it."""
+    given = dict(user.rdzv_conf.value).get(ORDER_KEY) if user.rdzv_conf is not None else None
+    if given is not None and user.rdzv_conf is not None:
+        source = f"{user.rdzv_conf.source} {ORDER_KEY}"
+        order = parse_order(source, given)
+        if backend not in ORDERED_BACKENDS:
+            raise InputError(
+                f"{source}={given!r} orders the nodes of a {' or '.join(ORDERED_BACKENDS)} rendezvous, and this "
+                f"one is {backend}; expected it only with --rdzv-backend {' or '.join(ORDERED_BACKENDS)}"
+            )
+        return Step(Ranks(order, None, f"{ORDER_KEY} from {user.rdzv_conf.source}, then torch's address order"))
+    if backend == "static":
+        return Step(Ranks(None, node, "static rendezvous: the node rank"))
+    if backend not in ORDERED_BACKENDS:
+        return Step(Ranks(None, None, f"{backend} rendezvous: the order in which nodes join"))
+    if node is None:
+        return Step(Ranks(None, None, "torch's c10d order: the nodes' addresses, sorted as text"),
+                    ("group ranks follow the nodes' addresses sorted as text (torch's c10d order): "
+                     "no scheduler index is known here",))
+    if nnodes.lo != nnodes.hi:
+        return Step(Ranks((node,), None, "node index order among the nodes of each round"))
+    return Step(Ranks((node,), node, "node index (torchpod.torchrun orders c10d by it)"))
+
+
 def decide_conf(env: Mapping[str, str], det: Detection, user: UserOptions, backend: str,
-                node: int | None) -> Step[tuple[tuple[str, str], ...]]:
-    """Detection's config, is_host from the node index, TORCHPOD_RDZV_TIMEOUT, then the user's."""
+                node: int | None, order: tuple[int, ...] | None = None) -> Step[tuple[tuple[str, str], ...]]:
+    """Detection's config, is_host from the node index, the node order,
+    TORCHPOD_RDZV_TIMEOUT, then the user's."""
     conf = dict(det.rdzv_conf)
     notes: list[str] = []
     if backend == "c10d" and node is not None:
         conf["is_host"] = "true" if node == 0 else "false"
+    if order is not None:
+        conf[ORDER_KEY] = order_text(order)
     seconds = number(env, ENV_RDZV_TIMEOUT)
     if seconds is not None:
         conf["timeout" if backend in ("static", "etcd") else "join_timeout"] = str(seconds)
@@ -273,7 +332,7 @@ def resolve(env: Mapping[str, str], facts: Facts, inv: Invocation) -> LaunchPlan
         return step.value
 
     det = take(detect(env, facts, user))
-    nnodes = take(decide_nnodes(det, user))
+    nnodes = take(decide_nnodes(env, det, user))
     place = take(decide_node(det, user, nnodes))
     backend = take(decide_backend(det, user))
     if backend == "static" and place.node_rank is None:
@@ -284,7 +343,8 @@ def resolve(env: Mapping[str, str], facts: Facts, inv: Invocation) -> LaunchPlan
     rdzv = take(decide_endpoint(det, user, nnodes, backend))
     local_addr = take(decide_local_addr(det, user, place, rdzv))
     rdzv_id = take(decide_rdzv_id(det, user, rdzv.endpoint))
-    conf = take(decide_conf(env, det, user, backend, place.node_rank))
+    ranks = take(decide_ranks(user, backend, nnodes, place.node_rank))
+    conf = take(decide_conf(env, det, user, backend, place.node_rank, ranks.order))
     max_restarts = take(decide_restarts(det, user))
     nproc = take(decide_nproc(env, det, user, facts))
     signals = take(decide_signals(user, facts))
@@ -293,6 +353,8 @@ def resolve(env: Mapping[str, str], facts: Facts, inv: Invocation) -> LaunchPlan
         scheduler=det.scheduler,
         nnodes=nnodes,
         node_rank=place.node_rank,
+        group_rank=ranks.group_rank,
+        rank_order=ranks.how,
         nproc_per_node=nproc,
         rdzv_backend=backend,
         rdzv_endpoint=rdzv.endpoint,

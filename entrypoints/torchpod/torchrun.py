@@ -1,5 +1,11 @@
-"""`python -m torchpod.torchrun ARGS` is `python -m torch.distributed.run ARGS` with a
-rendezvous failure explained in one line: how many nodes were expected, how many came.
+"""`python -m torchpod.torchrun ARGS` is `python -m torch.distributed.run ARGS` with the
+nodes ranked in torchpod's order and a rendezvous failure explained in one line: how many
+nodes were expected, how many came.
+
+The order: when the rendezvous config holds ``torchpod_order`` (torchpod.order) on a
+c10d or etcd-v2 rendezvous, this node's descriptor sorts by it (torchpod.ranked), so torch's
+group rank follows it. A torch whose private names moved gets one warning line and
+torch's own order.
 
 torchrun ends a join timeout with a bare ``RendezvousTimeoutError`` traceback and no
 message (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py,
@@ -20,6 +26,10 @@ import sys
 from typing import Sequence
 
 from .contract import ENV_RDZV_TIMEOUT
+from .errors import InputError
+from .options import parse_conf
+from .order import ORDER_KEY, ORDERED_BACKENDS, parse_order
+from .torchrun_flags import split_command_line
 from .words import plural
 
 PREFIX = "torchpod: error: "
@@ -111,6 +121,29 @@ def _install_signal_guard() -> None:
     api._terminate_process_handler = once
 
 
+def node_order(argv: Sequence[str]) -> tuple[int, ...] | None:
+    """The ``torchpod_order`` of torchrun's command line, when its rendezvous is one torch's
+    dynamic handler ranks; None otherwise. InputError for a key that is not an order."""
+    options = split_command_line(argv).options
+    backend = options.get("rdzv_backend", "static")  # torchrun's default backend
+    if backend not in ORDERED_BACKENDS or "rdzv_conf" not in options:
+        return None
+    given = dict(parse_conf("--rdzv-conf", options["rdzv_conf"])).get(ORDER_KEY)
+    return None if given is None else parse_order(f"--rdzv-conf {ORDER_KEY}", given)
+
+
+def _install_order(argv: Sequence[str]) -> None:
+    order = node_order(argv)
+    if order is None:
+        return
+    from . import ranked
+
+    why_not = ranked.install(order)
+    if why_not:
+        print(f"torchpod: warning: group ranks follow torch's address order, not {ORDER_KEY}: {why_not}",
+              file=sys.stderr, flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from torch.distributed.elastic.rendezvous.api import (
         RendezvousConnectionError,
@@ -118,10 +151,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     from torch.distributed.run import main as torchrun_main
 
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        _install_order(args)
+    except InputError as exc:
+        print(PREFIX + str(exc), file=sys.stderr, flush=True)
+        return 2
     _install_hook()
     _install_signal_guard()
     try:
-        torchrun_main(list(sys.argv[1:] if argv is None else argv))
+        torchrun_main(args)
     except RendezvousTimeoutError as exc:
         print(PREFIX + (str(exc) or "rendezvous timed out; not every node arrived"),
               file=sys.stderr, flush=True)

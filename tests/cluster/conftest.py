@@ -117,7 +117,7 @@ def make_cluster(docker_client, cluster_image, test_label, dev_volumes):
     dev_env = {"PYTHONPATH": "/opt/dev-site"} if "/opt/dev-site" in {v["bind"] for v in dev_volumes.values()} else {}
 
     def make(scenario, nodes, command, *, job=None, nproc=None, host_network=False, env=None,
-             volumes=None, network=None, node_files=None, min_nodes=None):
+             volumes=None, network=None, node_files=None, min_nodes=None, descending_addresses=False):
         topo = topology.build(scenario, nodes, job or f"{scenario}-{test_label[LABEL][:6]}",
                               nproc=nproc, host_network=host_network, min_nodes=min_nodes)
         if node_files:  # files only some nodes have (a volume mounted on one node only)
@@ -127,7 +127,7 @@ def make_cluster(docker_client, cluster_image, test_label, dev_volumes):
         cl = runner.Cluster(
             docker_client, cluster_image, topo, command, test_label,
             network=network, volumes={**dev_volumes, **(volumes or {})},
-            env={**NODE_ENV, **dev_env, **(env or {})},
+            env={**NODE_ENV, **dev_env, **(env or {})}, descending_addresses=descending_addresses,
         )
         made.append(cl)
         return cl

@@ -36,7 +36,8 @@ def slurm_cluster(docker_client, cluster_image, dev_volumes, session_id):
 
 
 def test_generated_sbatch_script_runs_one_launcher_per_node(slurm_cluster):
-    check = (f"{EXAMPLES}/allreduce_check.py", "--expect-world", str(NODES), "--expect-nodes", str(NODES))
+    check = (f"{EXAMPLES}/allreduce_check.py", "--expect-world", str(NODES), "--expect-nodes", str(NODES),
+             "--report-env", "SLURM_NODEID")
     (script,) = render(JobSpec("slurm", NODES, IMAGE, check,
                                name="ddp", gpus_per_node=0, runtime="none", walltime="00:10:00"))
     jobid = slurm_cluster.submit(script.text, script.name)
@@ -48,6 +49,10 @@ def test_generated_sbatch_script_runs_one_launcher_per_node(slurm_cluster):
     assert all(r["ok"] and r["world_size"] == NODES and r["nodes"] == NODES for r in results), results
     assert {h for r in results for h in r["hosts"]} == set(slurm.node_names(NODES))
     assert out.count("torchpod: slurm: node ") == NODES, out[-4000:]  # one launcher on each node
+    # torch's group rank is the node Slurm numbered (SLURM_NODEID), as the launch line says
+    assert all(r["group_rank"] == int(r["env"]["SLURM_NODEID"]) == r["rank"] for r in results), results
+    for node in range(NODES):
+        assert f"torchpod: slurm: node {node} of {NODES} (group rank {node})," in out, out[-4000:]
 
 
 # a value srun's --export and Apptainer's --env would split, and a shell would run
@@ -85,7 +90,8 @@ def test_the_generated_step_runs_on_every_cpu_of_its_node_and_on_what_it_asked_f
 def test_a_job_a_user_submits_runs_as_that_user_and_its_files_stay_theirs(slurm_cluster):
     """Not root: `trainer` (1000:1000 on every node) sbatches the generated script from a
     directory of its own; the job runs, and what it writes there belongs to it."""
-    check = (f"{EXAMPLES}/allreduce_check.py", "--expect-world", str(NODES), "--expect-nodes", str(NODES))
+    check = (f"{EXAMPLES}/allreduce_check.py", "--expect-world", str(NODES), "--expect-nodes", str(NODES),
+             "--report-env", "SLURM_NODEID")
     (script,) = render(JobSpec("slurm", NODES, IMAGE, check,
                                name="ddp", gpus_per_node=0, runtime="none", walltime="00:10:00"))
     jobid = slurm_cluster.submit(script.text, script.name, user="trainer")

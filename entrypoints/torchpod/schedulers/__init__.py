@@ -14,7 +14,7 @@ from ..contract import ENV_SCHEDULER, setting
 from ..errors import InputError
 from ..options import UserOptions
 from ..words import did_you_mean
-from . import standalone
+from . import markers, standalone
 from .common import Env, get
 from .detectors import DETECTORS
 from .protocol import Detector
@@ -56,6 +56,11 @@ def refuse_torchrun_worker(env: Env) -> None:
 def markers_set(module: Detector, env: Env) -> list[str]:
     """The module's marker variables that are set in ``env``, in the module's order."""
     return [name for name in module.MARKERS if get(env, name) is not None]
+
+
+def multi_node_markers_set(env: Env) -> list[markers.Marker]:
+    """The catalogue's markers set in ``env``: variables that say this is one node of several."""
+    return markers.set_markers(env, markers.catalogue(DETECTORS))
 
 
 def requested(env: Env, user: UserOptions) -> Detector | None:
@@ -102,4 +107,5 @@ def choose(env: Env, user: UserOptions) -> tuple[Detector, str]:
     raise AssertionError("standalone claims every environment")  # unreachable: last in SCHEDULERS
 
 
-__all__ = ["Detector", "SCHEDULERS", "BY_NAME", "NAMES", "choose", "requested", "markers_set", "refuse_torchrun_worker"]
+__all__ = ["Detector", "SCHEDULERS", "BY_NAME", "NAMES", "choose", "requested", "markers_set", "multi_node_markers_set",
+           "refuse_torchrun_worker"]

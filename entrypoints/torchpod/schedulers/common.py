@@ -84,6 +84,10 @@ class Detection:
     # Said when no endpoint can be derived and the user gives none (e.g. mpirun without -x MASTER_ADDR).
     endpoint_hint: str = ""
     single_node: bool = False  # standalone: one node by definition, never more
+    # The node count is the user's --nnodes alone (explicit flags): none given means one
+    # node to torchrun, which the resolver refuses where a platform marks a multi-node job.
+    count_from_user: bool = False
+    count_source: str = ""  # the flags that described the job, for that refusal
 
 
 def int_var(env: Env, name: str, *, minimum: int = 0, hint: str = "") -> int | None:

@@ -3,7 +3,10 @@
 Claims when no scheduler is detected but the command line names a multi-node rendezvous
 (``torchpod run --nnodes 2 --rdzv-endpoint etcd:2379 ...``, ``--master-addr``). PET_*
 variables alone are the Kubeflow operator's (kubeflow.py). Detection contributes nothing:
-the resolver fills every field from the user's options.
+the resolver fills every field from the user's options. Without --nnodes torchrun plans
+one node; the resolver refuses that where a platform's variables say this is one node of
+several (JobSet's own PyTorch example passes --master-addr and --master-port from a pod of
+an Indexed Job).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ def claims(env: Env, user: UserOptions) -> bool:
 
 
 def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
+    given = [g.source for g in (user.rdzv_endpoint, user.master_addr, user.master_port) if g is not None]
     return Detection(
         scheduler=NAME,
         nnodes=NodeCount.exactly(1),
@@ -33,4 +37,6 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
         rdzv_id=None,
         notes=("rendezvous from explicit torchrun flags",),
         endpoint_hint="pass --rdzv-endpoint HOST:PORT (or set PET_RDZV_ENDPOINT)",
+        count_from_user=True,
+        count_source="/".join(given) or "the command line",
     )

@@ -38,6 +38,24 @@ def test_plan_json(capsys):
     assert "--rdzv-endpoint=gpu001:29400" in data["torchrun_args"]
 
 
+# the eleventh of twelve Volcano pods: torch's own c10d order would make it group rank 2
+# (job-worker-0, -1, -10, -11, -2, ...), torchpod's makes it 10
+VOLCANO_12 = {"VC_TASK_INDEX": "10", "VC_WORKER_NUM": "12", "TORCHPOD_HOSTNAME": "job-worker-10",
+              "VC_WORKER_HOSTS": ",".join(f"job-worker-{i}.job" for i in range(12))}
+
+
+def test_plan_states_the_group_rank_torch_will_give_and_the_launch_line_says_it(capsys, launched):
+    assert cli.main(["plan", "--format=json"], VOLCANO_12) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["node_rank"], data["group_rank"]) == (10, 10)
+    assert data["rdzv_conf"]["torchpod_order"] == "10" and "node index" in data["rank_order"]
+    assert cli.main(["plan", "--format=text"], VOLCANO_12) == 0
+    ranks = [ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("ranks")]
+    assert len(ranks) == 1 and "group rank 10 (node index" in ranks[0], ranks
+    assert cli.main(["run", "train.py"], VOLCANO_12) == 0
+    assert "torchpod: volcano: node 10 of 12 (group rank 10)," in capsys.readouterr().err
+
+
 def _shell_command(out: str) -> list[str]:
     """The words of TORCHPOD_COMMAND in a shell plan (its only assignment besides exports)."""
     (line,) = [ln for ln in out.splitlines() if ln.startswith("TORCHPOD_COMMAND=")]
@@ -49,7 +67,7 @@ def test_plan_shell_assigns_the_command_and_says_how_to_forward_args(capsys):
     assert cli.main(["plan", "--format=shell"], SLURM) == 0
     out = capsys.readouterr().out
     words = _shell_command(out)
-    assert words[1:3] == ["-m", "torch.distributed.run"] and "--local-addr=gpu002" in words
+    assert words[1:3] == ["-m", "torchpod.torchrun"] and "--local-addr=gpu002" in words
     assert out.strip().splitlines()[-1].endswith('eval "exec $TORCHPOD_COMMAND \\"\\$@\\""')
     # nothing but comments and assignments: eval runs no command
     assert all(ln.startswith(("#", "export ", "TORCHPOD_COMMAND=")) for ln in out.strip().splitlines())
@@ -157,7 +175,7 @@ def test_explicit_flags_win_over_detection(launched):
     assert cli.main(argv, SLURM) == 0
     (cmd, _), = launched
     assert "--rdzv-backend=etcd-v2" in cmd and "--rdzv-endpoint=etcd:2379" in cmd
-    assert "--max-restarts=4" in cmd and "--rdzv-conf=join_timeout=30" in cmd
+    assert "--max-restarts=4" in cmd and "--rdzv-conf=torchpod_order=1,join_timeout=30" in cmd
     assert "--local-addr=gpu002" in cmd  # still this node's listed name
 
 

@@ -145,7 +145,7 @@ def check_plan_evals_to_its_json(env: dict[str, str], argv: list[str]) -> None:
     for name in ("_", "PWD"):  # bash's last argument, and the temp dir it ran in
         added.pop(name, None)
     assert added == data["env"]
-    expected = data["command"] or [sys.executable, "-m", "torch.distributed.run", *data["torchrun_args"]]
+    expected = data["command"] or [sys.executable, "-m", "torchpod.torchrun", *data["torchrun_args"]]
     assert words == expected
 
 
@@ -206,7 +206,7 @@ def test_without_a_script_the_comment_says_how_to_pass_it(tmp_path):
     done = subprocess.run([BASH, "-c", f"TORCHPOD_COMMAND={shlex.quote(stub)}; {recipe}", "_", "s.py", "a b"],
                           capture_output=True, text=True, timeout=60)
     assert json.loads(done.stdout) == ["s.py", "a b"]
-    assert words[1:3] == ["-m", "torch.distributed.run"]
+    assert words[1:3] == ["-m", "torchpod.torchrun"]
 
 
 @pytest.mark.parametrize("value", ["a\x00b", "\udcff"])

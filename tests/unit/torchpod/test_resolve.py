@@ -34,12 +34,12 @@ def test_master_port_variable_is_used_and_no_ephemeral_warning_is_given_for_it()
 
 
 def test_nnodes_override_is_noted_and_must_fit_the_host_list():
-    step = decide_nnodes(SLURM, user("--nnodes=2:4"))
+    step = decide_nnodes({}, SLURM, user("--nnodes=2:4"))
     assert step.value == NodeCount(2, 4)
     assert step.notes == ("--nnodes=2:4 overrides slurm's nnodes=4",)
     with pytest.raises(InputError, match="--nnodes='2' does not fit the 4 hosts slurm lists"):
-        decide_nnodes(SLURM, user("--nnodes=2"))
-    assert decide_nnodes(SLURM, user()).value == NodeCount.exactly(4)
+        decide_nnodes({}, SLURM, user("--nnodes=2"))
+    assert decide_nnodes({}, SLURM, user()).value == NodeCount.exactly(4)
 
 
 def test_master_flags_move_the_endpoint_and_keep_the_detected_port():

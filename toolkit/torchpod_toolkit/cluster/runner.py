@@ -144,6 +144,9 @@ class Cluster:
     entrypoint: Sequence[str] | None = None  # None: the image's (torchpod)
     name: str = ""
     gpus: bool = False  # hand every GPU to every node (NCCL instead of gloo)
+    # fixed addresses in descending order, node 0 the highest: addresses that sort as text
+    # against the node order (torch's c10d ranks by that text)
+    descending_addresses: bool = False
     on_line: Callable[[Node, str], None] | None = None  # streams each output line
     nodes: list[NodeRun] = field(default_factory=list)
     _own_network: Any = None
@@ -154,6 +157,11 @@ class Cluster:
     def __post_init__(self):
         self.name = self.name or f"tp-{self.topology.job_id}-{uuid.uuid4().hex[:6]}"
         self.nodes = [NodeRun(n) for n in self.topology.nodes]
+
+    @property
+    def addresses(self) -> list[str]:
+        """The nodes' fixed addresses, in node order (empty: Docker picks them)."""
+        return list(self._addresses)
 
     def __enter__(self) -> "Cluster":
         return self
@@ -182,7 +190,8 @@ class Cluster:
         subnet = net.attrs["IPAM"]["Config"][0]["Subnet"]
         net.remove()
         hosts = ipaddress.ip_network(subnet).hosts()
-        self._addresses = [str(a) for _, a in zip(range(10 + len(self.nodes)), hosts)][10:]
+        picked = [str(a) for _, a in zip(range(10 + len(self.nodes)), hosts)][10:]
+        self._addresses = picked[::-1] if self.descending_addresses else picked
         return self.client.networks.create(
             self.name, driver="bridge", labels=dict(self.labels), check_duplicate=True,
             ipam=IPAMConfig(pool_configs=[IPAMPool(subnet=subnet)]))

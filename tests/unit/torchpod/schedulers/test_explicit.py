@@ -20,4 +20,6 @@ class TestExplicit(DetectorCases):
     refused_later = {
         'explicit_multi_node_without_endpoint':
             'the endpoint is checked after detection (resolve.decide_endpoint)',
+        'jobset_example_master_flags_without_nnodes':
+            'the node count is checked after detection, against every detector\'s markers (resolve.decide_nnodes)',
     }

@@ -1,0 +1,50 @@
+"""torch's ranks are the nodes torchpod names: twelve containers per scheduler, and two
+nodes named by addresses that sort against their order. Every rank reports RANK,
+GROUP_RANK and its hostname; each must equal what `torchpod run` printed on that node
+("node N of 12 (group rank N)"), which is what `torchpod plan` says there.
+
+Without torchpod's order, torch's c10d rendezvous sorts the nodes' addresses as text:
+``job-worker-10`` would be group rank 2 of 12, and the node at the higher address of two
+would be rank 1 however the scheduler numbered it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from cluster_helpers import EXAMPLES, assert_group
+
+LAUNCH = re.compile(r"torchpod: [\w-]+: node (\d+) of (\d+) \(group rank (\d+)\)")
+
+
+def _check(nodes: int) -> list[str]:
+    return [f"{EXAMPLES}/allreduce_check.py", "--expect-world", str(nodes), "--expect-nodes", str(nodes)]
+
+
+def assert_ranks_are_the_named_nodes(cl, results) -> None:
+    """Each container's rank (one process per node) is the node index its launcher printed."""
+    by_host = {r["hostname"]: r for r in results}
+    for run in cl.nodes:
+        said = LAUNCH.findall(cl.logs(run.node.index))
+        assert len(said) == 1, cl.logs(run.node.index)[-3000:]
+        node, _, group = (int(x) for x in said[0])
+        got = by_host[run.node.hostname]
+        assert node == group == run.node.index, (run.node.hostname, said)
+        assert (got["group_rank"], got["rank"]) == (node, node), (run.node.hostname, got)
+
+
+@pytest.mark.parametrize("scenario", ["volcano", "kubeflow", "jobset"])
+def test_twelve_nodes_rank_as_the_scheduler_numbers_them(scenario, make_cluster):
+    cl = make_cluster(scenario, 12, _check(12)).start()
+    results = assert_group(cl, cl.wait(420), world=12, nodes=12)
+    assert_ranks_are_the_named_nodes(cl, results)
+
+
+def test_nodes_named_by_addresses_that_sort_against_their_order(make_cluster):
+    """SkyPilot names nodes by IP (SKYPILOT_NODE_IPS, head first); node 0 gets the higher
+    address, so its address sorts after node 1's."""
+    cl = make_cluster("skypilot", 2, _check(2), descending_addresses=True).start()
+    assert cl.addresses[0] > cl.addresses[1], cl.addresses  # as text, the order torch sorts by
+    results = assert_group(cl, cl.wait(180), world=2, nodes=2)
+    assert_ranks_are_the_named_nodes(cl, results)
