@@ -23,6 +23,7 @@ the keys' order. Pure: this module only parses and writes keys.
 from __future__ import annotations
 
 import re
+import zlib
 
 from .errors import InputError
 
@@ -45,9 +46,26 @@ def parse_order(source: str, value: str) -> tuple[int, ...]:
     return tuple(int(part) for part in value.split("."))
 
 
+# the levels of topology an order key holds before the node index (the grammar's 8 parts)
+MAX_DOMAIN_LEVELS = 7
+
+
+def domain_order(domains: tuple[str, ...], node: int) -> tuple[int, ...]:
+    """The key of a node inside nested topology ``domains`` (top first: a block, a spine,
+    a leaf switch): one number per level, then the node index. A level's number names its
+    whole path (``top.leaf1``), the same on every node that shares it, so nodes of one
+    domain sort next to each other at every level; the domains' own order is that of the
+    numbers (a CRC-32 of the path), not of their names. Only the innermost
+    MAX_DOMAIN_LEVELS levels count: the levels above them hold every node of the job
+    anyway. Two paths whose numbers collide merge into one domain, which only loosens the
+    grouping."""
+    paths = [".".join(domains[: i + 1]) for i in range(len(domains))][-MAX_DOMAIN_LEVELS:]
+    return (*(zlib.crc32(path.encode()) % 10**9 for path in paths), node)
+
+
 def order_text(order: tuple[int, ...]) -> str:
     """The key as the rendezvous config carries it."""
     return ".".join(str(part) for part in order)
 
 
-__all__ = ["ORDER_KEY", "ORDERED_BACKENDS", "parse_order", "order_text"]
+__all__ = ["ORDER_KEY", "ORDERED_BACKENDS", "MAX_DOMAIN_LEVELS", "domain_order", "parse_order", "order_text"]

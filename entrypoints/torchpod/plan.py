@@ -48,6 +48,7 @@ class LaunchPlan:
     # rendezvous, and how torch assigns ranks in this job (resolve.decide_ranks)
     group_rank: int | None = None
     rank_order: str = ""
+    domains: tuple[str, ...] = ()  # this node's topology domains, top first (Slurm's switches)
 
     @property
     def torchrun_args(self) -> list[str]:
@@ -171,6 +172,7 @@ def to_dict(plan: LaunchPlan, python: str) -> dict:
         "version": __version__,
         "group_rank": plan.group_rank,
         "rank_order": plan.rank_order,
+        "domains": list(plan.domains),
     }
 
 

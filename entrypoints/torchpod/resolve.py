@@ -22,7 +22,7 @@ from .errors import InputError
 from .fabric import detect_fabric
 from .gpus import default_nproc
 from .options import Given, UserOptions, read_user_options
-from .order import ORDER_KEY, ORDERED_BACKENDS, order_text, parse_order
+from .order import ORDER_KEY, ORDERED_BACKENDS, domain_order, order_text, parse_order
 from .plan import LaunchPlan
 from .schedulers.common import LOOPBACK, Detection, Facts, stable_id
 from .supervise import FORWARDED_NAMES, TERMINATING_NAMES
@@ -218,9 +218,11 @@ class Ranks:
     how: str
 
 
-def decide_ranks(user: UserOptions, backend: str, nnodes: NodeCount, node: int | None) -> Step[Ranks]:
+def decide_ranks(user: UserOptions, backend: str, nnodes: NodeCount, node: int | None,
+                 det: Detection | None = None) -> Step[Ranks]:
     """The node index as c10d's order (torchpod.order), so that torch's group rank is the
-    node torchpod names; the user's own ``torchpod_order`` over it."""
+    node torchpod names; the scheduler's topology domains before it, so that the nodes of
+    one domain take contiguous ranks; the user's own ``torchpod_order`` over both."""
     given = dict(user.rdzv_conf.value).get(ORDER_KEY) if user.rdzv_conf is not None else None
     if given is not None and user.rdzv_conf is not None:
         source = f"{user.rdzv_conf.source} {ORDER_KEY}"
@@ -239,6 +241,11 @@ def decide_ranks(user: UserOptions, backend: str, nnodes: NodeCount, node: int |
         return Step(Ranks(None, None, "torch's c10d order: the nodes' addresses, sorted as text"),
                     ("group ranks follow the nodes' addresses sorted as text (torch's c10d order): "
                      "no scheduler index is known here",))
+    if det is not None and det.domains:
+        path = ".".join(det.domains)
+        return Step(Ranks(domain_order(det.domains, node), None,
+                          f"topology first (domain {path} from {det.domain_source}), then node index: "
+                          "the nodes of one domain take contiguous ranks"))
     if nnodes.lo != nnodes.hi:
         return Step(Ranks((node,), None, "node index order among the nodes of each round"))
     return Step(Ranks((node,), node, "node index (torchpod.torchrun orders c10d by it)"))
@@ -343,7 +350,7 @@ def resolve(env: Mapping[str, str], facts: Facts, inv: Invocation) -> LaunchPlan
     rdzv = take(decide_endpoint(det, user, nnodes, backend))
     local_addr = take(decide_local_addr(det, user, place, rdzv))
     rdzv_id = take(decide_rdzv_id(det, user, rdzv.endpoint))
-    ranks = take(decide_ranks(user, backend, nnodes, place.node_rank))
+    ranks = take(decide_ranks(user, backend, nnodes, place.node_rank, det))
     conf = take(decide_conf(env, det, user, backend, place.node_rank, ranks.order))
     max_restarts = take(decide_restarts(det, user))
     nproc = take(decide_nproc(env, det, user, facts))
@@ -355,6 +362,7 @@ def resolve(env: Mapping[str, str], facts: Facts, inv: Invocation) -> LaunchPlan
         node_rank=place.node_rank,
         group_rank=ranks.group_rank,
         rank_order=ranks.how,
+        domains=det.domains,
         nproc_per_node=nproc,
         rdzv_backend=backend,
         rdzv_endpoint=rdzv.endpoint,

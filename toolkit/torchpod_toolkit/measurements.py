@@ -419,6 +419,27 @@ def _kube(r: Result) -> list[Row]:
     return [(what, figure, "`python bench/kube.py --repeats 3`")]
 
 
+def _ranks(r: Result) -> list[Row]:
+    """The largest job's rack crossings for each layout and rack size (bench/ranks.py)."""
+    largest: dict[tuple[str, int], tuple[int, ...]] = {}
+    rows = r.items("rows", list)
+    top = max(r.count("nodes", r.mapping(row, f"rows.{i}"), f"rows.{i}") for i, row in enumerate(rows))
+    for i, row in enumerate(rows):
+        where = f"rows.{i}"
+        if r.count("nodes", row, where) != top:
+            continue
+        key = (r.text("layout", row, where), r.count("rack_size", row, where))
+        largest[key] = tuple(r.count(f"rack_{how}", row, where) for how in ("torch", "index", "torchpod", "min"))
+    cells = "; ".join(f"{layout}, racks of {size}: {t} / {ix} / **{tp}** (minimum {low})"
+                      for (layout, size), (t, ix, tp, low) in sorted(largest.items()))
+    met = all(tp == low for _, _, tp, low in largest.values())
+    what = (f"ring edges between racks at {top:,} nodes (blocks of {r.count('racks_per_block')} racks, nodes "
+            "scattered over a larger cluster): torch's own c10d order (addresses as text) / the scheduler's "
+            "index / torchpod's order when the scheduler names each node's domains; the minimum is one per rack")
+    return [(what, cells + ("; torchpod at the minimum in every layout" if met else ""),
+             f"`python bench/ranks.py --seed {r.count('seed')}`")]
+
+
 # One entry per result file, in the table's order; a file with no entry is an error, so
 # a new bench cannot be committed without its row.
 ROWS: dict[str, Callable[[Result], list[Row]]] = {
@@ -434,6 +455,7 @@ ROWS: dict[str, Callable[[Result], list[Row]]] = {
     "rebuild.json": _rebuild,
     "loop.json": _loop,
     "kube.json": _kube,
+    "ranks.json": _ranks,
 }
 
 

@@ -88,6 +88,10 @@ class Detection:
     # node to torchrun, which the resolver refuses where a platform marks a multi-node job.
     count_from_user: bool = False
     count_source: str = ""  # the flags that described the job, for that refusal
+    # This node's topology domains, top first (a Slurm switch path), and where they came
+    # from: nodes of one domain take contiguous group ranks (torchpod.order.domain_order).
+    domains: tuple[str, ...] = ()
+    domain_source: str = ""
 
 
 def int_var(env: Env, name: str, *, minimum: int = 0, hint: str = "") -> int | None:

@@ -6,7 +6,10 @@ VARIABLES", and `src/common/env.c`): SLURM_JOB_ID, SLURM_JOB_NODELIST (compresse
 SLURM_STEP_NODELIST, SLURM_STEP_NUM_NODES, SLURM_STEP_TASKS_PER_NODE (``4(x2)``),
 SLURM_NODEID (this node's index within the step), SLURM_LOCALID (the task's index on
 its node), SLURM_GPUS_ON_NODE, SLURM_GPUS_PER_NODE (``--gpus-per-node`` verbatim: ``4``,
-``a100:4``, ``a100:2,v100:2``).
+``a100:4``, ``a100:2,v100:2``). With the topology/tree plugin, SLURM_TOPOLOGY_ADDR names
+the switches from the top one down to the leaf, then the node, joined by ``.``, and
+SLURM_TOPOLOGY_ADDR_PATTERN names each component ``switch`` or ``node`` (srun.1; Slurm 22.05
+src/plugins/topology/tree/topology_tree.c, topo_get_node_addr): the node's domains.
 """
 
 from __future__ import annotations
@@ -247,6 +250,35 @@ def _node_index(env: Env, facts: Facts, hosts: tuple[str, ...], list_var: tuple[
     return found, (f"node index {found} from matching hostname {facts.hostname!r}",)
 
 
+# a switch name as topology.conf may spell it: printable ASCII without the separators
+_SWITCH = re.compile(r"[!-~]{1,128}", re.ASCII)
+_TOPOLOGY_FORM = ("expected SLURM_TOPOLOGY_ADDR as switch names then the node name, joined by '.', "
+                  "and SLURM_TOPOLOGY_ADDR_PATTERN as that many of switch then node (e.g. "
+                  "'top.leaf1.c3' and 'switch.switch.node'), as Slurm's topology/tree plugin sets them")
+
+
+def topology(env: Env) -> tuple[str, ...]:
+    """This node's switches, top first, from the topology/tree plugin's variables; () when
+    Slurm sets none (no topology plugin). A pattern that does not describe the address is
+    one line: a wrong grouping would cost every collective silently."""
+    addr = get(env, "SLURM_TOPOLOGY_ADDR")
+    pattern = get(env, "SLURM_TOPOLOGY_ADDR_PATTERN")
+    if addr is None and pattern is None:
+        return ()
+    if addr is None or pattern is None:
+        name, value = addr or pattern or ("", "")
+        raise InputError(f"{name}={value!r} is set without its pair; {_TOPOLOGY_FORM}")
+    kinds = pattern[1].strip().split(".")
+    switches = len(kinds) - 1
+    parts = addr[1].strip().split(".", switches)  # a node name may hold '.' itself
+    if kinds[-1] != "node" or any(k != "switch" for k in kinds[:-1]) or len(parts) != switches + 1 \
+            or not all(_SWITCH.fullmatch(p) and "," not in p for p in parts[:-1]) or not parts[-1]:
+        shown = addr[1] if len(addr[1]) <= 80 else addr[1][:80] + "..."
+        raise InputError(f"SLURM_TOPOLOGY_ADDR={shown!r} with SLURM_TOPOLOGY_ADDR_PATTERN="
+                         f"{pattern[1][:80]!r} is not a switch path; {_TOPOLOGY_FORM}")
+    return tuple(parts[:-1])
+
+
 def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
     job = get(env, *MARKERS)
     job_id = job[1] if job else ""
@@ -278,6 +310,9 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
             "SLURM_STEP_ID unset: if this is the batch script, only this node runs; start "
             "one launcher per node with `srun --ntasks-per-node=1 torchpod run ...`"
         )
+    switches = topology(env)
+    if switches:
+        notes.append(f"topology: switches {'.'.join(switches)} from SLURM_TOPOLOGY_ADDR")
     port, port_notes = rdzv_port(env)
     nproc, nproc_var = gpus_from_env(env)
     if nproc is not None:
@@ -294,4 +329,6 @@ def detect(env: Env, facts: Facts, user: UserOptions) -> Detection:
         local_addr=hosts[index],
         nproc_per_node=nproc,
         notes=tuple(notes) + port_notes,
+        domains=switches,
+        domain_source="SLURM_TOPOLOGY_ADDR" if switches else "",
     )

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from torchpod.errors import InputError
 from torchpod.options import read_user_options
-from torchpod.order import ORDER_KEY, order_text, parse_order
+from torchpod.order import MAX_DOMAIN_LEVELS, ORDER_KEY, domain_order, order_text, parse_order
 from torchpod.resolve import decide_ranks
 from torchpod.torchrun_flags import split_command_line
 from torchpod.values import NodeCount
@@ -77,3 +77,28 @@ def test_the_users_own_order_is_checked_and_kept():
         decide_ranks(_user("--rdzv-conf", f"{ORDER_KEY}=x"), "c10d", NodeCount.exactly(8), 5)
     with pytest.raises(InputError, match="expected it only with --rdzv-backend c10d or etcd-v2"):
         decide_ranks(_user("--rdzv-conf", f"{ORDER_KEY}=1"), "static", NodeCount.exactly(8), 5)
+
+
+def test_a_domain_path_is_one_number_per_level_then_the_index():
+    key = domain_order(("top", "sw-zeta"), 2)
+    assert len(key) == 3 and key[-1] == 2
+    assert key[:2] == domain_order(("top", "sw-zeta"), 0)[:2]  # shared by the domain's nodes
+    assert key[0] == domain_order(("top", "sw-alpha"), 1)[0] and key[1] != domain_order(("top", "sw-alpha"), 1)[1]
+    assert parse_order("k", order_text(key)) == key  # a key torchpod.torchrun takes back
+    deep = tuple(f"l{i}" for i in range(12))
+    assert len(domain_order(deep, 5)) == MAX_DOMAIN_LEVELS + 1  # the innermost levels only
+    assert domain_order((), 7) == (7,)
+
+
+@given(st.lists(st.sampled_from(["leaf-a", "leaf-b", "rack 3", "ü", "x" * 200]), min_size=1, max_size=40),
+       st.sampled_from(["top", "block-1"]))
+def test_sorting_by_the_key_keeps_every_domain_contiguous_and_index_ordered_inside(leaves, top):
+    keys = sorted((domain_order((top, leaf), i), leaf, i) for i, leaf in enumerate(leaves))
+    seen: list[str] = []
+    for _, leaf, _ in keys:
+        if not seen or seen[-1] != leaf:
+            assert leaf not in seen, keys  # a domain's nodes never split
+            seen.append(leaf)
+    for leaf in set(leaves):
+        inside = [i for _, name, i in keys if name == leaf]
+        assert inside == sorted(inside)

@@ -16,7 +16,7 @@ import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import docker
 
@@ -49,7 +49,15 @@ CRED_EXPIRE_S = 10
 NODE_MEMORY_MB = 2048
 
 
-def slurm_conf(nodes: list[str], cpus: int = 1, memory_mb: int = NODE_MEMORY_MB) -> str:
+def topology_conf(leaves: Mapping[str, Sequence[str]], top: str = "top") -> str:
+    """topology.conf (slurm topology.conf(5)) for the topology/tree plugin: each leaf switch
+    with its nodes, and one top switch over the leaves (a job may span leaves only below a
+    common switch)."""
+    lines = [f"SwitchName={leaf} Nodes={','.join(nodes)}" for leaf, nodes in leaves.items()]
+    return "\n".join([*lines, f"SwitchName={top} Switches={','.join(leaves)}", ""])
+
+
+def slurm_conf(nodes: list[str], cpus: int = 1, memory_mb: int = NODE_MEMORY_MB, tree: bool = False) -> str:
     """A minimal slurm.conf (22.05): munge auth, no cgroups (containers), no accounting, and
     a requeued job that starts again within seconds (CRED_EXPIRE_S; the backfill and main
     scheduler loops every 2 and 5 s instead of 30 and 60: slurm.conf(5) bf_interval and
@@ -82,6 +90,7 @@ def slurm_conf(nodes: list[str], cpus: int = 1, memory_mb: int = NODE_MEMORY_MB)
         "SlurmdTimeout=30",
         f"NodeName={','.join(nodes)} CPUs={cpus} RealMemory={memory_mb} State=UNKNOWN",
         "PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
+        *(["TopologyPlugin=topology/tree"] if tree else []),
         "",
     ])
 
@@ -125,6 +134,8 @@ class SlurmCluster:
     # extra binds in every container, as docker's volumes= takes them (runner.dev_mounts)
     volumes: Mapping[str, dict] = field(default_factory=dict)
     cpus: int = field(default_factory=lambda: os.cpu_count() or 1)  # each node's, in slurm.conf
+    # leaf switch -> its nodes: the topology/tree plugin with this topology.conf (none: no plugin)
+    leaves: Mapping[str, Sequence[str]] = field(default_factory=dict)
     name: str = ""
     containers: dict = field(default_factory=dict)
     _network: Any = None
@@ -143,8 +154,10 @@ class SlurmCluster:
         names = node_names(self.nodes)
         # every CPU the machine has, as the nodes' slurmd finds them (a node declared with more
         # is drained; with fewer, its jobs cannot show a step bound to fewer CPUs than the node)
-        files = {"/etc/slurm/slurm.conf": (slurm_conf(names, cpus=self.cpus).encode(), 0o644),
+        files = {"/etc/slurm/slurm.conf": (slurm_conf(names, cpus=self.cpus, tree=bool(self.leaves)).encode(), 0o644),
                  "/etc/munge/munge.key": (os.urandom(1024), 0o400)}
+        if self.leaves:
+            files["/etc/slurm/topology.conf"] = (topology_conf(self.leaves).encode(), 0o644)
         for host, role in [(CONTROLLER, "ctld"), *((n, "d") for n in names)]:
             c = self.client.containers.create(
                 self.image, [role], name=f"{self.name}-{host}", hostname=host, labels=dict(self.labels),

@@ -31,3 +31,11 @@ def test_slurm_conf_lets_a_requeued_job_start_again_within_seconds():
     assert f"AuthInfo=cred_expire={slurm.CRED_EXPIRE_S}" in conf and 5 <= slurm.CRED_EXPIRE_S < 120
     assert "SchedulerParameters=bf_interval=2,sched_interval=5" in conf
     assert not any(line.startswith(("JobRequeue=0", "JobFileAppend")) for line in conf)
+
+
+def test_a_tree_topology_is_a_plugin_line_and_a_switch_per_leaf_under_one_top():
+    assert "TopologyPlugin" not in slurm.slurm_conf(["c1"])
+    assert "TopologyPlugin=topology/tree" in slurm.slurm_conf(["c1", "c2"], tree=True).splitlines()
+    text = slurm.topology_conf({"sw-zeta": ["c1", "c3"], "sw-alpha": ["c2", "c4"]})
+    assert text.splitlines() == ["SwitchName=sw-zeta Nodes=c1,c3", "SwitchName=sw-alpha Nodes=c2,c4",
+                                 "SwitchName=top Switches=sw-zeta,sw-alpha"]
