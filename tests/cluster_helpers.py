@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 
@@ -61,3 +62,19 @@ def assert_group(cl: runner.Cluster, codes, *, world: int, nodes: int, workload:
     for i in range(len(cl.nodes)):
         assert f"torchpod: {cl.topology.scheduler}: node " in cl.logs(i), cl.logs(i)[-3000:]
     return results
+
+
+# the launch line `torchpod run` prints on every node
+LAUNCH = re.compile(r"torchpod: [\w-]+: node (\d+) of (\d+) \(group rank (\d+)\)")
+
+
+def assert_ranks_are_the_named_nodes(cl, results) -> None:
+    """Each container's rank (one process per node) is the node index its launcher printed."""
+    by_host = {r["hostname"]: r for r in results}
+    for run in cl.nodes:
+        said = LAUNCH.findall(cl.logs(run.node.index))
+        assert len(said) == 1, cl.logs(run.node.index)[-3000:]
+        node, _, group = (int(x) for x in said[0])
+        got = by_host[run.node.hostname]
+        assert node == group == run.node.index, (run.node.hostname, said)
+        assert (got["group_rank"], got["rank"]) == (node, node), (run.node.hostname, got)

@@ -9,6 +9,7 @@
 # Submit: qsub ddp.pbs-pals.sh   (container runtime: apptainer; Cray PALS mpiexec)
 # Shared: every node must see, at the same path, the submit directory; the SIF written there (or TORCHPOD_SIF); $PBS_NODEFILE, bound into the container
 # Rendezvous: c10d on node 0, port 29400; torchpod derives it from the scheduler
+# Ranks: torch's group rank is the node index (torchpod orders the rendezvous by it)
 # Fabric: TORCHPOD_PRESET=hpe-slingshot-gh200; the launcher applies that shape's NCCL settings
 # Net plugin: bound in from the host, where the launcher looks for it: /home/user/software/aws-ofi-nccl-1.14.0/lib -> /opt/torchpod/site/lib, /opt/cray/libfabric -> /opt/cray/libfabric, /usr/lib64/libcxi.so.1 -> /opt/torchpod/site/deps/libcxi.so.1; add the plugin's other dependencies under /opt/torchpod/site/deps
 # Regenerate: invoke manifests --scheduler pbs-pals --nodes 2 --image registry.example.com/torchpod/pytorch:2.13.0-cuda13.0 --gpus-per-node 4 --name ddp --preset hpe-slingshot-gh200 --runtime apptainer --site-lib /home/user/software/aws-ofi-nccl-1.14.0/lib -- /opt/torchpod/examples/ddp_resnet.py --steps 200

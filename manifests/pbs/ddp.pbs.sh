@@ -9,6 +9,7 @@
 # Submit: qsub ddp.pbs.sh   (container runtime: apptainer; pbsdsh)
 # Shared: every node must see, at the same path, the submit directory; the SIF written there (or TORCHPOD_SIF); pbsdsh's task statuses there; $PBS_NODEFILE, bound into the container
 # Rendezvous: c10d on node 0, port 29400; torchpod derives it from the scheduler
+# Ranks: torch's group rank is the node index (torchpod orders the rendezvous by it)
 # Regenerate: invoke manifests --scheduler pbs --nodes 2 --image registry.example.com/torchpod/pytorch:2.13.0-cuda13.0 --gpus-per-node 4 --name ddp --runtime apptainer -- /opt/torchpod/examples/ddp_resnet.py --steps 200
 set -euo pipefail
 cd "$PBS_O_WORKDIR"

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from cluster_helpers import EXAMPLES, assert_group
+from cluster_helpers import EXAMPLES, assert_group, assert_ranks_are_the_named_nodes
 
 READY = b"ready to serve client requests"
 
@@ -61,4 +61,6 @@ def test_etcd_v2_two_jobs_share_one_etcd_and_never_join(make_cluster, etcd, shar
     ra = assert_group(a, a.wait(180), world=2, nodes=2)
     rb = assert_group(b, b.wait(180), world=2, nodes=2)
     assert ra[0]["run_id"] != rb[0]["run_id"]
+    for cluster, results in ((a, ra), (b, rb)):  # torch's etcd-v2 handler takes torchpod's order too
+        assert_ranks_are_the_named_nodes(cluster, results)
     assert set(ra[0]["hosts"]).isdisjoint(rb[0]["hosts"])

@@ -9,29 +9,13 @@ would be rank 1 however the scheduler numbered it."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
-from cluster_helpers import EXAMPLES, assert_group
-
-LAUNCH = re.compile(r"torchpod: [\w-]+: node (\d+) of (\d+) \(group rank (\d+)\)")
+from cluster_helpers import EXAMPLES, assert_group, assert_ranks_are_the_named_nodes
 
 
 def _check(nodes: int) -> list[str]:
     return [f"{EXAMPLES}/allreduce_check.py", "--expect-world", str(nodes), "--expect-nodes", str(nodes)]
-
-
-def assert_ranks_are_the_named_nodes(cl, results) -> None:
-    """Each container's rank (one process per node) is the node index its launcher printed."""
-    by_host = {r["hostname"]: r for r in results}
-    for run in cl.nodes:
-        said = LAUNCH.findall(cl.logs(run.node.index))
-        assert len(said) == 1, cl.logs(run.node.index)[-3000:]
-        node, _, group = (int(x) for x in said[0])
-        got = by_host[run.node.hostname]
-        assert node == group == run.node.index, (run.node.hostname, said)
-        assert (got["group_rank"], got["rank"]) == (node, node), (run.node.hostname, got)
 
 
 @pytest.mark.parametrize("scenario", ["volcano", "kubeflow", "jobset"])

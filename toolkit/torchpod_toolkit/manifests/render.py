@@ -137,6 +137,19 @@ def shared_paths(spec: JobSpec) -> list[str]:
     return lines
 
 
+def ranks_line(spec: JobSpec, kind: jobs.JobKind) -> str:
+    """How torch will number this job's nodes: torchpod orders its c10d or etcd-v2
+    rendezvous by the node index (the launcher's torchpod.order), after the topology the
+    kind's nodes are told, if any; an elastic job's rounds rank the nodes that came."""
+    first = f"{kind.rank_domains}, then " if kind.rank_domains else ""
+    if spec.min_nodes is not None:
+        return (f"Ranks: each round ranks the nodes that joined by {first}node index (torchpod orders the "
+                "rendezvous); a node's rank is known once its round forms")
+    if kind.rank_domains:
+        return f"Ranks: by {first}node index (torchpod orders the rendezvous): one domain's nodes are contiguous"
+    return "Ranks: torch's group rank is the node index (torchpod orders the rendezvous by it)"
+
+
 def header(spec: JobSpec, filename: str) -> list[str]:
     gpus = f"{spec.gpus_per_node} GPUs" if spec.gpus_per_node else "CPU only"
     kind = jobs.kind(spec.scheduler)
@@ -153,6 +166,7 @@ def header(spec: JobSpec, filename: str) -> list[str]:
         lines.append(f"Rendezvous: etcd-v2 at {spec.etcd_endpoint} ({where}; it must serve the v2 API)")
     else:
         lines.append(f"Rendezvous: c10d on node 0, port {spec.port}; torchpod derives it from the scheduler")
+    lines.append(ranks_line(spec, kind))
     if spec.rdma == "hostnetwork":
         lines.append("RDMA: hostNetwork + /dev/infiniband from the host (OKE style); "
                      "NICs and GIDs as the host has them")

@@ -215,3 +215,16 @@ def test_a_kind_that_runs_the_image_itself_takes_only_its_runtimes(kind):
 def test_an_unknown_runtime_is_one_error_naming_the_flag():
     with pytest.raises(InputError, match=r"--runtime='singularity' is unknown; expected one of apptainer, "):
         check(JobSpec("slurm", 2, IMAGE, ("t.py",), runtime="singularity"))
+
+
+def test_the_header_says_how_torch_will_rank_the_nodes_for_every_kind_and_rendezvous():
+    for kind in jobs.KINDS:
+        for rdzv in ({}, {"rdzv": "etcd", "etcd_endpoint": "etcd.example.com:2379"}):
+            request = check(JobSpec(kind.name, 2, IMAGE, ("train.py",), **rdzv))
+            (line,) = [ln for ln in render.header(request, "f") if ln.startswith("# Ranks: ")]
+            assert "node index (torchpod orders the rendezvous" in line, (kind.name, line)
+            assert ("switch path" in line) is bool(kind.rank_domains), (kind.name, line)
+    for kind in (k for k in jobs.KINDS if k.node_range):
+        request = check(JobSpec(kind.name, 4, IMAGE, ("train.py",), min_nodes=2))
+        (line,) = [ln for ln in render.header(request, "f") if ln.startswith("# Ranks: ")]
+        assert line.startswith("# Ranks: each round ranks the nodes that joined by node index"), (kind.name, line)

@@ -45,6 +45,9 @@ class JobKind:
     step_gpus: bool = False  # its job step names the GPUs by global id (Slurm's SLURM_STEP_GPUS)
     # What the job's file can say; an option needing one of these is refused elsewhere (spec).
     node_range: bool = False  # --nodes MIN:MAX: the job runs on fewer nodes than it asks for
+    # the topology its nodes are told, which orders the ranks before the node index
+    # (torchpod.order.domain_order), as the header says it; "": ranks follow the node index
+    rank_domains: str = ""
     mnnvl: Optional[str] = None  # --mnnvl: the operator release whose CRD carries the claim
     no_mnnvl: str = ""  # a Kubernetes kind without mnnvl: why its pods cannot carry the claim
     queue: bool = False  # --queue: a queue or partition

@@ -12,4 +12,5 @@ from .record import JobKind
 KIND = JobKind("slurm", "slurm", RDZV_PORT_DEFAULT, "slurm", None, None, "sbatch", "sbatch", "slurm_script",
                forwards=SCHEDULER_VARS["slurm"], job_id="SLURM_JOB_ID", step_gpus=True,
                queue=True, batch=True, qos=True, requeue=True,
-               shared_dir=True, order=90)
+               shared_dir=True, rank_domains="the switch path of Slurm's topology/tree plugin, where the site runs it",
+               order=90)
