@@ -269,7 +269,29 @@ def assert_one_group(cluster: Cluster, namespace: str, world: int, nodes: int) -
     assert all(r["nodes"] == nodes and len(set(r["hosts"])) == nodes for r in results), results
     assert len({r["run_id"] for r in results}) == 1, "ranks saw different rendezvous ids"
     assert len({r.pod for r in done}) == nodes, text[-12000:]
+    assert_ranks_follow_the_named_nodes(done, text)
     return results
+
+
+# what `torchpod run` prints on every node: its node index, and the group rank torch will
+# give it where that is known before the rendezvous (not in an elastic job)
+LAUNCHED = re.compile(r"torchpod: [\w-]+: node (\d+) of [\d:]+(?: \(group rank (\d+)\))?,")
+
+
+def assert_ranks_follow_the_named_nodes(done: Sequence[Ran], text: str) -> None:
+    """Each pod's ranks sit on the node its launcher named: the group rank it printed, and in
+    any job the group ranks in the order of the node indexes."""
+    named = []
+    for run in done:
+        said = LAUNCHED.findall(run.log)
+        assert len(said) == 1, f"{run.pod}: {said}\n{run.log[-3000:]}"
+        node, group = int(said[0][0]), said[0][1]
+        ranks = {res["group_rank"] for res in parse_results(run.log) if res.get("workload") == "allreduce_check"}
+        assert len(ranks) == 1, (run.pod, ranks)
+        if group:
+            assert ranks == {int(group)} == {node}, (run.pod, said, ranks)
+        named.append((node, ranks.pop()))
+    assert [g for _, g in sorted(named)] == sorted(g for _, g in named), (named, text[-6000:])
 
 
 def bound(cluster: Cluster, namespace: str) -> list[str]:
