@@ -1,5 +1,5 @@
-"""torch's ranks are the nodes torchpod names: twelve containers per scheduler, and two
-nodes named by addresses that sort against their order. Every rank reports RANK,
+"""torch's ranks are the nodes torchpod names: twelve containers per scheduler, a
+LeaderWorkerSet group of four, and two nodes named by addresses that sort against their order. Every rank reports RANK,
 GROUP_RANK and its hostname; each must equal what `torchpod run` printed on that node
 ("node N of 12 (group rank N)"), which is what `torchpod plan` says there.
 
@@ -18,10 +18,12 @@ def _check(nodes: int) -> list[str]:
     return [f"{EXAMPLES}/allreduce_check.py", "--expect-world", str(nodes), "--expect-nodes", str(nodes)]
 
 
-@pytest.mark.parametrize("scenario", ["volcano", "kubeflow", "jobset"])
-def test_twelve_nodes_rank_as_the_scheduler_numbers_them(scenario, make_cluster):
-    cl = make_cluster(scenario, 12, _check(12)).start()
-    results = assert_group(cl, cl.wait(420), world=12, nodes=12)
+# twelve pods: torch alone would rank the eleventh (-10) third; a LeaderWorkerSet group of
+# four: torch alone would rank its leader (grp-0.grp) after its workers (grp-0-1.grp, ...)
+@pytest.mark.parametrize("scenario, nodes", [("volcano", 12), ("kubeflow", 12), ("jobset", 12), ("lws", 4)])
+def test_every_node_ranks_as_the_scheduler_numbers_it(scenario, nodes, make_cluster):
+    cl = make_cluster(scenario, nodes, _check(nodes)).start()
+    results = assert_group(cl, cl.wait(420), world=nodes, nodes=nodes)
     assert_ranks_are_the_named_nodes(cl, results)
 
 
