@@ -13,7 +13,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,13 +57,13 @@ class Cluster:
 
 
 def start(kube: Kube, docker_client: Any, image: str, session_id: str, tmp_path_factory: Any,
-          names: Sequence[str]) -> Iterator[Cluster]:
-    """A module fixture's body: three nodes and the operators ``names`` on the module's plane,
-    stopped after the module."""
+          names: Sequence[str], node_labels: Mapping[str, Mapping[str, str]] | None = None) -> Iterator[Cluster]:
+    """A module fixture's body: three nodes (``node_labels``: each one's --node-labels) and
+    the operators ``names`` on the module's plane, stopped after the module."""
     kubectl = operators.Kubectl(kube.plan.bindir / "kubectl", kube.plane.kubeconfig)
     running: list[operators.Running] = []
     nodes = kubelet_mod.Kubelet(kube.plane, docker_client, nodes=NODES, labels={LABEL: label_value(session_id)},
-                                version=kube.plan.kubernetes).start()
+                                version=kube.plan.kubernetes, node_labels=node_labels).start()
     try:
         for name in names:
             plan = require_operator(name)
@@ -99,16 +99,19 @@ class Ran:
 
 
 def submit(cluster: Cluster, scheduler: str, name: str, nodes: int, command: tuple[str, ...] = (),
+           edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
            **options: Any) -> dict[str, Any]:
     """torchpod's render for ``scheduler`` written to a file and applied as written, in a new
     namespace ``name`` labelled with the Pod Security level the render's header states. The
-    command is the allreduce check unless ``command`` names another."""
+    command is the allreduce check unless ``command`` names another; ``edit`` changes the
+    objects first, as a user adds what the render does not say (a queue, say)."""
     check = command or (f"{EXAMPLES}/allreduce_check.py", "--expect-world", str(nodes), "--expect-nodes", str(nodes))
     options = {"gpus_per_node": 0, **options}
     (out,) = [o for o in render(JobSpec(scheduler, nodes, cluster.image, check, name=name, namespace=name,
                                         **options)) if o.name.endswith(".yaml")]
     path = cluster.folder / out.name
-    path.write_text(out.text)
+    path.write_text(out.text if edit is None else
+                    yaml.safe_dump_all(edit([d for d in yaml.safe_load_all(out.text) if d]), sort_keys=False))
     level = LEVEL.search(out.text)
     assert level, f"the render names no Pod Security level:\n{out.text[:600]}"
     cluster.kube.namespace(name)

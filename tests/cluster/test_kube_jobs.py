@@ -42,20 +42,26 @@ from kube_jobs import (
     bound,
     condition,
     first_success,
+    hostname,
     runs,
     start,
     submit,
     wait,
 )
 
-OPERATORS = ("training-operator", "jobset", "lws", "trainer")
+OPERATORS = ("training-operator", "jobset", "lws", "trainer", "kueue")
+# The nodes' topology, as a site labels its nodes for Kueue's topology-aware scheduling: two
+# blocks, named so that node order is not topology order (nodes 0 and 2 share block-b).
+BLOCK, POOL = "cloud.example.com/block", "cloud.example.com/pool"
+BLOCKS = {"torchpod-node-0": "block-b", "torchpod-node-1": "block-a", "torchpod-node-2": "block-b"}
 
 
 @pytest.fixture(scope="module")
 def cluster(kube, docker_client, cluster_image, session_id, tmp_path_factory) -> Iterator[Cluster]:
-    """Three nodes and Kubeflow's training-operator, Trainer, JobSet and LeaderWorkerSet on
-    the module's plane, stopped after the module."""
-    yield from start(kube, docker_client, cluster_image, session_id, tmp_path_factory, OPERATORS)
+    """Three nodes in two blocks and Kubeflow's training-operator, Trainer, JobSet,
+    LeaderWorkerSet and Kueue on the module's plane, stopped after the module."""
+    labels = {node: {BLOCK: block, POOL: "tas"} for node, block in BLOCKS.items()}
+    yield from start(kube, docker_client, cluster_image, session_id, tmp_path_factory, OPERATORS, labels)
 
 
 # training-operator v1.8.1 gives each Worker pod of a job with a Master its init container
@@ -113,6 +119,82 @@ def test_a_jobset_of_three_nodes_trains_to_completed(cluster):
          condition(cluster, "js", "jobsets.jobset.x-k8s.io", "js", "Completed"))
     assert_one_group(cluster, "js", world=NODES, nodes=NODES)
     assert_model_agrees(cluster, "js", job["path"])
+
+
+KUEUE = "kueue.x-k8s.io/v1beta2"
+
+
+def kueue_queues(cluster: Cluster) -> None:
+    """A Topology of the nodes' block and hostname labels, a ResourceFlavor on it and a
+    ClusterQueue with room for any job here (kueue v0.17.0, apis/kueue/v1beta2; the
+    topology-aware scheduling guide's objects)."""
+    objects = [
+        {"apiVersion": KUEUE, "kind": "Topology", "metadata": {"name": "blocks"},
+         "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": "kubernetes.io/hostname"}]}},
+        {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "tas"},
+         "spec": {"nodeLabels": {POOL: "tas"}, "topologyName": "blocks"}},
+        {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": "tas"},
+         "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [
+             {"name": "tas", "resources": [{"name": "cpu", "nominalQuota": "100"},
+                                           {"name": "memory", "nominalQuota": "1000Gi"}]}]}]}},
+    ]
+    path = cluster.folder / "kueue-queues.yaml"
+    path.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+    cluster.kube.kubectl("apply", "--server-side", "-f", str(path))
+
+
+def queued_by_block(namespace: str, cpu: str) -> Any:
+    """An edit of a rendered JobSet: its LocalQueue first, the JobSet in that queue with
+    Kueue's preferred topology level the block (kueue.x-k8s.io/queue-name and
+    kueue.x-k8s.io/podset-preferred-topology), and each pod asking for ``cpu`` CPUs, more
+    than half a node's, so that each node holds one pod."""
+    def edit(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        queue = {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "tas", "namespace": namespace},
+                 "spec": {"clusterQueue": "tas"}}
+        for doc in docs:
+            if doc["kind"] != "JobSet":
+                continue
+            doc["metadata"].setdefault("labels", {})["kueue.x-k8s.io/queue-name"] = "tas"
+            for rjob in doc["spec"]["replicatedJobs"]:
+                pod = rjob["template"]["spec"]["template"]
+                pod.setdefault("metadata", {}).setdefault("annotations", {})[
+                    "kueue.x-k8s.io/podset-preferred-topology"] = BLOCK
+                for container in pod["spec"]["containers"]:
+                    container["resources"]["requests"]["cpu"] = container["resources"]["limits"]["cpu"] = cpu
+        return [queue, *docs]
+    return edit
+
+
+def test_kueue_places_a_jobset_by_block_and_each_pod_ranks_as_its_index(cluster):
+    """Kueue v0.17.0's topology-aware scheduling admits a JobSet of three, one pod per node,
+    preferring one block: two pods go to block-b, one to block-a, and Kueue gives the pod
+    indexes to the blocks in order (its rank-based ordering for JobSet pods), so the ranks
+    torchpod gives (the pod index) keep each block's nodes together: each block's ranks are
+    one run of consecutive numbers. Node names do not follow the blocks (node 1 is block-a)."""
+    kueue_queues(cluster)
+    submit(cluster, "jobset", "tas", NODES, edit=queued_by_block("tas", "10"))
+    wait(cluster, "tas", "jobsets.jobset.x-k8s.io", "tas", "JobSet condition Completed",
+         condition(cluster, "tas", "jobsets.jobset.x-k8s.io", "tas", "Completed"))
+    results = assert_one_group(cluster, "tas", world=NODES, nodes=NODES)
+    pods = json.loads(cluster.kube.kubectl("-n", "tas", "get", "pods", "-o", "json").stdout)["items"]
+    node_of = {hostname(p): p["spec"]["nodeName"] for p in pods}
+    assert sorted(node_of.values()) == sorted(BLOCKS), node_of  # one pod on each node
+    blocks = [BLOCKS[node_of[r["hostname"]]] for r in sorted(results, key=lambda r: r["rank"])]
+    for block in set(blocks):
+        ranks = [rank for rank, b in enumerate(blocks) if b == block]
+        assert ranks == list(range(ranks[0], ranks[0] + len(ranks))), (blocks, node_of)
+    assert sorted(blocks) == ["block-a", "block-b", "block-b"], blocks
+    # Kueue placed them: its Workload's admission holds a topology assignment naming each node
+    # (by its lowest level, the hostname: Kueue keeps only that level when it is the node's)
+    (workload,) = json.loads(cluster.kube.kubectl("-n", "tas", "get", "workloads.kueue.x-k8s.io", "-o",
+                                                  "json").stdout)["items"]
+    (assigned,) = workload["status"]["admission"]["podSetAssignments"]
+    topology = assigned["topologyAssignment"]
+    assert topology["levels"][-1] == "kubernetes.io/hostname", topology
+    # its compact form (apis/kueue/v1beta2 TopologyAssignment: slices of values sharing a prefix)
+    names = [f"{one.get('prefix', '')}{root}{one.get('suffix', '')}" for piece in topology["slices"]
+             for one in [piece["valuesPerLevel"][-1]["individual"]] for root in one["roots"]]
+    assert sorted(names) == sorted(BLOCKS), topology
 
 
 def test_a_preflight_job_proves_the_fabric_of_a_jobset_and_names_no_slow_node(cluster):

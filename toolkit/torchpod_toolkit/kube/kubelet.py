@@ -81,12 +81,13 @@ def now_text(now: datetime.datetime | None = None, micro: bool = False) -> str:
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
 
 
-def node_object(name: str) -> dict[str, Any]:
-    """The Node as a kubelet registers it: its name and the well-known labels."""
+def node_object(name: str, extra: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The Node as a kubelet registers it: its name, the well-known labels and those of its
+    ``--node-labels`` (``extra``: a site's topology labels, say)."""
     return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/arch": ARCH,
-                                                  "kubernetes.io/os": "linux", "beta.kubernetes.io/arch": ARCH,
-                                                  "beta.kubernetes.io/os": "linux"}}}
+            "metadata": {"name": name, "labels": {**(extra or {}), "kubernetes.io/hostname": name,
+                                                  "kubernetes.io/arch": ARCH, "kubernetes.io/os": "linux",
+                                                  "beta.kubernetes.io/arch": ARCH, "beta.kubernetes.io/os": "linux"}}}
 
 
 def node_status(shape: NodeShape, address: str, hostname: str, version: str, now: str) -> dict[str, Any]:
@@ -129,8 +130,12 @@ class Kubelet:
 
     def __init__(self, plane: plane_mod.Plane, docker_client: Any, *, nodes: int = 2, prefix: str = "torchpod-node",
                  labels: Mapping[str, str] | None = None, shape: NodeShape | None = None, version: str = "v0.0.0",
-                 poll: float = 0.5) -> None:
+                 poll: float = 0.5, node_labels: Mapping[str, Mapping[str, str]] | None = None) -> None:
         self.names = [f"{prefix}-{i}" for i in range(nodes)]
+        self.node_labels = dict(node_labels or {})  # node name -> its --node-labels
+        stray = sorted(set(self.node_labels) - set(self.names))
+        if stray:
+            raise ValueError(f"node_labels names {stray}, which are not among the nodes {self.names}")
         bad = [n for n in self.names if not NODE_NAME.fullmatch(n) or len(n) > 63]
         if bad or nodes < 1:
             raise ValueError(f"node names {bad or self.names} are not DNS labels of at most 63 characters")
@@ -170,7 +175,7 @@ class Kubelet:
     def _register(self, name: str) -> None:
         client = self.clients[name]
         try:
-            node = client.create("/api/v1/nodes", node_object(name))
+            node = client.create("/api/v1/nodes", node_object(name, self.node_labels.get(name)))
         except ApiError as exc:
             if exc.status != 409:
                 raise

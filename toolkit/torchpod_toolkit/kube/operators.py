@@ -1,6 +1,6 @@
 """The real operators on a running control plane: their CRDs, RBAC and webhooks as each
 release ships them, their programs built by ``build`` from ``kube/operators/<name>/``
-(the Kubeflow training operator, JobSet, LeaderWorkerSet, Kubeflow Trainer v2, Volcano).
+(the Kubeflow training operator, JobSet, LeaderWorkerSet, Kubeflow Trainer v2, Volcano, Kueue).
 
 What is real: the binaries (each operator's own main packages at the release its module
 pins), the CRDs with their schemas, the ServiceAccounts, Roles, ClusterRoles and bindings,
@@ -136,6 +136,9 @@ class Operator:
     extra_ports: int = 0
     # Whether every program is ready; by default controller-runtime's /readyz on the health port.
     ready: Callable[[Install], bool] = lambda install: ready(install.ports.health)
+    # Kinds of the overlay not applied, besides STAND_INS: what needs a pod's network (an
+    # aggregated API's APIService, which the API server would call through a Service).
+    leave_out: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -256,6 +259,41 @@ def _trainer_prepare(install: Install) -> None:
         (served / name).write_bytes((install.certs / name).read_bytes())
 
 
+# The integrations Kueue manages here: the kinds whose operators the tests install beside it
+# (Configuration.integrations.frameworks, apis/config/v1beta2, kueue v0.17.0).
+KUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob")
+
+
+def _kueue_argv(install: Install) -> list[str]:
+    # cmd/kueue/main.go, kueue v0.17.0: --config, --feature-gates and the visibility server's
+    # port are its flags. The visibility server is an aggregated API behind a Service no node
+    # runs here: off, and its APIServices left out (Operator.leave_out).
+    return [str(install.bindir / "kueue"), f"--config={install.folder / 'kueue-config.yaml'}",
+            "--feature-gates=VisibilityOnDemand=false", f"--visibility-server-port={install.ports.status}"]
+
+
+def _kueue_prepare(install: Install) -> None:
+    """The overlay's Configuration (config/components/manager/controller_manager_config.yaml,
+    kueue v0.17.0; apis/config/v1beta2) with this host's ports, no leader election and the
+    integrations of KUEUE_FRAMEWORKS. Its cert rotator stays on: without it Kueue reads its
+    metrics certificate from a fixed path, /etc/kueue/metrics/certs (cmd/kueue/main.go); on,
+    it finds the webhook Secret the harness filled with its CA (cert.go: CAName kueue-ca, the
+    Service kueue-webhook-service), keeps it, injects the same CA into the webhooks and the
+    CRDs' conversion, and waits for the Secret's files in the webhook's certificate folder,
+    where the kubelet would mount them (open-policy-agent cert-controller v0.16.0,
+    ensureCertsMounted): the harness's certificate folder, which holds the same files."""
+    config = yaml.safe_load(install.config.get("controller_manager_config.yaml", "")) or {}
+    config["internalCertManagement"] = {"enable": True, "webhookServiceName": "kueue-webhook-service",
+                                        "webhookSecretName": "kueue-webhook-server-cert"}
+    config["webhook"] = {"port": install.ports.webhook, "host": plane.LOOPBACK, "certDir": str(install.certs)}
+    config["health"] = {**(config.get("health") or {}),
+                        "healthProbeBindAddress": f"{plane.LOOPBACK}:{install.ports.health}"}
+    config["metrics"] = {"bindAddress": "0"}
+    config["leaderElection"] = {"leaderElect": False}
+    config["integrations"] = {**(config.get("integrations") or {}), "frameworks": list(KUEUE_FRAMEWORKS)}
+    (install.folder / "kueue-config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
 # Volcano v1.10.0: three programs, each with the flags of its Deployment in
 # installer/volcano-development.yaml and of cmd/<program>/app/options/options.go, its ports
 # on loopback: the webhook server (Ports.webhook) and its TLS health server (extra[0]), the
@@ -327,6 +365,10 @@ OPERATORS: Mapping[str, Operator] = {o.name: o for o in (
               "vc-scheduler": _volcano_scheduler_argv}, prepare=_volcano_prepare,
              accounts={"vc-webhook-manager": "volcano-admission", "vc-controller-manager": "volcano-controllers",
                        "vc-scheduler": "volcano-scheduler"}, extra_ports=2, ready=_volcano_ready),
+    # config/default: namespace kueue-system, names prefixed kueue- (kueue v0.17.0); its
+    # internalcert Secret is the harness's certificate, its rotator off.
+    Operator("kueue", "config/default", "kueue-system", "kueue-ca", {"kueue": _kueue_argv},
+             prepare=_kueue_prepare, leave_out=("APIService",)),
 )}
 
 
@@ -748,7 +790,8 @@ def install(spec: Operator, plan: build.Plan, kubectl: Kubectl, started: plane.P
         raise RuntimeFailure(f"{folder} is not empty; expected a new folder for the operator {spec.name}")
     source = module_source(plan, env)
     overlay = source / spec.overlay
-    manifests = sort_manifests(render_overlay(kubectl, overlay, folder / "overlay", spec.drop))
+    manifests = sort_manifests(d for d in render_overlay(kubectl, overlay, folder / "overlay", spec.drop)
+                               if d["kind"] not in spec.leave_out)
     free = plane.free_ports(3 + spec.extra_ports)
     ports = Ports(free[0], free[1], free[2], tuple(free[3:]))
     files = make_certs(folder / "certs", spec.rotator_ca, service_hosts(manifests.webhooks),

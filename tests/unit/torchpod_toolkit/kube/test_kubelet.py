@@ -38,6 +38,14 @@ def test_node_object_status_and_lease():
     assert lease["metadata"]["ownerReferences"][0] == owner
 
 
+def test_a_nodes_own_labels_sit_beside_the_well_known_ones_which_they_cannot_replace():
+    node = kubelet.node_object("n-0", {"cloud.example.com/block": "b", "kubernetes.io/hostname": "other"})
+    labels = node["metadata"]["labels"]
+    assert labels["cloud.example.com/block"] == "b" and labels["kubernetes.io/hostname"] == "n-0"
+    with pytest.raises(ValueError, match=r"node_labels names \['n-9'\], which are not among the nodes"):
+        kubelet.Kubelet(object(), object(), nodes=2, prefix="n", node_labels={"n-9": {"a": "b"}})
+
+
 def test_times_as_the_api_writes_them():
     moment = datetime.datetime(2026, 11, 27, 4, 5, 6, 789, tzinfo=datetime.timezone.utc)
     assert kubelet.now_text(moment) == "2026-11-27T04:05:06Z"

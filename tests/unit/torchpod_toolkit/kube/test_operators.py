@@ -185,11 +185,16 @@ def test_each_operator_names_a_module_folder_programs_on_loopback(tmp_path, monk
         assert config["webhook"] == {"port": 19443, "host": "127.0.0.1", "certDir": str(tmp_path / "certs")}
         assert config["internalCertManagement"] == {"enable": False}
         assert config["leaderElection"] == {"leaderElect": False}
+    kueue = yaml.safe_load((tmp_path / "kueue-config.yaml").read_text())
+    assert kueue["webhook"] == {"port": 19443, "host": "127.0.0.1", "certDir": str(tmp_path / "certs")}
+    assert kueue["internalCertManagement"]["enable"] is True and kueue["leaderElection"] == {"leaderElect": False}
+    assert kueue["integrations"]["frameworks"] == list(operators.KUEUE_FRAMEWORKS)
+    assert kueue["metrics"] == {"bindAddress": "0"}
 
 
 def test_an_unknown_operator_is_refused_with_the_known_ones():
-    with pytest.raises(InputError, match="operator 'kueue'; expected one of: training-operator, jobset"):
-        operators.operator("kueue")
+    with pytest.raises(InputError, match="operator 'kube-batch'; expected one of: training-operator, jobset"):
+        operators.operator("kube-batch")
 
 
 def test_an_overlay_without_its_network_resources_points_into_the_module_source():
