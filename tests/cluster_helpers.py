@@ -78,3 +78,10 @@ def assert_ranks_are_the_named_nodes(cl, results) -> None:
         got = by_host[run.node.hostname]
         assert node == group == run.node.index, (run.node.hostname, said)
         assert (got["group_rank"], got["rank"]) == (node, node), (run.node.hostname, got)
+
+
+def ring_crossings(switch_of_rank: list[str]) -> int:
+    """Edges of the ring rank 0 -> 1 -> ... -> 0 whose ends sit in different domains (switches,
+    NVLink domains)."""
+    n = len(switch_of_rank)
+    return sum(switch_of_rank[r] != switch_of_rank[(r + 1) % n] for r in range(n))

@@ -49,7 +49,7 @@ from .commands import (
     main_help,
     workload_help,
 )
-from .contract import ENV_DOCTOR, ENV_PREFLIGHT, check_settings, switch
+from .contract import ENV_DOCTOR, ENV_NODE_RANK, ENV_PREFLIGHT, check_settings, switch
 from .errors import InputError, RuntimeFailure, TorchpodError, one_line
 from .facts import HELPER_TIMEOUT_S, configured_sysfs, gather_facts, gpu_count, sysfs_root, torchrun_lacks
 from .plan import REPLACES, THEN, LaunchPlan, command, preflight_first, to_json, to_shell, to_text
@@ -68,14 +68,20 @@ NO_SCRIPT = ("no script given; expected `torchpod run [TORCHRUN OPTIONS] SCRIPT 
 
 def child_env(env: Mapping[str, str], plan: LaunchPlan) -> dict[str, str]:
     """torchrun's environment: the caller's, plus the plan's additions where unset (a HOME or
-    TMPDIR the plan names replaces the unusable one: plan.REPLACES)."""
+    TMPDIR the plan names replaces the unusable one, and TORCHPOD_NODE_RANK is the plan's
+    alone: plan.REPLACES)."""
     merged = dict(env)
+    merged.pop(ENV_NODE_RANK, None)  # an outer launch's node is not this one's: the plan's, or none
     for key, value in plan.env:
         if key in REPLACES:
             merged[key] = value
         else:
             merged.setdefault(key, value)
     return merged
+
+
+def _path(domains: Sequence[str]) -> str:
+    return " > ".join(domains)
 
 
 def private_home(plan: LaunchPlan) -> None:
@@ -341,7 +347,8 @@ def run(inv: Invocation, env: dict[str, str], cwd: Path) -> int:
         raise InputError(NO_SCRIPT)
     summary = (
         f"torchpod: {plan.scheduler}: node {plan.node_rank} of {plan.nnodes}"
-        f"{f' (group rank {plan.group_rank})' if plan.group_rank is not None else ''}, "
+        f"{f' (group rank {plan.group_rank})' if plan.group_rank is not None else ''}"
+        f"{f' (ranked in domain {_path(plan.domains)})' if plan.domains else ''}, "
         f"{plan.nproc_per_node} proc/node, {plan.rdzv_backend} at {plan.rdzv_endpoint} "
         f"(id {plan.rdzv_id})"
     )

@@ -207,11 +207,15 @@ SCHEDULER_VARS: Mapping[str, tuple[str, ...]] = {
 # Toolkit), read by torchpod.gpus.
 GPU_VARS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 
-# Names torchpod writes, never reads: `torchpod plan --format shell`'s command variable, and
-# the prefix of the result line workloads print for the containers-as-nodes harness.
+# Names torchpod writes, never reads as a setting: `torchpod plan --format shell`'s command
+# variable; the node number the plan names, in the workers' environment, so that a workload
+# (torchpod.preflight) names a node as the plan did where torch's GROUP_RANK differs (a
+# topology order); and the prefix of the result line workloads print for the
+# containers-as-nodes harness.
 ENV_COMMAND = "TORCHPOD_COMMAND"
+ENV_NODE_RANK = "TORCHPOD_NODE_RANK"
 RESULT_PREFIX = "TORCHPOD_RESULT "
-OUTPUTS = (ENV_COMMAND, RESULT_PREFIX.strip())
+OUTPUTS = (ENV_COMMAND, ENV_NODE_RANK, RESULT_PREFIX.strip())
 
 
 def setting(env: Mapping[str, str], which: Setting) -> str:

@@ -1,5 +1,5 @@
 """What the machine says, asked once per command: the hostname, the GPUs `nvidia-smi`
-lists, the hosts `scontrol` expands, the sysfs root, where this user can write, and
+lists and the NVLink domain it reports, the hosts `scontrol` expands, the sysfs root, where this user can write, and
 which options the installed torchrun takes (--signals-to-handle, the ones passed through).
 
 The one impure step before the pure resolver (resolve.py): the launcher's commands and
@@ -20,8 +20,9 @@ from typing import Mapping, Sequence
 from . import home, readers
 from .contract import ENV_HOSTNAME, ENV_SYSFS_ROOT, SYSFS_ROOT_DEFAULT, setting
 from .errors import InputError, TorchpodError
+from .fabric import nvlink
 from .gpus import needs_probe
-from .schedulers import slurm
+from .schedulers import multi_node_markers_set, slurm
 from .schedulers.common import Facts
 
 # The one bound on a helper tool, for the plan's reading and the doctor's (readers.py says why).
@@ -29,7 +30,8 @@ HELPER_TIMEOUT_S = readers.HELPER_TIMEOUT_S
 
 
 def gather_facts(env: Mapping[str, str]) -> Facts:
-    """Ask the machine what the pure resolver needs: hostname, GPUs, Slurm hosts. The
+    """Ask the machine what the pure resolver needs: hostname, GPUs, NVLink domain, Slurm
+    hosts. The
     doctor takes these from here too, and reads only what it checks beyond them itself
     (doctor.gather), through the same runner and bound (readers.run_helpers).
 
@@ -37,11 +39,14 @@ def gather_facts(env: Mapping[str, str]) -> Facts:
     waits that long at most, however many of them hang."""
     hostname = setting(env, ENV_HOSTNAME) or socket.gethostname()
     nodelist = slurm.nodelist(env)
-    gpu_count, slurm_hosts, notes = _answers(readers.run_helpers(_helpers(env, nodelist)), nodelist)
+    answers = readers.run_helpers(_helpers(env, nodelist, fabric=bool(multi_node_markers_set(env))))
+    gpu_count, slurm_hosts, notes = _answers(answers, nodelist)
+    domain, fabric_notes = _nvlink(answers)
     home_ok, tmp_ok, writable = home.probe(env)
-    return Facts(hostname=hostname, gpu_count=gpu_count, slurm_hosts=slurm_hosts, sysfs_root=configured_sysfs(env),
+    return Facts(hostname=hostname, gpu_count=gpu_count, slurm_hosts=slurm_hosts, nvlink_domain=domain,
+                 notes=notes + fabric_notes, sysfs_root=configured_sysfs(env),
                  uid=os.getuid(), home_writable=home_ok, tmp_writable=tmp_ok, writable_tmp=writable,
-                 torchrun_signals=torchrun_accepts("--signals-to-handle"), notes=notes)
+                 torchrun_signals=torchrun_accepts("--signals-to-handle"))
 
 
 def gpu_count(env: Mapping[str, str]) -> int | None:
@@ -50,13 +55,29 @@ def gpu_count(env: Mapping[str, str]) -> int | None:
     return _answers(readers.run_helpers(_helpers(env, None)), None)[0]
 
 
-def _helpers(env: Mapping[str, str], nodelist: tuple[str, str] | None) -> dict[str, list[str]]:
+def _helpers(env: Mapping[str, str], nodelist: tuple[str, str] | None, fabric: bool = False
+             ) -> dict[str, list[str]]:
+    """The helper tools to run: ``fabric`` asks for the GPUs' NVLink domain too (a node of a
+    multi-node job, where it orders the ranks: torchpod.order)."""
     helpers: dict[str, list[str]] = {}
     if needs_probe(env) and shutil.which("nvidia-smi"):
         helpers["gpus"] = ["nvidia-smi", "-L"]
+    if fabric and shutil.which("nvidia-smi"):
+        helpers["fabric"] = ["nvidia-smi", "-q"]
     if nodelist and _expandable(*nodelist) and shutil.which("scontrol"):
         helpers["slurm"] = ["scontrol", "show", "hostnames", nodelist[1]]
     return helpers
+
+
+def _nvlink(answers: Mapping[str, tuple[str | None, str]]) -> tuple[str | None, tuple[str, ...]]:
+    """The NVLink domain `nvidia-smi -q` reports for every GPU (fabric.nvlink), and a note
+    when it did not answer or its GPUs say the fabric is not ready."""
+    if "fabric" not in answers:
+        return None, ()
+    out, why = answers["fabric"]
+    if out is None or why:
+        return None, (f"nvidia-smi -q {why or 'printed nothing'}: no NVLink domain orders the ranks",)
+    return nvlink.domain(nvlink.parse(out))
 
 
 def _answers(answers: Mapping[str, tuple[str | None, str]], nodelist: tuple[str, str] | None

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 from . import __version__
-from .contract import ENV_DOCTOR, ENV_PREFLIGHT, PREFLIGHT_MODULE
+from .contract import ENV_DOCTOR, ENV_NODE_RANK, ENV_PREFLIGHT, PREFLIGHT_MODULE
 from .errors import InputError
 from .supervise import FORWARDED_NAMES, TERMINATING_NAMES
 from .values import Endpoint, NodeCount
@@ -98,9 +98,10 @@ def torchrun_args(plan: LaunchPlan) -> list[str]:
     return args + list(plan.passthrough)
 
 
-# The variables a plan's env replaces rather than leaves alone: torchpod.home adds them only
-# when the user's value is unusable (a HOME the user cannot write), said in a note.
-REPLACES = frozenset({"HOME", "TMPDIR"})
+# The variables a plan's env replaces rather than leaves alone: torchpod.home adds HOME and
+# TMPDIR only when the user's value is unusable (a HOME the user cannot write), said in a
+# note; TORCHPOD_NODE_RANK is this launch's own (one inherited from an outer launch is stale).
+REPLACES = frozenset({"HOME", "TMPDIR", ENV_NODE_RANK})
 
 # TORCHPOD_PREFLIGHT=1: the workers run torchpod.preflight, which execs the user's command
 # only when no node failed. How that command was given: a script (python -u SCRIPT), a

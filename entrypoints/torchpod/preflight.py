@@ -55,7 +55,7 @@ from xml.sax.saxutils import escape
 
 from . import doctor, gpus
 from .bench_allreduce import Parser, _row, parse_bytes, sizes, whole
-from .contract import ENV_PREFLIGHT, ENV_PREFLIGHT_UNDECIDED, RESULT_PREFIX, switch
+from .contract import ENV_NODE_RANK, ENV_PREFLIGHT, ENV_PREFLIGHT_UNDECIDED, RESULT_PREFIX, switch
 from .errors import InputError, one_line
 from .fabric import presets
 from .fabric.findings import Severity
@@ -112,7 +112,8 @@ def verdicts(nodes: Sequence[Mapping[str, Any]], verdict: Verdict) -> list[dict]
         reasons += _pair_reasons(index, verdict)
         statuses = {r["status"] for r in reasons}
         status = FAIL if FAIL in statuses else WARN if WARN in statuses else Severity.OK.value
-        out.append({"node": index, "hostname": node.get("hostname", ""), "status": status, "reasons": reasons})
+        out.append({"node": index, "hostname": node.get("hostname", ""), "group_rank": node.get("group_rank", index),
+                    "status": status, "reasons": reasons})
     return out
 
 
@@ -211,7 +212,8 @@ def report(result: Mapping[str, Any]) -> str:
     lines = [f"# torchpod preflight: {plural(len(result['nodes']), 'node')}, {result['backend']}, "
              f"rule: {result['rule']}"]
     for v in result["nodes"]:
-        lines.append(f"node {v['node']} ({v['hostname']}): {v['status']}")
+        torch = "" if v.get("group_rank", v["node"]) == v["node"] else f", group rank {v['group_rank']}"
+        lines.append(f"node {v['node']} ({v['hostname']}{torch}): {v['status']}")
         lines += [f"  {r['status']:4} {r['code']}: {r['detail']}" + (f" | fix: {r['fix']}" if r["fix"] else "")
                   for r in v["reasons"]]
     lines += [_round_line(rnd) for rnd in result["rounds"]]
@@ -368,12 +370,13 @@ def _measure(torch, dist, args: argparse.Namespace, env: Mapping[str, str], devi
              sweep_at: Sequence[int]) -> tuple[list[dict], Verdict, list, list[float]]:
     """Doctor rows per node, the pairs' verdict, the sweep and each round's seconds (this
     rank's clock, groups' creation and the gather included): the parts that need the group."""
-    me = {"rank": dist.get_rank(), "node": int(env.get("GROUP_RANK", "0")), "local": int(env.get("LOCAL_RANK", "0")),
-          "hostname": socket.gethostname()}
+    group = int(env.get("GROUP_RANK", "0"))
+    me = {"rank": dist.get_rank(), "node": _node_number(env, group), "group_rank": group,
+          "local": int(env.get("LOCAL_RANK", "0")), "hostname": socket.gethostname()}
     me["checks"] = _doctor_rows(env) if me["local"] == 0 else []
     ranks: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(ranks, me)
-    heads = sorted((r for r in ranks if r["local"] == 0), key=lambda r: r["node"])
+    heads = node_heads(ranks)
     if len(heads) < 2:
         raise InputError(f"preflight found {len(heads)} node; expected 2 or more (pairs of nodes are compared)")
     leaders = [r["rank"] for r in heads]
@@ -389,6 +392,24 @@ def _measure(torch, dist, args: argparse.Namespace, env: Mapping[str, str], devi
     world = dist.get_world_size()
     sweep = [_row(torch, dist, size, args, device, world) for size in sweep_at]
     return heads, verdict, sweep, took
+
+
+def node_heads(ranks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each node's local rank 0, numbered and ordered as the plan named the nodes; by torch's
+    GROUP_RANK where the plan's numbers are not one of each of 0..N-1 (a node whose plan
+    named none, or a number inherited from elsewhere)."""
+    heads = [dict(r) for r in ranks if r["local"] == 0]
+    if sorted(r["node"] for r in heads) != list(range(len(heads))):
+        heads = [{**r, "node": r["group_rank"]} for r in heads]
+    return sorted(heads, key=lambda r: r["node"])
+
+
+def _node_number(env: Mapping[str, str], group_rank: int) -> int:
+    """The node as the launcher's plan named it (TORCHPOD_NODE_RANK, which it exports to the
+    workers), so that the report's "node 3" is the plan's node 3 where torch's GROUP_RANK
+    differs (nodes ordered by topology first); torch's GROUP_RANK without it."""
+    value = env.get(ENV_NODE_RANK, "")
+    return int(value) if value.isascii() and value.isdigit() and len(value) < 10 else group_rank
 
 
 def _split_then(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:

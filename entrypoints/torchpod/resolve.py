@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Generic, Mapping, TypeVar
 
 from . import home, schedulers
-from .contract import ENV_RDZV_TIMEOUT, ENV_SCHEDULER, TORCHRUN_MASTER_PORT, number
+from .contract import ENV_NODE_RANK, ENV_RDZV_TIMEOUT, ENV_SCHEDULER, TORCHRUN_MASTER_PORT, number
 from .errors import InputError
 from .fabric import detect_fabric
 from .gpus import default_nproc
@@ -218,11 +218,35 @@ class Ranks:
     how: str
 
 
+@dataclass(frozen=True)
+class Topology:
+    """This node's topology domains, top first, and where they came from in words: the
+    scheduler's (a Slurm switch path), then the NVLink domain of its GPUs."""
+
+    domains: tuple[str, ...] = ()
+    source: str = ""
+
+
+# how an NVLink domain is named among a node's domains (its GPU feature discovery label value after it)
+NVLINK_PREFIX = "nvlink:"
+
+
+def decide_topology(det: Detection, facts: Facts) -> Step[Topology]:
+    """The scheduler's domains, then the NVLink domain innermost: the nodes of one NVLink
+    domain (a GB200 NVL72 rack) share its switches on every fabric built around racks, and
+    their ring stays on NVLink where the domain holds several of the job's nodes."""
+    domains, sources = det.domains, [det.domain_source] if det.domains else []
+    if facts.nvlink_domain:
+        domains += (NVLINK_PREFIX + facts.nvlink_domain,)
+        sources.append("the GPUs' NVLink domain (nvidia-smi -q)")
+    return Step(Topology(domains, " and ".join(sources)))
+
+
 def decide_ranks(user: UserOptions, backend: str, nnodes: NodeCount, node: int | None,
-                 det: Detection | None = None) -> Step[Ranks]:
+                 topology: Topology = Topology()) -> Step[Ranks]:
     """The node index as c10d's order (torchpod.order), so that torch's group rank is the
-    node torchpod names; the scheduler's topology domains before it, so that the nodes of
-    one domain take contiguous ranks; the user's own ``torchpod_order`` over both."""
+    node torchpod names; the topology's domains before it, so that the nodes of one domain
+    take contiguous ranks; the user's own ``torchpod_order`` over both."""
     given = dict(user.rdzv_conf.value).get(ORDER_KEY) if user.rdzv_conf is not None else None
     if given is not None and user.rdzv_conf is not None:
         source = f"{user.rdzv_conf.source} {ORDER_KEY}"
@@ -241,10 +265,10 @@ def decide_ranks(user: UserOptions, backend: str, nnodes: NodeCount, node: int |
         return Step(Ranks(None, None, "torch's c10d order: the nodes' addresses, sorted as text"),
                     ("group ranks follow the nodes' addresses sorted as text (torch's c10d order): "
                      "no scheduler index is known here",))
-    if det is not None and det.domains:
-        path = ".".join(det.domains)
-        return Step(Ranks(domain_order(det.domains, node), None,
-                          f"topology first (domain {path} from {det.domain_source}), then node index: "
+    if topology.domains:
+        path = ".".join(topology.domains)
+        return Step(Ranks(domain_order(topology.domains, node), None,
+                          f"topology first (domain {path} from {topology.source}), then node index: "
                           "the nodes of one domain take contiguous ranks"))
     if nnodes.lo != nnodes.hi:
         return Step(Ranks((node,), None, "node index order among the nodes of each round"))
@@ -350,19 +374,24 @@ def resolve(env: Mapping[str, str], facts: Facts, inv: Invocation) -> LaunchPlan
     rdzv = take(decide_endpoint(det, user, nnodes, backend))
     local_addr = take(decide_local_addr(det, user, place, rdzv))
     rdzv_id = take(decide_rdzv_id(det, user, rdzv.endpoint))
-    ranks = take(decide_ranks(user, backend, nnodes, place.node_rank, det))
+    topology = take(decide_topology(det, facts))
+    ranks = take(decide_ranks(user, backend, nnodes, place.node_rank, topology))
     conf = take(decide_conf(env, det, user, backend, place.node_rank, ranks.order))
     max_restarts = take(decide_restarts(det, user))
     nproc = take(decide_nproc(env, det, user, facts))
     signals = take(decide_signals(user, facts))
     added = take(decide_env(env, facts, backend, max_restarts))
+    if place.node_rank is not None and ranks.group_rank != place.node_rank:
+        # torch's GROUP_RANK will not be the node the plan names (a topology order): the
+        # workers get that number too, to name nodes as the plan does (torchpod.preflight)
+        added += ((ENV_NODE_RANK, str(place.node_rank)),)
     return LaunchPlan(
         scheduler=det.scheduler,
         nnodes=nnodes,
         node_rank=place.node_rank,
         group_rank=ranks.group_rank,
         rank_order=ranks.how,
-        domains=det.domains,
+        domains=topology.domains,
         nproc_per_node=nproc,
         rdzv_backend=backend,
         rdzv_endpoint=rdzv.endpoint,

@@ -13,7 +13,7 @@ from torchpod_toolkit.cluster import runner, slurm
 from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import JobSpec
 
-from cluster_helpers import EXAMPLES, LABEL, NODE_ENV, label_value
+from cluster_helpers import EXAMPLES, LABEL, NODE_ENV, label_value, ring_crossings
 
 NODES = 4
 LEAVES = {"sw-zeta": ["c1", "c3"], "sw-alpha": ["c2", "c4"]}
@@ -27,12 +27,6 @@ def tree_cluster(docker_client, cluster_image, dev_volumes, session_id):
     with slurm.SlurmCluster(docker_client, image, NODES, label, env=dict(NODE_ENV), volumes=dev_volumes,
                             leaves=LEAVES) as cl:
         yield cl.start()
-
-
-def ring_crossings(switch_of_rank: list[str]) -> int:
-    """Edges of the ring rank 0 -> 1 -> ... -> 0 whose ends sit under different switches."""
-    n = len(switch_of_rank)
-    return sum(switch_of_rank[r] != switch_of_rank[(r + 1) % n] for r in range(n))
 
 
 def test_ranks_keep_each_switchs_nodes_together(tree_cluster):

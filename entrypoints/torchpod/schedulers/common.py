@@ -53,6 +53,9 @@ class Facts:
     root: Path = Path("/")  # where /etc/volcano/*.host live (a temp dir in tests)
     sysfs_root: Path = Path(SYSFS_ROOT_DEFAULT)
     slurm_hosts: tuple[str, ...] | None = None  # `scontrol show hostnames`, when available
+    # the NVLink domain every GPU of this node is in (fabric.nvlink: ClusterUUID.CliqueId
+    # from `nvidia-smi -q`), None without one or when it was not asked
+    nvlink_domain: str | None = None
     # Whether the installed torchrun takes --signals-to-handle (torch >= 2.10); False makes
     # the plan leave the flag out and forward only the signals old torchrun handles.
     torchrun_signals: bool = True

@@ -283,3 +283,28 @@ def test_the_report_prints_the_jobs_floor_line():
     result = preflight.assemble([{"hostname": "a"}, {"hostname": "b"}], verdict, ROWS, "nccl")
     result["job"] = preflight.floor_reasons([{"bytes": 1 << 30, "busbw_gbps": 99.0}], _floor(), "p", "nccl")
     assert "job: fail preflight.floor.below: 99.0 GB/s with NCCL_ALGO=Ring < preset p" in preflight.report(result)
+
+
+def _rank(rank, node, group, local=0):
+    return {"rank": rank, "node": node, "group_rank": group, "local": local, "hostname": f"c{node + 1}"}
+
+
+def test_nodes_are_named_as_the_plan_named_them_where_torch_ranked_them_by_topology():
+    # four nodes under two switches: torch's group ranks 0..3 went to plan nodes 0, 2, 1, 3
+    ranks = [_rank(0, 0, 0), _rank(1, 2, 1), _rank(2, 1, 2), _rank(3, 3, 3), _rank(4, 2, 1, local=1)]
+    heads = preflight.node_heads(ranks)
+    assert [(h["node"], h["group_rank"], h["rank"]) for h in heads] == [(0, 0, 0), (1, 2, 2), (2, 1, 1), (3, 3, 3)]
+    result = preflight.assemble(heads, _verdict(4, lambda p: 1.5), ROWS, "gloo")
+    text = preflight.report(result)
+    assert "node 1 (c2, group rank 2): ok" in text and "node 0 (c1): ok" in text
+
+
+@pytest.mark.parametrize("nodes", [[0, 0, 1], [5, 6, 7], [0, 1, 3]])
+def test_plan_numbers_that_are_not_one_each_fall_back_to_torchs_group_rank(nodes):
+    heads = preflight.node_heads([_rank(i, node, i) for i, node in enumerate(nodes)])
+    assert [h["node"] for h in heads] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("value, number", [("3", 3), ("", 7), ("x", 7), ("-1", 7), ("١", 7), ("9" * 12, 7)])
+def test_the_plans_node_number_is_read_strictly(value, number):
+    assert preflight._node_number({"TORCHPOD_NODE_RANK": value}, 7) == number
