@@ -57,12 +57,13 @@ class Cluster:
 
 
 def start(kube: Kube, docker_client: Any, image: str, session_id: str, tmp_path_factory: Any,
-          names: Sequence[str], node_labels: Mapping[str, Mapping[str, str]] | None = None) -> Iterator[Cluster]:
-    """A module fixture's body: three nodes (``node_labels``: each one's --node-labels) and
-    the operators ``names`` on the module's plane, stopped after the module."""
+          names: Sequence[str], node_labels: Mapping[str, Mapping[str, str]] | None = None,
+          nodes: int = NODES) -> Iterator[Cluster]:
+    """A module fixture's body: ``nodes`` nodes (``node_labels``: each one's --node-labels)
+    and the operators ``names`` on the module's plane, stopped after the module."""
     kubectl = operators.Kubectl(kube.plan.bindir / "kubectl", kube.plane.kubeconfig)
     running: list[operators.Running] = []
-    nodes = kubelet_mod.Kubelet(kube.plane, docker_client, nodes=NODES, labels={LABEL: label_value(session_id)},
+    stand_in = kubelet_mod.Kubelet(kube.plane, docker_client, nodes=nodes, labels={LABEL: label_value(session_id)},
                                 version=kube.plan.kubernetes, node_labels=node_labels).start()
     try:
         for name in names:
@@ -70,10 +71,10 @@ def start(kube: Kube, docker_client: Any, image: str, session_id: str, tmp_path_
             folder = tmp_path_factory.mktemp(f"operator-{name}")
             running.append(operators.install(operators.operator(name), plan, kubectl, kube.plane, folder, os.environ,
                                              init_image=image))
-        until("every node Ready", lambda: all(ready(kube, n) for n in nodes.names))
-        yield Cluster(kube, nodes, docker_client, image, tmp_path_factory.mktemp("jobs"))
+        until("every node Ready", lambda: all(ready(kube, n) for n in stand_in.names))
+        yield Cluster(kube, stand_in, docker_client, image, tmp_path_factory.mktemp("jobs"))
     finally:
-        nodes.stop()
+        stand_in.stop()
         for started in reversed(running):
             operators.stop(started)
 
@@ -277,8 +278,10 @@ def assert_one_group(cluster: Cluster, namespace: str, world: int, nodes: int) -
 
 
 # what `torchpod run` prints on every node: its node index, and the group rank torch will
-# give it where that is known before the rendezvous (not in an elastic job)
-LAUNCHED = re.compile(r"torchpod: [\w-]+: node (\d+) of [\d:]+(?: \(group rank (\d+)\))?,")
+# give it where that is known before the rendezvous (not in an elastic job), or the
+# topology domain it ranks in
+LAUNCHED = re.compile(r"torchpod: [\w-]+: node (\d+) of [\d:]+(?: \(group rank (\d+)\))?"
+                      r"(?: \(ranked in domain [^)]*\))?,")
 
 
 def assert_ranks_follow_the_named_nodes(done: Sequence[Ran], text: str) -> None:
