@@ -166,24 +166,33 @@ def build(c, arch="", image=DEFAULT_IMAGE, offline=False, ca_bundle="", netplugi
     return results
 
 
-@_task(short={"image": "i", "insecure": "n", "registry": "r"}, help={
-    "registry": "HOST:PORT of the registry (plain HTTP is used for loopback hosts or with --insecure)",
+@_task(short={"image": "i", "insecure": "n", "registry": "r", "arch": "a"}, help={
+    "registry": "where: HOST[:PORT] (its torchpod/<image> repository) or HOST[:PORT]/PATH/NAME[:TAG] "
+                "(plain HTTP for loopback hosts or with --insecure)",
     "image": "image definition (a file stem in images/)",
+    "arch": "x86_64 or aarch64; default: every arch of the image built here",
     "insecure": "talk plain HTTP to a non-loopback registry",
 })
-def push(c, registry, image=DEFAULT_IMAGE, insecure=False):
-    """Push every declared arch as <tag>-<arch>, then the merged multi-arch manifest list."""
+def push(c, registry="", image=DEFAULT_IMAGE, arch="", insecure=False):
+    """Push an image's built arches as <tag>-<arch>, and <tag> (a manifest list when several);
+    credentials from your Docker config (`docker login`)."""
     from torchpod_toolkit import definitions
     from torchpod_toolkit import registry as reg
 
     try:
         defn = definitions.select(_defs(), image)
-        result = reg.push(defn, registry, insecure=insecure)
+        result = reg.push(defn, registry, arch=arch, insecure=insecure)
     except TorchpodError as exc:
         raise _abort(exc) from None
-    for arch, ref, digest in result.images:
-        print(f"{arch:8} {ref}@{digest}")
-    print(f"manifest list {result.manifest_ref}@{result.manifest_digest}")
+    if result.skipped:
+        print(f"torchpod: not pushed: {', '.join(result.skipped)} (no local image; `invoke build --image "
+              f"{defn.name} --arch {result.skipped[0]}` first): {result.manifest_ref} holds "
+              f"{', '.join(a for a, _, _ in result.images)} only", file=sys.stderr)
+    for arch_name, ref, digest in result.images:
+        print(f"{arch_name:8} {result.repository}@{digest}  ({ref})")
+    kind = f"manifest list of {len(result.images)} arches" if result.is_list else "the image above"
+    print(f"{'image':8} {result.repository}@{result.manifest_digest}  ({result.manifest_ref}: {kind})")
+    print(f"use: --image {result.repository}@{result.manifest_digest}")
 
 
 @_task(short={"arch": "a", "image": "i", "offline": "o"}, help={

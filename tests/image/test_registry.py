@@ -2,8 +2,9 @@
 
 Pushes every arch of the default image, merges the multi-arch name with the docker CLI this
 host has (no buildx here: `docker manifest`; the buildx command is checked in the unit
-tier), then pulls each platform back by digest. Also checks that a merge with an arch
-missing fails before any push.
+tier), then pulls each platform back by digest. Also checks that an image never built fails
+before any push. Pushes to a repository a site names, with TLS and credentials, run in
+test_push_anywhere.py.
 
 The registry keeps its storage in the user's cache and listens on the same loopback port
 from one run to the next, as a site's registry does: Docker remembers which layer digests it
@@ -139,10 +140,10 @@ def test_push_merges_every_arch_and_each_pulls_back_by_digest(local_registry, do
             docker_client.images.remove(ref)
 
 
-def test_merge_with_a_missing_arch_fails_before_pushing(local_registry, tmp_path):
+def test_an_image_never_built_fails_before_pushing(local_registry, tmp_path):
     shutil.copy(ROOT / "images" / "pytorch.yaml", tmp_path / "ghost.yaml")
     ghost = load_definitions(tmp_path)["ghost"]  # same content, never built under this name
-    with pytest.raises(RuntimeFailure, match="refusing to merge .*no local image exists for x86_64, aarch64"):
+    with pytest.raises(RuntimeFailure, match="no local image of ghost .*run `invoke build --image ghost"):
         registry.push(ghost, local_registry)
     catalog = get_json(f"http://{local_registry}/v2/_catalog", "application/json")
     assert ghost.repository not in catalog.get("repositories", [])

@@ -41,7 +41,7 @@ OLD_NAMES = {"build": "image.build", "push": "image.push", "wheels": "image.whee
 SHORT = {
     "build": {"arch": "a", "ca_bundle": "c", "netplugin_version": "e", "image": "i", "netplugin_tarball": "n",
               "offline": "o", "netplugin_sha256": "t"},
-    "push": {"image": "i", "insecure": "n", "registry": "r"},
+    "push": {"image": "i", "insecure": "n", "registry": "r", "arch": "a"},  # -a: build's letter for the arch
     "wheels": {"arch": "a", "image": "i", "offline": "o"},
     "lock": {"arch": "a", "check": "k", "image": "i", "wheels_only": "w"},
     "test": {"build_images": "b", "pytest_args": "p", "tier": "t"},

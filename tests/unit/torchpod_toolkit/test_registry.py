@@ -1,16 +1,20 @@
-"""torchpod_toolkit.registry: the commands `invoke push` runs to merge per-arch tags into one
-multi-arch name (buildx imagetools or docker manifest), checked without an engine; a missing
-arch or a registry that is not HOST:PORT is refused."""
+"""torchpod_toolkit.registry: where `invoke push` sends an image (a registry, or any
+repository path under one), which arches it pushes, and the commands it runs to merge
+per-arch tags into one multi-arch name (buildx imagetools or docker manifest), checked
+without an engine; anything else is refused in one line."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from torchpod.arch import ARCHES
 from torchpod.errors import InputError, RuntimeFailure
 from torchpod_toolkit import registry
 from torchpod_toolkit.commands import Builder
 from torchpod_toolkit.definitions import load_definitions
+from torchpod_toolkit.grammars import is_reference
 
 from paths import ROOT
 
@@ -40,10 +44,69 @@ def test_merge_without_buildx_uses_docker_manifest_insecure_only_for_plain_http(
     assert registry.digest_command(Builder("docker", buildx=False), "x:1", insecure=False) is None
 
 
-def test_merge_refuses_a_missing_arch():
-    with pytest.raises(RuntimeFailure, match="no local image exists for aarch64"):
-        registry.check_complete(DEFN, [X86], "127.0.0.1:5000")
-    registry.check_complete(DEFN, [X86, ARM], "127.0.0.1:5000")
+def test_every_built_arch_is_pushed_and_a_declared_one_not_built_is_named():
+    assert registry.choose_arches(DEFN, [X86, ARM]) == ([X86, ARM], [])
+    assert registry.choose_arches(DEFN, [ARM]) == ([ARM], ["x86_64"])
+    assert registry.choose_arches(DEFN, [X86, ARM], "aarch64") == ([ARM], [])  # asked: nothing left out
+
+
+def test_an_arch_not_built_or_none_at_all_is_refused_naming_the_build():
+    with pytest.raises(RuntimeFailure, match="no local image torchpod/pytorch:.*-aarch64; run `invoke build "
+                                             "--image pytorch --arch aarch64`"):
+        registry.choose_arches(DEFN, [X86], "aarch64")
+    with pytest.raises(RuntimeFailure, match="no local image of pytorch"):
+        registry.choose_arches(DEFN, [])
+    with pytest.raises(InputError, match="--arch='ppc64le'"):
+        registry.choose_arches(DEFN, [X86], "ppc64le")
+
+
+@pytest.mark.parametrize("value, repository, tag", [
+    ("127.0.0.1:5000", "127.0.0.1:5000/torchpod/pytorch", DEFN.version_tag),
+    ("ghcr.io", "ghcr.io/torchpod/pytorch", DEFN.version_tag),
+    ("ghcr.io/myorg/ml/pytorch", "ghcr.io/myorg/ml/pytorch", DEFN.version_tag),
+    ("harbor.example.com:8443/proj/sub/team/pytorch:2.13-exp", "harbor.example.com:8443/proj/sub/team/pytorch",
+     "2.13-exp"),
+    ("1234.dkr.ecr.us-east-1.amazonaws.com/ml/pytorch", "1234.dkr.ecr.us-east-1.amazonaws.com/ml/pytorch",
+     DEFN.version_tag),
+    ("localhost/a/b", "localhost/a/b", DEFN.version_tag),
+    ("[::1]:5000/x", "[::1]:5000/x", DEFN.version_tag),
+])
+def test_a_registry_or_any_repository_under_one(value, repository, tag):
+    where = registry.target(value, DEFN)
+    assert (where.repository, where.tag) == (repository, tag)
+    assert where.ref(X86) == f"{repository}:{tag}-x86_64" and where.ref() == f"{repository}:{tag}"
+
+
+@pytest.mark.parametrize("value, says", [
+    ("", "--registry is required"),
+    ("myorg/pytorch", "names no registry"),
+    ("library/pytorch:1", "names no registry"),
+    ("ghcr.io/MyOrg/pytorch", "is not a repository"),
+    ("ghcr.io/o/p@sha256:" + "a" * 64, "is not a repository"),
+    ("ghcr.io/o/p:", "is not a repository"),
+    ("ghcr.io//p", "is not a repository"),
+    ("ghcr.io/o/p\n", "is not a repository"),
+    ("https://ghcr.io/o/p", "is not a repository"),
+    ("ghcr.io/o/p:-bad", "is not a repository"),
+    ("ghcr.io/" + "a/" * 200 + "p", "is not a repository"),
+    ("ghcr.io/o/p:" + "t" * 125, "leaves no room for the per-arch suffix"),
+    ("ghcr.io/o/p;rm -rf /", "is not a repository"),
+])
+def test_anything_else_is_one_line_naming_the_form(value, says):
+    with pytest.raises(InputError) as err:
+        registry.target(value, DEFN)
+    message = str(err.value)
+    assert says in message and "\n" not in message and "; expected " in message and len(message) < 400
+
+
+@given(st.text(max_size=300))
+def test_any_value_is_a_target_of_the_grammar_or_one_line(value):
+    try:
+        where = registry.target(value, DEFN)
+    except InputError as err:
+        assert "\n" not in str(err)
+    else:
+        assert is_reference(where.ref(X86)) and is_reference(where.ref())
 
 
 @pytest.mark.parametrize("value", ["", "http://x:5000", "a/b", "127.0.0.1:5000\n", "a..b:5000", "-a:5000",
