@@ -89,7 +89,8 @@ summary() {
 # The Debian packages of each part; a part whose packages are all installed skips apt.
 CORE_DEBS=(docker.io mmdebstrap ca-certificates)
 EMULATION_DEBS=(binfmt-support arch-test)
-TEST_DEBS=(etcd-server docker-registry slurm-client gcc libc6-dev make shellcheck iperf3 iproute2)
+# openssl: the push tests make a CA and a TLS certificate for their registry
+TEST_DEBS=(etcd-server docker-registry slurm-client gcc libc6-dev make shellcheck iperf3 iproute2 openssl)
 
 absent() { # the packages of "$@" that dpkg does not report installed
   local p
