@@ -52,7 +52,7 @@ from .commands import (
 from .contract import ENV_DOCTOR, ENV_NODE_RANK, ENV_PREFLIGHT, check_settings, switch
 from .errors import InputError, RuntimeFailure, TorchpodError, one_line
 from .facts import HELPER_TIMEOUT_S, configured_sysfs, gather_facts, gpu_count, sysfs_root, torchrun_lacks
-from .plan import REPLACES, THEN, LaunchPlan, command, preflight_first, to_json, to_shell, to_text
+from .plan import REPLACES, THEN, LaunchPlan, command, is_preflight, preflight_first, to_json, to_shell, to_text
 from .resolve import resolve
 from .supervise import supervise
 from .torchrun_flags import Invocation, split_command_line
@@ -162,6 +162,11 @@ def _dispatch(args: list[str], env: dict[str, str]) -> int:
         "plan": _plan, "doctor": _doctor, "bench": _bench, "preflight": _preflight, "run": _run}
     if first in handlers:
         return handlers[first](rest, env)
+    if first.startswith("--") and first != "--":  # torchpod's own top-level option, misspelt?
+        hint = did_you_mean(first, ("--version", "--help"))
+        if hint:
+            raise InputError(f"unknown option {first!r}; {hint}; expected a command ({', '.join(handlers)}), "
+                             "--version, --help, or torchrun options then a script")
     return _run(args, env)
 
 
@@ -255,9 +260,12 @@ def _workload(workload: Workload, words: list[str], env: dict[str, str], stop: S
 
 
 def _bench(words: list[str], env: dict[str, str]) -> int:
-    if not words or words[0] in HELP_FLAGS:  # asked for: on stdout; a bench missing: on stderr, exit 2
-        print(command_help(BENCH), file=sys.stdout if words else sys.stderr)
-        return 0 if words else 2
+    if not words:
+        raise InputError(f"bench needs a benchmark's name; expected one of {', '.join(BENCHES)}, e.g. "
+                         "`torchpod bench allreduce` (`torchpod bench --help` says more)")
+    if words[0] in HELP_FLAGS:
+        print(command_help(BENCH))
+        return 0
     if words[0] not in BENCHES:
         hint = did_you_mean(words[0], BENCHES)
         raise InputError(f"bench {words[0]!r} is not a benchmark{'; ' + hint if hint else ''}; expected one of "
@@ -317,8 +325,9 @@ def _doctor(args: list[str], env: dict[str, str]) -> int:
 
 
 def with_preflight(env: Mapping[str, str], plan: LaunchPlan) -> LaunchPlan:
-    """The plan itself, or under TORCHPOD_PREFLIGHT=1 the plan whose workers run preflight first."""
-    if not switch(env, ENV_PREFLIGHT):
+    """The plan itself, or under TORCHPOD_PREFLIGHT=1 the plan whose workers run preflight first;
+    a job that is preflight (`torchpod preflight`) does not read the setting."""
+    if is_preflight(plan) or not switch(env, ENV_PREFLIGHT):
         return plan
     preflight.allow_undecided(False, env)  # else each worker would refuse a bad value after the rendezvous
     return preflight_first(plan)

@@ -138,10 +138,10 @@ PATHS = Form("a path", "paths (':'-separated where several are taken) without co
 TEXT = Form("text", "printable text, without control characters", _printable)
 
 # The launcher's commands, and which of them read a setting. bench and preflight are
-# `run` with a workload of torchpod's own, so they read everything `run` reads.
+# `run` with a workload of torchpod's own, so they read everything `run` reads; `plan` is
+# the plan of a run, so it checks those too: a value `run` would refuse, `plan` refuses.
 COMMANDS = ("plan", "run", "doctor", "bench", "preflight")
 _LAUNCHING = ("plan", "run", "bench", "preflight")
-_RUNNING = ("run", "bench", "preflight")
 _FABRIC = (*_LAUNCHING, "doctor")
 
 
@@ -171,10 +171,10 @@ ENV_SYSFS_ROOT = Setting("TORCHPOD_SYSFS_ROOT", "where sysfs is read for RDMA de
 ENV_PRESET = Setting("TORCHPOD_PRESET", "a machine shape whose NCCL fabric settings to apply "
                      "(torchpod/fabric/presets.json)", form=NAME, commands=_FABRIC)
 ENV_DOCTOR = Setting("TORCHPOD_DOCTOR", "1: `run` refuses to start when the doctor's preflight fails", "0",
-                     form=SWITCH, commands=_RUNNING)
+                     form=SWITCH, commands=_LAUNCHING)
 ENV_PREFLIGHT = Setting("TORCHPOD_PREFLIGHT", "1: `run` runs torchpod.preflight on every node first, in the "
                         "job's own workers, and starts the script only when no node failed", "0",
-                        form=SWITCH, commands=_LAUNCHING)
+                        form=SWITCH, commands=("plan", "run", "bench"))  # `preflight` is preflight already
 ENV_PREFLIGHT_UNDECIDED = Setting("TORCHPOD_PREFLIGHT_ALLOW_UNDECIDED", "1: preflight passes when its pairs cannot "
                                   "tell slow nodes from fast (two nodes without --floor-gbps, no pair above the "
                                   "floor, a node between a quarter and half the best pair), as --allow-undecided "

@@ -112,6 +112,11 @@ _MODES = (("--module", "module"), ("--no-python", "program"))
 _MODE_FLAGS = frozenset({"--module", "--no-python", "--run-path"})
 
 
+def is_preflight(plan: LaunchPlan) -> bool:
+    """Whether the job's workers already run torchpod.preflight (`torchpod preflight`)."""
+    return plan.script == PREFLIGHT_MODULE and "--module" in plan.passthrough
+
+
 def preflight_first(plan: LaunchPlan) -> LaunchPlan:
     """The same job, whose workers first run torchpod.preflight and then exec the command.
 
@@ -122,7 +127,7 @@ def preflight_first(plan: LaunchPlan) -> LaunchPlan:
     endpoint, and a node that starts it while node 0's first store is still closing would
     join that store. A job already running torchpod.preflight is left as it is.
     """
-    if plan.script is None or (plan.script == PREFLIGHT_MODULE and "--module" in plan.passthrough):
+    if plan.script is None or is_preflight(plan):
         return plan
     if str(plan.nnodes) == "1":
         return replace(plan, notes=plan.notes + (f"{ENV_PREFLIGHT.name}=1: one node, no pair of nodes to compare: "

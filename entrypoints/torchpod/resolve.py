@@ -185,7 +185,10 @@ def _master_flags(user: UserOptions, detected: Endpoint | None) -> tuple[Endpoin
     else:  # torchrun's own --master-port default
         port = detected.port if detected and detected.port is not None else TORCHRUN_MASTER_PORT
     ep = Endpoint(host, port)
-    return ep, (f"rendezvous endpoint {ep} from --master-addr/--master-port", *notes)
+    sources = [given.source for given in (addr, port_opt) if given is not None]
+    if ep == detected and all(source.startswith("PET_") for source in sources):
+        return ep, notes  # torchrun's own variables, set by the operator: the scheduler's note says it
+    return ep, (f"rendezvous endpoint {ep} from {' and '.join(sources)}", *notes)
 
 
 def decide_local_addr(det: Detection, user: UserOptions, place: Place, rdzv: Rendezvous) -> Step[str | None]:

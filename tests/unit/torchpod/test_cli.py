@@ -447,3 +447,28 @@ def test_a_real_terminal_gets_the_text_plan():
         os.close(leader)
     assert done.returncode == 0, done.stderr
     assert out.decode().startswith("torchpod ") and "scheduler   slurm" in out.decode()
+
+
+def test_plan_refuses_a_setting_run_would_refuse(launched, capsys):
+    assert cli.main(["plan", "--format", "json", "--", "train.py"], {"TORCHPOD_DOCTOR": "yes",
+                                                                     "CUDA_VISIBLE_DEVICES": ""}) == 2
+    assert "TORCHPOD_DOCTOR='yes' is not a switch" in one_line(capsys.readouterr().err) and not launched
+
+
+def test_bench_without_a_name_is_one_line_naming_the_benchmarks(launched, capsys):
+    assert cli.main(["bench"], {}) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "expected one of allreduce" in err and not launched
+
+
+def test_a_misspelt_top_level_option_gets_a_did_you_mean(launched, capsys):
+    assert cli.main(["--versoin"], {}) == 2
+    err = one_line(capsys.readouterr().err)
+    assert "unknown option '--versoin'; did you mean --version?" in err and not launched
+
+
+def test_no_torchrun_option_is_mistaken_for_a_misspelt_top_level_one():
+    from torchpod.torchrun_flags import _BY_SPELLING
+    from torchpod.words import did_you_mean
+
+    assert [s for s in _BY_SPELLING if did_you_mean(s, ("--version", "--help"))] == []

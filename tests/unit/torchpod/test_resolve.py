@@ -69,3 +69,16 @@ def test_signals_follow_what_this_torchrun_accepts():
     assert old.value is None and "torch < 2.10" in old.notes[0]
     with pytest.raises(InputError, match="--signals-to-handle='SIGNOPE' names no known signal"):
         user("--signals-to-handle=SIGNOPE")
+
+
+def test_the_endpoint_note_names_where_the_master_address_came_from():
+    from launcher_cases import plan_for
+
+    operator = {"PET_NNODES": "2", "PET_NODE_RANK": "1", "PET_NPROC_PER_NODE": "4", "PET_MASTER_ADDR": "bert-master-0",
+                "PET_MASTER_PORT": "23456", "MASTER_ADDR": "bert-master-0", "MASTER_PORT": "23456",
+                "WORLD_SIZE": "8", "RANK": "1", "CUDA_VISIBLE_DEVICES": ""}
+    notes = [n for n in plan_for(operator).notes if n.startswith("rendezvous endpoint")]
+    assert notes == ["rendezvous endpoint bert-master-0:23456 from PET_MASTER_ADDR and PET_MASTER_PORT"], notes
+    flags = ["--nnodes", "2", "--node-rank", "0", "--master-addr", "n0", "--master-port", "1234"]
+    notes = [n for n in plan_for({"CUDA_VISIBLE_DEVICES": ""}, flags).notes if n.startswith("rendezvous endpoint")]
+    assert notes == ["rendezvous endpoint n0:1234 from --master-addr and --master-port"], notes
