@@ -553,9 +553,13 @@ def _signature(options):
 
 # Short flags chosen for what people type most and would guess (-o for the output folder,
 # -e and -v as docker spells env and volume); none for an option that rewrites or overwrites
-# files (--refresh, --force) or opens the host (--privileged): those are typed out.
+# files (--refresh, --force) or opens the host (--privileged): those are typed out. None for
+# --queue and --walltime either: no letter means them to every batch system (sbatch's -q is
+# the QOS and -p the partition, qsub's and bsub's -q the queue; sbatch's -w is the node list
+# and -t the time, bsub's -W the run limit, -t a deadline), and a letter a Slurm user reads
+# as another option would submit a job that is not the one asked for.
 MANIFEST_SHORT = {"scheduler": "s", "nodes": "n", "image": "i", "gpus_per_node": "g", "out": "o", "env": "e",
-                  "volume": "v", "queue": "q", "walltime": "w"}
+                  "volume": "v"}
 
 
 def _with_default(text: str, value) -> str:
@@ -594,7 +598,7 @@ def manifests(c, **opts):
         command = _after_dashes(c, "the script and its arguments", "-- train.py [ARGS...]")
         given = {name: opts[name] for name, _, _ in manifest_options()}
         spec = JobSpec(command=tuple(command), **{k: tuple(v) if isinstance(v, list) else v for k, v in given.items()})
-        outputs = render_mod.render(spec)  # raises on bad input before anything is written
+        outputs = render_mod.render(spec, piped=not opts["out"])  # raises on bad input before anything is written
         if not opts["out"]:  # the file alone, for a pipe (kubectl apply -f -, sbatch); notes on stderr
             text, notes = render_mod.printed(outputs)
             sys.stdout.write(text)

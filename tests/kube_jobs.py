@@ -129,12 +129,18 @@ def init_containers(cluster: Cluster, namespace: str) -> set[tuple[str, str]]:
     return {(pod["metadata"]["name"], c["name"]) for pod in pods for c in pod["spec"].get("initContainers") or ()}
 
 
+# the init containers an operator adds to pods (training-operator's init-pytorch), known by
+# name once their pods are gone (a failed job's pods deleted by its clean-pod policy)
+OPERATOR_INITS = frozenset(c["name"] for c in operators.INIT_CONTAINERS)
+
+
 def runs(cluster: Cluster, namespace: str) -> list[Ran]:
     """Every app container the stand-in ran for the pods of ``namespace`` (each attempt, those it
-    has removed since included), with its log (Kubelet.attempts), the pods' init containers aside."""
+    has removed since included), with its log (Kubelet.attempts), the pods' init containers and
+    the operators' aside."""
     init = init_containers(cluster, namespace)
     return [Ran(a.pod, a.attempt, a.code, a.log) for a in cluster.kubelet.attempts(namespace)
-            if (a.pod, a.container) not in init]
+            if (a.pod, a.container) not in init and a.container not in OPERATOR_INITS]
 
 
 def first_success(ran: list[Ran]) -> dict[str, Ran]:

@@ -10,6 +10,7 @@
 # Shared: every node must see, at the same path, the submit directory; the SIF written there (or TORCHPOD_SIF); pbsdsh's task statuses there; $PBS_NODEFILE, bound into the container
 # Rendezvous: c10d on node 0, port 29400; torchpod derives it from the scheduler
 # Ranks: torch's group rank is the node index (torchpod orders the rendezvous by it)
+# Restarts: none: a non-zero exit ends the job; PBS reruns a rerunnable job (qsub's default, -r y) after a node failure
 # Regenerate: invoke manifests --scheduler pbs --nodes 2 --image registry.example.com/torchpod/pytorch:2.13.0-cuda13.0 --gpus-per-node 4 --name ddp --runtime apptainer -- /opt/torchpod/examples/ddp_resnet.py --steps 200
 set -euo pipefail
 cd "$PBS_O_WORKDIR"
@@ -18,7 +19,8 @@ cd "$PBS_O_WORKDIR"
 # every host path bound into the container: a ',' or ':' in it would split the bind
 case "$PWD" in *[,:]*) echo "torchpod: PWD=$PWD holds ',' or ':', which split a container bind; expected a path without them (submit from another directory)" >&2; exit 2 ;; esac
 case "$PBS_NODEFILE" in *[,:]*) echo "torchpod: PBS_NODEFILE=$PBS_NODEFILE holds ',' or ':', which split a container bind; expected a path without them (submit from another directory)" >&2; exit 2 ;; esac
-SIF="${TORCHPOD_SIF:-$PWD/ddp.sif}"  # on a filesystem every node sees
+# ddp-1e3c3b0b8308.sif: registry.example.com/torchpod/pytorch:2.13.0-cuda13.0's own file; another --image pulls another
+SIF="${TORCHPOD_SIF:-$PWD/ddp-1e3c3b0b8308.sif}"  # on a filesystem every node sees
 [ -f "$SIF" ] || apptainer pull "$SIF" docker://registry.example.com/torchpod/pytorch:2.13.0-cuda13.0
 NNODES=$(sort -u "$PBS_NODEFILE" | wc -l)
 # each node's exit status, on the submit directory every node sees

@@ -29,11 +29,13 @@ import yaml
 
 from torchpod_toolkit.cluster.runner import parse_results
 from torchpod_toolkit.kube import kubelet as kubelet_mod
+from torchpod_toolkit.manifests import jobs
 from torchpod_toolkit.manifests import operators as model_operators
 
 from cluster_helpers import EXAMPLES
 from kube_helpers import until
 from kube_jobs import (
+    EXITING,
     NODES,
     WAIT,
     Cluster,
@@ -277,6 +279,42 @@ def test_a_runai_pytorchjob_is_admitted_and_its_pods_wait_for_runais_scheduler(c
 
 
 # --- faults ---------------------------------------------------------------------------------------
+
+# a job that fails on every node at every start, at once: its script names no file, so the
+# launcher exits 2 before the rendezvous (a script that fails after it would make each
+# attempt wait for nodes whose restarts have drifted apart, up to the rendezvous timeout)
+FAILING = (f"{EXAMPLES}/no_such_script.py",)
+
+
+def left_running(cluster: Cluster, namespace: str) -> list[str]:
+    found = json.loads(cluster.kube.kubectl("-n", namespace, "get", "pods", "-o", "json").stdout)["items"]
+    return [p["metadata"]["name"] for p in found if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
+
+
+def test_jobs_whose_script_always_fails_end_failed_within_their_stated_restarts(cluster):
+    """A PyTorchJob and a JobSet whose command always fails, side by side: each reaches its
+    own Failed condition after the restarts its header states (jobs.RESTARTS), and no pod is
+    left running. The PyTorchJob's containers restart in place (OnFailure) until their restarts
+    summed over the running pods reach runPolicy.backoffLimit (training-operator v1.8.1
+    pkg/core/job.go, PastBackoffLimit; its CleanPodPolicy Running then deletes the pods); the
+    JobSet recreates its Job after each failure, failurePolicy.maxRestarts times."""
+    for scheduler, name in (("kubeflow", "ptx"), ("jobset", "jsx")):
+        job = submit(cluster, scheduler, name, 2, FAILING)
+        header = job["path"].read_text()
+        assert "# Restarts: " in header and f" {jobs.RESTARTS} times" in header, header[:1500]
+    for name, kind in (("ptx", "pytorchjobs.kubeflow.org"), ("jsx", "jobsets.jobset.x-k8s.io")):
+        wait(cluster, name, kind, name, f"{kind} condition Failed", condition(cluster, name, kind, name, "Failed"))
+        until(f"{name}: no pod left running", lambda name=name: left_running(cluster, name) == [], seconds=EXITING)
+        assert all(r.code not in (0, None) for r in runs(cluster, name)), [(r.pod, r.code) for r in runs(cluster, name)]
+    # the JobSet restarted exactly as stated: 1 + RESTARTS rounds of both pods
+    jobset = json.loads(cluster.kube.kubectl("-n", "jsx", "get", "jobsets.jobset.x-k8s.io", "jsx", "-o",
+                                             "json").stdout)
+    assert jobset["status"]["restarts"] == jobs.RESTARTS, jobset["status"]
+    assert len(runs(cluster, "jsx")) == 2 * (1 + jobs.RESTARTS), [(r.pod, r.container) for r in runs(cluster, "jsx")]
+    # the PyTorchJob's two pods restarted in place until their sum reached the limit: at least
+    # RESTARTS restarts, and fewer than a further round of both
+    restarts = len(runs(cluster, "ptx")) - 2
+    assert jobs.RESTARTS <= restarts < jobs.RESTARTS + 2, [(r.pod, r.container) for r in runs(cluster, "ptx")]
 
 EPOCHS = 10
 RESUMED = "Resuming training from snapshot at Epoch"

@@ -7,7 +7,7 @@ kubelet stand-in's three nodes, which runs the pods as containers of the cluster
 image. A worker-only job and one with a master task train the all-reduce check, the DDP
 example trains on three nodes, a job meets at the etcd its manifest brings, each reaching
 phase Completed with the operator model held to its pods; a gang one node short starts no
-pod at all.
+pod at all; a job whose command always fails ends Failed after its stated retries.
 
 Without the control plane's or Volcano's programs the tests fail under CI
 (TORCHPOD_REQUIRE_TOOLS=1) and skip elsewhere, naming `invoke kube.build`; without the
@@ -15,6 +15,7 @@ image (``cluster_image``) they fail."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import time
@@ -25,6 +26,7 @@ import pytest
 
 from torchpod_toolkit.cluster.runner import parse_results
 from torchpod_toolkit.kube import kubelet as kubelet_mod
+from torchpod_toolkit.manifests import jobs
 from torchpod_toolkit.manifests import kube as kube_manifests
 
 from cluster_helpers import EXAMPLES
@@ -149,3 +151,27 @@ def test_a_volcano_gang_one_node_short_starts_no_pod_at_all(cluster):
         time.sleep(1.0)
     assert runs(cluster, "gshort") == []
     cluster.kube.kubectl("delete", "namespace", "gshort", "--wait=false")
+
+
+def test_a_volcano_job_whose_script_always_fails_ends_failed_after_its_stated_retries(cluster):
+    """A worker-only Job whose command always fails: each failed pod (restartPolicy Never, so
+    its phase is Failed) fires PodFailed, whose RestartJob restarts the whole gang; once
+    RetryCount reaches maxRetry the Job's phase is Failed (Volcano v1.10.0,
+    pkg/controllers/job/state/restarting.go), after the restarts the header states, and no
+    pod is left running. Under restartPolicy OnFailure the pods would never fail and the
+    Job would restart in place forever."""
+    # its script names no file: every node's launcher exits 2 at every start, before the rendezvous
+    job = submit(cluster, "volcano", "vcx", 2, (f"{EXAMPLES}/no_such_script.py",))
+    assert f"at most {jobs.RESTARTS} times (maxRetry), then the Job is Failed" in job["path"].read_text()
+    wait(cluster, "vcx", "jobs.batch.volcano.sh", "vcx", "Volcano Job phase Failed",
+         phase(cluster, "vcx", "jobs.batch.volcano.sh", "vcx", "Failed"))
+    found = json.loads(cluster.kube.kubectl("-n", "vcx", "get", "jobs.batch.volcano.sh", "vcx", "-o", "json").stdout)
+    assert found["status"]["retryCount"] == jobs.RESTARTS, found["status"]
+
+    def running() -> list[str]:
+        pods = json.loads(cluster.kube.kubectl("-n", "vcx", "get", "pods", "-o", "json").stdout)["items"]
+        return [p["metadata"]["name"] for p in pods if p["status"].get("phase") in ("Pending", "Running")]
+    until("no pod of the failed Job left running", lambda: running() == [], seconds=60)
+    ran = runs(cluster, "vcx")
+    assert ran and all(r.code not in (0, None) for r in ran), [(r.pod, r.code) for r in ran]
+    assert len(ran) <= 2 * (1 + jobs.RESTARTS), [(r.pod, r.container) for r in ran]

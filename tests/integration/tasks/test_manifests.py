@@ -106,7 +106,7 @@ def test_without_out_a_job_prints_what_its_consumer_reads_from_a_pipe(scheduler,
     `kubectl apply -f -` reads: comments and all); an HPC kind its script alone, valid bash."""
     proc = invoke("manifests", "--scheduler", scheduler, "--nodes", "2", "--image", IMAGE, "--", "train.py")
     assert proc.returncode == 0, proc.stderr
-    outputs = render(JobSpec(scheduler, 2, IMAGE, ("train.py",)))
+    outputs = render(JobSpec(scheduler, 2, IMAGE, ("train.py",)), piped=True)
     kube = jobs.BY_NAME[scheduler].kube
     (main,) = [o for o in outputs if o.name.endswith(".yaml")] if kube else outputs[:1]
     assert proc.stdout == main.text and "###" not in proc.stdout
@@ -119,6 +119,8 @@ def test_without_out_a_job_prints_what_its_consumer_reads_from_a_pipe(scheduler,
         assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
     others = [o.name for o in outputs if o is not main]  # Run:ai's CLI line: named on stderr, written with --out
     assert all(f"also {name}: written with --out DIR" in proc.stderr for name in others)
+    # what a user must see reaches stderr too: the script nothing mounts, on a Kubernetes kind
+    assert ("torchpod: Script: train.py is read from" in proc.stderr) is kube, proc.stderr
 
 
 @pytest.mark.parametrize("task", ["manifests", "jobs.manifests"])
@@ -127,7 +129,7 @@ def test_a_repeated_flag_keeps_every_value_under_either_task_name(task):
                   "--env", "NCCL_DEBUG=INFO", "--env", "NCCL_IB_HCA=mlx5_0,mlx5_1", "--", "train.py")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == render(JobSpec("slurm", 2, IMAGE, ("train.py",), runtime="none",
-                                         env=("NCCL_DEBUG=INFO", "NCCL_IB_HCA=mlx5_0,mlx5_1")))[0].text
+                                         env=("NCCL_DEBUG=INFO", "NCCL_IB_HCA=mlx5_0,mlx5_1")), piped=True)[0].text
 
 
 def _first_job_commands() -> list[tuple[str, list[str]]]:

@@ -56,8 +56,8 @@ def test_help_names_site_lib_without_a_dash_letter(name):
 @pytest.mark.parametrize("args, needle", [
     (["image.build", "--arch", "sparc"], "--arch='sparc' is not a known architecture"),
     (["build", "-a", "sparc"], "--arch='sparc' is not a known architecture"),
-    (["image.push", "--registry", "http://x"], "--registry='http://x'; expected HOST:PORT"),
-    (["push", "-r", "http://x"], "--registry='http://x'; expected HOST:PORT"),
+    (["image.push", "--registry", "http://x"], "--registry='http://x' is not a repository; expected HOST[:PORT]"),
+    (["push", "-r", "http://x"], "--registry='http://x' is not a repository; expected HOST[:PORT]"),
     (["image.wheels", "--arch", "sparc"], "--arch='sparc' is not a known architecture"),
     (["jobs.manifests", "-s", "lsf9", "-n", "2", "-i", "i:1", "--", "t.py"], "--scheduler='lsf9' is unknown"),
     (["cluster.demo", "--scheduler", "nope"], "--scheduler='nope' is unknown"),

@@ -17,7 +17,7 @@ from tasks_cli import invoke
     (["build", "--arch", "x86_64", "--ca-bundle", "/nonexistent.pem"], {}, "--ca-bundle='/nonexistent.pem'"),
     (["build", "--arch", "x86_64"], {"DOCKER_HOST": "unix:///nonexistent/docker.sock"},
      "no Docker engine at unix:///nonexistent/docker.sock"),
-    (["push", "--registry", "http://x"], {}, "--registry='http://x'; expected HOST:PORT"),
+    (["push", "--registry", "http://x"], {}, "--registry='http://x' is not a repository; expected HOST[:PORT]"),
     (["test", "--tier", "everything"], {}, "--tier='everything'"),
     (["demo", "--kube"], {}, "--kube needs --manifest FILE"),
     (["demo", "--kube", "--manifest", "manifests/jobset/train.jobset.yaml", "--nodes", "3"], {},

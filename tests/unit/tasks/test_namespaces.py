@@ -47,8 +47,9 @@ SHORT = {
     "test": {"build_images": "b", "pytest_args": "p", "tier": "t"},
     "demo": {"gpus": "g", "manifest": "m", "nodes": "n", "scheduler": "s", "timeout": "t", "workload": "w"},
     # chosen, not inherited: what a user would guess; nothing that rewrites files or opens the host
+    # (-q and -w for --queue and --walltime are gone: sbatch reads -q as the QOS, -w as the node list)
     "manifests": {"scheduler": "s", "nodes": "n", "image": "i", "gpus_per_node": "g", "out": "o", "env": "e",
-                  "volume": "v", "queue": "q", "walltime": "w"},
+                  "volume": "v"},
     "bench-rendezvous": {"nodes": "n", "repeats": "r"},
     "measurements": {"check": "c"},
 }
@@ -280,3 +281,14 @@ def test_one_run_of_a_split_tier_selecting_nothing_is_no_failure(monkeypatch):
     c = OnlySolo()
     NS["test"].body(c, tier="cluster", build_images=False, pytest_args="-k preflight", setup=False)
     assert len(c.commands) == 2
+
+
+# Letters sbatch, qsub and bsub use for where and when a job runs (sbatch -p partition, -q QOS,
+# -t time, -w node list, -A account, -N nodes; qsub -q queue, -A account, -N name, -J array;
+# bsub -q queue, -W run limit, -w dependency, -P project, -J name): a Slurm or PBS user typing
+# one of them means that, so `invoke manifests` gives none of them another meaning.
+BATCH_PLACEMENT = set("pqtwANJWP")
+
+
+def test_manifests_takes_no_letter_a_batch_user_reads_as_a_placement():
+    assert not set(_shorts("manifests").values()) & BATCH_PLACEMENT, _shorts("manifests")

@@ -283,7 +283,8 @@ class Kubelet:
                 continue
             out.append(Ended(namespace, labels.get("io.kubernetes.pod.name", "?"), name, container.name, code, log))
         seen = {e.attempt for e in out}
-        out += [e for e in list(self.ended) if e.namespace == namespace and e.attempt not in seen]
+        out += [e for e in list(self.ended)
+                if e.namespace == namespace and e.attempt not in seen and e.container != podargs.SANDBOX]
         return sorted(out, key=lambda e: (e.pod, e.attempt))
 
 

@@ -25,6 +25,7 @@ nodes' own environment has torchpod, e.g. the image itself; used by the tests).
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 from dataclasses import dataclass
@@ -219,8 +220,16 @@ def _enroot_ref(image: str) -> str:
     return image.replace("/", "#", 1) if ("." in first or ":" in first) and "/" in image else image
 
 
+def image_file(spec: JobSpec, suffix: str) -> str:
+    """The name of the image file a job pulls once into its submit directory: the job's name
+    and a digest of the image reference, so a job re-rendered for another image (a new tag, a
+    digest) pulls that one rather than running the file an earlier image left there."""
+    return f"{_label(spec.name)}-{hashlib.sha256(spec.image.encode()).hexdigest()[:12]}.{suffix}"
+
+
 def _sif(spec: JobSpec, per_node: list) -> list[str]:
-    return ['SIF="${TORCHPOD_SIF:-$PWD/' + _label(spec.name) + '.sif}"  # on a filesystem every node sees',
+    return [f"# {image_file(spec, 'sif')}: {spec.image}'s own file; another --image pulls another",
+            'SIF="${TORCHPOD_SIF:-$PWD/' + image_file(spec, "sif") + '}"  # on a filesystem every node sees',
             '[ -f "$SIF" ] || ' + line(["apptainer", "pull", Sh('"$SIF"'), "docker://" + spec.image])]
 
 
@@ -228,7 +237,8 @@ def _sqsh(spec: JobSpec, per_node: list) -> list[str]:
     """enroot import writes its squashfs in place (mksquashfs to the output), so an import
     killed half-way leaves a truncated file the next run would reuse: import under a name
     of this job's, then rename (atomic within the directory)."""
-    return ['SQSH="${TORCHPOD_SQSH:-$PWD/' + _label(spec.name) + '.sqsh}"  # on a filesystem every node sees',
+    return [f"# {image_file(spec, 'sqsh')}: {spec.image}'s own file; another --image imports another",
+            'SQSH="${TORCHPOD_SQSH:-$PWD/' + image_file(spec, "sqsh") + '}"  # on a filesystem every node sees',
             'if [ ! -f "$SQSH" ]; then',
             '  PART="$SQSH.part-$' + jobs.kind(spec.scheduler).job_id + '"  # renamed only once whole',
             '  ' + line(["enroot", "import", "-o", Sh('"$PART"'), "docker://" + _enroot_ref(spec.image)]),

@@ -25,9 +25,9 @@ from typing import Mapping
 from torchpod.errors import InputError
 
 from .kinds import KINDS
-from .kinds.record import JobKind, Model
+from .kinds.record import RESTARTS, JobKind, Model
 
-__all__ = ["KINDS", "JobKind", "Model", "RUNTIMES", "DEFAULT_RUNTIME", "BY_NAME", "NAMES", "KUBE", "HPC",
+__all__ = ["KINDS", "JobKind", "Model", "RESTARTS", "RUNTIMES", "DEFAULT_RUNTIME", "BY_NAME", "NAMES", "KUBE", "HPC",
            "choices", "kind", "having", "of_pods"]
 
 # The container runtimes an HPC job can run the image with (``--runtime``); hpc.RUNTIMES

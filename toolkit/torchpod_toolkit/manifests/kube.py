@@ -28,6 +28,7 @@ from torchpod.contract import ENV_PRESET, ETCD_PORT, JOBSET_LABEL_ENV
 
 from . import jobs
 from . import resources as resources_mod
+from .jobs import RESTARTS
 from .operators import RUNAI_SCHEDULER  # the operator model reads the same name
 from .spec import NON_ROOT_ID, JobSpec
 
@@ -187,8 +188,9 @@ def _meta(spec: JobSpec, name: str | None = None, **extra) -> Obj:
 
 
 # torchrun restarts of the worker group an elastic job allows (elasticPolicy.maxRestarts,
-# PET_MAX_RESTARTS): each lost or returning node costs one.
-ELASTIC_RESTARTS = 3
+# PET_MAX_RESTARTS): each lost or returning node costs one. The job's own restarts after a
+# failure are RESTARTS (kinds/record.py), the number each kind's header states.
+ELASTIC_RESTARTS = RESTARTS
 
 
 def _volcano_elastic(spec: JobSpec, job_spec: Obj, tasks: list[Obj]) -> None:
@@ -228,12 +230,19 @@ def volcano_job(spec: JobSpec) -> Obj:
         counts: tuple[tuple[str, int], ...] = (("master", 1), ("worker", spec.nodes - 1))
     else:
         counts = (("worker", spec.nodes),)
+    # Never: a failed pod's phase is Failed, the PodFailed event Volcano's RestartJob policy
+    # acts on and maxRetry counts (pkg/controllers/job/state/restarting.go, v1.10.0: Failed once
+    # RetryCount reaches maxRetry); under OnFailure the kubelet restarts the container in place,
+    # the pod never fails and the job restarts forever. The elastic job keeps OnFailure.
+    policy = "OnFailure" if spec.min_nodes is not None else "Never"
     for task, replicas in counts:
         tasks.append({"name": task, "replicas": replicas,
-                      "template": {"spec": {**pod_spec(spec, downward=downward), "restartPolicy": "OnFailure"}}})
-    job_spec: Obj = {"schedulerName": "volcano", "minAvailable": spec.nodes, "maxRetry": 3}
+                      "template": {"spec": {**pod_spec(spec, downward=downward), "restartPolicy": policy}}})
+    job_spec: Obj = {"schedulerName": "volcano", "minAvailable": spec.nodes, "maxRetry": RESTARTS}
     if spec.queue:
         job_spec["queue"] = spec.queue
+    if spec.priority_class:  # the job's own, which vc-scheduler orders jobs and preempts by, beside the pods'
+        job_spec["priorityClassName"] = spec.priority_class
     job_spec.update({
         "plugins": plugins,
         # a lost pod ends the rendezvous for everyone: restart the whole gang
@@ -268,7 +277,10 @@ def pytorch_job(spec: JobSpec, *, elastic: bool, labels: Obj | None = None,
     def replica(n: int) -> Obj:
         return {"replicas": n, "restartPolicy": "OnFailure", "template": template}
 
-    job_spec: Obj = {"nprocPerNode": str(spec.nproc)}
+    # training-operator v1.8.1 fails the job once its OnFailure pods' container restarts, summed
+    # over the running pods, reach backoffLimit (pkg/core/job.go, PastBackoffLimit); unset, a
+    # script that always fails restarts forever while holding every GPU
+    job_spec: Obj = {"nprocPerNode": str(spec.nproc), "runPolicy": {"backoffLimit": RESTARTS}}
     if elastic:
         policy: Obj = {"minReplicas": spec.min_nodes or spec.nodes, "maxReplicas": spec.nodes,
                        "maxRestarts": ELASTIC_RESTARTS}
@@ -414,7 +426,7 @@ def job_set(spec: JobSpec) -> Obj:
            "template": {"spec": pod}}
     return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": _meta(spec),
             "spec": {"network": {"enableDNSHostnames": True, "subdomain": spec.name, "publishNotReadyAddresses": True},
-                     "failurePolicy": {"maxRestarts": 3},
+                     "failurePolicy": {"maxRestarts": RESTARTS},
                      "replicatedJobs": [{"name": "node", "replicas": 1, "template": {"spec": job}}]}}
 
 

@@ -22,6 +22,7 @@ from torchpod.contract import ENV_PRESET, SITE_DEPS
 from torchpod.errors import InputError, RuntimeFailure
 
 from . import hpc, jobs, kube, podsecurity, yamltext
+from .jobs import RESTARTS
 from .spec import JobSpec, check, default, flag, option_text, options, parse_counts, required
 
 
@@ -150,15 +151,33 @@ def ranks_line(spec: JobSpec, kind: jobs.JobKind) -> str:
     return "Ranks: torch's group rank is the node index (torchpod orders the rendezvous by it)"
 
 
-def header(spec: JobSpec, filename: str) -> list[str]:
+def restarts_line(spec: JobSpec, kind: jobs.JobKind) -> str:
+    """What follows a failure: how many restarts the kind makes and how the job ends, as the
+    kind declares it (JobKind.restarts), the elastic form under --nodes MIN:MAX."""
+    text = kind.restarts_elastic if spec.min_nodes is not None and kind.restarts_elastic else kind.restarts
+    return f"Restarts: {text.format(n=RESTARTS)}"
+
+
+def submit_line(kind: jobs.JobKind, filename: str, piped: bool) -> str:
+    """How to submit: the file by name, or, for a file printed to a pipe (``piped``), the
+    submitter's standard-input form (JobKind.piped), or that the file must be written first."""
+    if not piped:
+        return f"Submit: {kind.submit} {filename}"
+    if kind.piped:
+        return f"Submit: {kind.piped} with this file on standard input"
+    return (f"Submit: {kind.submit} {filename} once this is saved as {filename} ({kind.submit.split()[0]} reads no "
+            "standard input; --out DIR writes it)")
+
+
+def header(spec: JobSpec, filename: str, piped: bool = False) -> list[str]:
     gpus = f"{spec.gpus_per_node} GPUs" if spec.gpus_per_node else "CPU only"
     kind = jobs.kind(spec.scheduler)
     lines = [f"torchpod {spec.scheduler} job '{spec.name}': {spec.nnodes} nodes x {gpus}, image {spec.image}"]
     if kind.kube:
-        lines.append(f"Submit: {kind.submit} {filename}   (needs {kind.requires})")
+        lines.append(f"{submit_line(kind, filename, piped)}   (needs {kind.requires})")
         lines.append(f"Pod Security: namespace level {pod_security(spec)[1]}")
     else:
-        lines.append(f"Submit: {kind.submit} {filename}   (container runtime: {spec.runtime}"
+        lines.append(f"{submit_line(kind, filename, piped)}   (container runtime: {spec.runtime}"
                      + (f"; {kind.fan_out})" if kind.fan_out else ")"))
         lines += shared_paths(spec)
     if spec.rdzv == "etcd":
@@ -167,6 +186,7 @@ def header(spec: JobSpec, filename: str) -> list[str]:
     else:
         lines.append(f"Rendezvous: c10d on node 0, port {spec.port}; torchpod derives it from the scheduler")
     lines.append(ranks_line(spec, kind))
+    lines.append(restarts_line(spec, kind))
     if spec.rdma == "hostnetwork":
         lines.append("RDMA: hostNetwork + /dev/infiniband from the host (OKE style); "
                      "NICs and GIDs as the host has them")
@@ -215,26 +235,34 @@ def script_source(spec: JobSpec) -> list[str]:
             f"in the image there, or mounted with --volume (e.g. pvc:CLAIM:{workdir} or configmap:NAME:{workdir})"]
 
 
+# Header lines a user must see even when the file goes down a pipe: `invoke manifests`
+# without --out prints them on stderr too (printed).
+NOTICES = ("# WARNING ", "# Script: ")
+
+
 def printed(outputs: list[Output]) -> tuple[str, list[str]]:
     """What `invoke manifests` prints without --out: the job's own file alone, which a tool
     can take from a pipe (a Kubernetes kind's one YAML stream, its header as YAML comments,
     for `kubectl apply -f -`, Run:ai's PyTorchJob included; an HPC kind's script, for
-    `sbatch`), and a note for each other file (Run:ai's CLI line), which --out DIR writes."""
+    `sbatch`), and the notes for stderr: the header's notices (NOTICES: a warning, a script
+    nothing mounts), and each other file (Run:ai's CLI line), which --out DIR writes."""
     first = next((o for o in outputs if o.name.endswith(".yaml")), outputs[0])
-    return first.text, [f"also {o.name}: written with --out DIR" for o in outputs if o is not first]
+    notices = [line[2:] for line in first.text.splitlines() if line.startswith(NOTICES)]
+    return first.text, notices + [f"also {o.name}: written with --out DIR" for o in outputs if o is not first]
 
 
-def render(spec: JobSpec) -> list[Output]:
-    """The files for ``spec`` (checked first: bad input raises before anything is built)."""
+def render(spec: JobSpec, piped: bool = False) -> list[Output]:
+    """The files for ``spec`` (checked first: bad input raises before anything is built);
+    ``piped``: the job's file goes to a pipe, and its Submit line says the stdin form."""
     spec = check(spec)
     kind = jobs.kind(spec.scheduler)
     base = f"{spec.name}.{spec.scheduler}"
     name = f"{base}.{kind.suffix}"
     if not kind.kube:
-        return [Output(name, hpc.SCRIPTS[kind.renderer](spec, header(spec, name)))]
+        return [Output(name, hpc.SCRIPTS[kind.renderer](spec, header(spec, name, piped)))]
     docs = kube.objects(spec)
     _require_level(spec, docs)
-    out = [Output(name, "\n".join(header(spec, name)) + "\n" + yamltext.dump(docs))]
+    out = [Output(name, "\n".join(header(spec, name, piped)) + "\n" + yamltext.dump(docs))]
     if kind.cli:  # a CLI line beside the manifest (kube.CLI_LINES)
         sh = f"{base}.sh"
         cli = kube.CLI_LINES[kind.cli]

@@ -484,6 +484,9 @@ def _check_names(spec: JobSpec) -> None:
     _check_label("--name", spec.name, _JOB_NAME, NAME_MAX, "a DNS label starting with a letter")
     _check_label("--namespace", spec.namespace, _DNS1123_LABEL, 63, "a DNS-1123 label")
     _check_label("--project", spec.project, _DNS1123_LABEL, 63, "a Run:ai project name (a DNS-1123 label)")
+    if spec.image == "":
+        raise InputError("--image is required; expected the image the nodes pull, REGISTRY/PATH/NAME:TAG or "
+                         "REGISTRY/PATH/NAME@sha256:DIGEST (`invoke push` prints the latter)")
     problem = image_problem(spec.image)
     if problem:
         raise InputError(f"--image={spec.image!r} {problem}")
@@ -674,7 +677,12 @@ def _check_taken(spec: JobSpec) -> None:
         if how.kinds is None or spec.scheduler in how.kinds or getattr(spec, name) == default(name):
             continue
         value = getattr(spec, name)
-        given = flag(name) if isinstance(value, bool) else f"{flag(name)}={value}"
+        if isinstance(value, bool):
+            given = flag(name)
+        elif isinstance(value, (tuple, list)):  # a repeated option: each value as it was given
+            given = " ".join(f"{flag(name)}={one}" for one in value)
+        else:
+            given = f"{flag(name)}={value}"
         raise InputError(f"{given}: a {spec.scheduler} job has no place for it, and it is never dropped "
                          f"silently; expected it left out, or --scheduler {jobs.choices(how.kinds)}")
 

@@ -35,6 +35,7 @@ from torchpod.errors import InputError
 from torchpod.schedulers import choose, lsf, pbs, slurm
 from torchpod.schedulers.common import Facts
 from torchpod_toolkit.manifests import jobs
+from torchpod_toolkit.manifests.hpc import image_file
 from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import HPC, RUNTIMES, JobSpec
 
@@ -173,7 +174,7 @@ def test_an_import_killed_half_way_is_never_reused(scheduler, tmp_path):
     proc, calls, _ = run(spec, tmp_path, STUB_KILL_IMPORT="1")
     assert proc.returncode != 0 and not environments(calls), (proc.stderr, calls)
     made = sorted(p.name for p in (tmp_path / "work").iterdir())
-    assert f"{spec.name}.sqsh" not in made, f"a truncated image is left where the next run takes it: {made}"
+    assert image_file(spec, "sqsh") not in made, f"a truncated image is left where the next run takes it: {made}"
 
 
 def test_docker_under_slurm_without_the_steps_gpu_ids_stops_with_one_line_per_node(tmp_path):
@@ -263,3 +264,32 @@ def test_the_jobs_env_reaches_torchpod_on_every_node_exactly(scheduler, runtime,
     for node, env in enumerate(envs):
         assert {k: env.get(k) for k in want} == want, (node, {k: env.get(k) for k in want})
         assert detected(scheduler, env, node, nodefile)[1:] == (node, len(NODES))  # detection as without them
+
+
+@pytest.mark.parametrize("runtime, verb", [("apptainer", "pull"), ("enroot", "import")])
+def test_a_job_re_rendered_for_another_image_fetches_that_image(runtime, verb, tmp_path):
+    """The image file carries the image (hpc.image_file): a job rendered for a new tag, run in
+    the submit directory where the old tag's file lies, fetches the new image and runs it;
+    the same image again reuses its file."""
+    def fetched(calls: list[stubs.Call]) -> list[str]:
+        return [a for c in calls if c.name == runtime and c.args[:1] == (verb,) for a in c.args
+                if a.startswith("docker://")]
+
+    old = JobSpec(scheduler="slurm", runtime=runtime, nodes=len(NODES), image=IMAGE, command=("train.py",))
+    new = JobSpec(scheduler="slurm", runtime=runtime, nodes=len(NODES), image=IMAGE.replace("2.13.0", "2.14.1"),
+                  command=("train.py",))
+    script, log, _, work, env = prepare_job(old, tmp_path)
+
+    def submit(spec: JobSpec) -> list[stubs.Call]:
+        before = len(stubs.read_log(log))
+        (out,) = render(spec)
+        script.write_text(out.text)
+        proc = subprocess.run(["/bin/bash", str(script)], cwd=work, env=env, capture_output=True, text=True,
+                              timeout=HANG_GUARD)
+        assert proc.returncode == 0, proc.stderr
+        return stubs.read_log(log)[before:]
+
+    assert [u.endswith("2.13.0-cuda13.0") for u in fetched(submit(old))] == [True]
+    assert [u.endswith("2.14.1-cuda13.0") for u in fetched(submit(new))] == [True]  # not the old file
+    assert fetched(submit(old)) == []  # its own file, still there
+    assert len([p for p in work.iterdir() if p.suffix in (".sif", ".sqsh")]) == 2

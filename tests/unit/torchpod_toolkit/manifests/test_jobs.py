@@ -228,3 +228,59 @@ def test_the_header_says_how_torch_will_rank_the_nodes_for_every_kind_and_rendez
         request = check(JobSpec(kind.name, 4, IMAGE, ("train.py",), min_nodes=2))
         (line,) = [ln for ln in render.header(request, "f") if ln.startswith("# Ranks: ")]
         assert line.startswith("# Ranks: each round ranks the nodes that joined by node index"), (kind.name, line)
+
+
+def _bounds(doc: dict) -> dict[str, object]:
+    """Where a rendered Kubernetes job object bounds its restarts, as the header names them."""
+    spec = doc["spec"]
+    found: dict[str, object] = {}
+    if doc["kind"] == "PyTorchJob":
+        found["runPolicy.backoffLimit"] = spec.get("runPolicy", {}).get("backoffLimit")
+        found["restartPolicy"] = {r["restartPolicy"] for r in spec["pytorchReplicaSpecs"].values()}
+    elif doc["kind"] == "JobSet":
+        found["failurePolicy.maxRestarts"] = spec.get("failurePolicy", {}).get("maxRestarts")
+        found["backoffLimit"] = {r["template"]["spec"]["backoffLimit"] for r in spec["replicatedJobs"]}
+    elif doc["kind"] == "Job" and doc["apiVersion"].startswith("batch.volcano.sh"):
+        found["maxRetry"] = spec.get("maxRetry")
+        found["restartPolicy"] = {t["template"]["spec"]["restartPolicy"] for t in spec["tasks"]}
+        found["policies"] = [(p["event"], p["action"]) for p in spec.get("policies", [])]
+    return found
+
+
+@pytest.mark.parametrize("kind", [k.name for k in jobs.KINDS])
+def test_every_kind_states_how_its_restarts_end_and_its_object_holds_that_bound(kind):
+    import yaml
+
+    record = jobs.kind(kind)
+    request = check(JobSpec(kind, 2, IMAGE, ("train.py",)))
+    (line,) = [ln for ln in render.header(request, "f") if ln.startswith("# Restarts: ")]
+    assert "{n}" not in line and len(line) < 400, line
+    if not record.kube:
+        assert line.startswith("# Restarts: none: a non-zero exit ends the job") or "runs the task once" in line
+        return
+    (out,) = [o for o in render.render(request) if o.name.endswith(".yaml")]
+    (doc,) = [d for d in yaml.safe_load_all(out.text) if d and d["kind"] in ("PyTorchJob", "JobSet", "Job",
+                                                                              "TrainJob", "LeaderWorkerSet")]
+    bounds = _bounds(doc)
+    n = jobs.RESTARTS
+    if doc["kind"] == "PyTorchJob":
+        assert bounds == {"runPolicy.backoffLimit": n, "restartPolicy": {"OnFailure"}}, bounds
+        assert f"restarted {n} times in all (runPolicy.backoffLimit), then the PyTorchJob is Failed" in line
+    elif doc["kind"] == "JobSet":
+        assert bounds == {"failurePolicy.maxRestarts": n, "backoffLimit": {0}}, bounds
+        assert f"at most {n} times (failurePolicy.maxRestarts), then the JobSet is Failed" in line
+    elif doc["kind"] == "Job":  # Volcano's: a failed pod must reach Failed for maxRetry to count
+        assert bounds["maxRetry"] == n and bounds["restartPolicy"] == {"Never"}, bounds
+        assert ("PodFailed", "RestartJob") in bounds["policies"], bounds
+        assert f"at most {n} times (maxRetry), then the Job is Failed" in line
+    elif doc["kind"] == "TrainJob":  # the runtime's Job: Kubernetes' default backoffLimit, said as such
+        assert "6 failures" in line and "then the TrainJob is Failed" in line
+    else:  # a LeaderWorkerSet has no failed state: said, with what to use instead
+        assert doc["spec"]["leaderWorkerTemplate"]["restartPolicy"] == "RecreateGroupOnPodRestart"
+        assert line.startswith("# Restarts: without bound") and "(-s jobset)" in line
+
+
+def test_an_elastic_volcano_job_says_its_pods_restart_without_bound():
+    request = check(JobSpec("volcano", 4, IMAGE, ("train.py",), min_nodes=2))
+    (line,) = [ln for ln in render.header(request, "f") if ln.startswith("# Restarts: ")]
+    assert "without bound" in line and "PET_MAX_RESTARTS" in line

@@ -229,6 +229,8 @@ def test_the_sites_pod_fields_and_the_jobs_env_reach_every_pod(kind):
     assert pods and all(p["serviceAccountName"] == "trainer" and p["imagePullSecrets"] == [{"name": "regcred"}]
                         for p in pods)
     assert all(p.get("priorityClassName") == ("training-high" if kind != "trainer" else None) for p in pods)
+    if job["apiVersion"].startswith("batch.volcano.sh"):  # the Job's own, which vc-scheduler orders jobs by
+        assert job["spec"]["priorityClassName"] == "training-high"
     want = [{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "NCCL_IB_HCA", "value": "mlx5_0,mlx5_1"}]
     assert envs and all(e[:2] == want for e in envs), envs
 

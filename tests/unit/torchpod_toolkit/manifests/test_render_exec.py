@@ -277,7 +277,7 @@ def check_hpc(spec: JobSpec, locale: str) -> None:
         check_calls(spec, calls, where)
         assert not where["mark"].exists(), "the script ran code from a value (the marker file exists)"
         made = {p.name for p in where["work"].iterdir()}
-        assert made <= {f"{spec.name}.sif", f"{spec.name}.sqsh"}, f"stray files: {made}"  # no .part, no status
+        assert made <= {hpc.image_file(spec, "sif"), hpc.image_file(spec, "sqsh")}, f"stray files: {made}"  # no .part
         assert not any(where["home"].iterdir()), "files appeared in HOME"
         assert {p.name for p in Path(tmp).iterdir()} == {"bin", "work", "home", "job", "calls.log"}
 

@@ -129,3 +129,18 @@ def test_every_name_trainer_accepts_fits_jobsets_pod_name_limit():
     with pytest.raises(InputError, match=f"expected a --name of at most {room} characters"):
         spec._check_kind_limits(replace(checked, name="t" * (room + 1)))
     assert "trainer" in jobs.KUBE
+
+
+def test_a_missing_image_is_required_not_empty():
+    with pytest.raises(InputError) as err:
+        spec.check(JobSpec("volcano", 2, "", ("train.py",)))
+    assert str(err.value).startswith("--image is required; expected ") and "''" not in str(err.value)
+
+
+def test_a_repeated_option_a_kind_cannot_carry_is_named_as_it_was_given():
+    with pytest.raises(InputError) as err:
+        spec.check(JobSpec("slurm", 2, IMAGE, ("train.py",),
+                           toleration=("nvidia.com/gpu:NoSchedule", "dedicated=ml:NoExecute")))
+    message = str(err.value)
+    assert message.startswith("--toleration=nvidia.com/gpu:NoSchedule --toleration=dedicated=ml:NoExecute: a slurm job")
+    assert "(" not in message.split(":")[0] and "'" not in message, message

@@ -12,4 +12,7 @@ from .record import JobKind
 KIND = JobKind("jobset", "jobset", RDZV_PORT_DEFAULT, "jobset", operators.jobset,
                "JobSet (kubernetes-sigs/jobset) >= 0.7", "kubectl apply -f", "yaml", "job_set",
                mnnvl="JobSet >= 0.7", pod_fields=True, priority_class=True, workdir=True,
+               restarts="a failed pod fails its Job (backoffLimit 0) and the JobSet recreates every Job, at most "
+                        "{n} times (failurePolicy.maxRestarts), then the JobSet is Failed",
+               piped="kubectl apply -f -",
                order=80)

@@ -15,4 +15,8 @@ from .record import JobKind
 KIND = JobKind("kubeflow-elastic", "kubeflow", PYTORCHJOB_PORT, "kubeflow-elastic", operators.pytorchjob,
                "Kubeflow training-operator >= 1.7 (elasticPolicy)", "kubectl apply -f", "yaml", "pytorch_job_elastic",
                node_range=True, mnnvl="training-operator >= 1.9", pod_fields=True, priority_class=True, workdir=True,
+               restarts="torchrun re-forms the group at most {n} times (elasticPolicy.maxRestarts); a failed "
+                        "container restarts in place until the pods have restarted {n} times in all "
+                        "(runPolicy.backoffLimit), then the PyTorchJob is Failed",
+               piped="kubectl apply -f -",
                order=40)

@@ -10,4 +10,7 @@ from .record import JobKind
 KIND = JobKind("lsf", "lsf", RDZV_PORT_DEFAULT, "lsf", None, None, "bsub <", "bsub", "lsf_script",
                fan_out="blaunch -u", forwards=SCHEDULER_VARS["lsf"], job_id="LSB_JOBID",
                node_file="LSB_DJOB_HOSTFILE", queue=True, batch=True,
-               shared_dir=True, order=120)
+               shared_dir=True,
+               restarts="none: a non-zero exit ends the job (EXIT); LSF reruns it only from a RERUNNABLE queue",
+               piped="bsub",
+               order=120)

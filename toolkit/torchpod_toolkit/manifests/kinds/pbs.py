@@ -9,4 +9,8 @@ from .record import JobKind
 
 KIND = JobKind("pbs", "pbs", RDZV_PORT_DEFAULT, "pbs", None, None, "qsub", "sh", "pbs_script", fan_out="pbsdsh",
                forwards=SCHEDULER_VARS["pbs"], job_id="PBS_JOBID", node_file="PBS_NODEFILE", queue=True, batch=True,
-               shared_dir=True, shared_writes="pbsdsh's task statuses", order=100)
+               shared_dir=True, shared_writes="pbsdsh's task statuses",
+               restarts="none: a non-zero exit ends the job; PBS reruns a rerunnable job (qsub's default, -r y) "
+                        "after a node failure",
+               piped="qsub",
+               order=100)

@@ -10,4 +10,8 @@ from .record import JobKind
 KIND = JobKind("pbs-pals", "pbs", RDZV_PORT_DEFAULT, "pbs-pals", None, None, "qsub", "sh", "pbs_script",
                fan_out="Cray PALS mpiexec", forwards=SCHEDULER_VARS["pbs"], job_id="PBS_JOBID",
                node_file="PBS_NODEFILE", queue=True, batch=True,
-               pals=True, shared_dir=True, order=110)
+               pals=True, shared_dir=True,
+               restarts="none: a non-zero exit ends the job; PBS reruns a rerunnable job (qsub's default, -r y) "
+                        "after a node failure",
+               piped="qsub",
+               order=110)

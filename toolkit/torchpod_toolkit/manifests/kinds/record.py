@@ -19,6 +19,11 @@ from typing import Callable, Optional
 
 Model = Callable[..., list]
 
+# How many times a Kubernetes job restarts after a failure before it ends Failed, where its
+# object can say so (PyTorchJob runPolicy.backoffLimit, JobSet failurePolicy.maxRestarts,
+# Volcano maxRetry): a script that always fails stops holding its nodes' GPUs after these.
+RESTARTS = 3
+
 
 @dataclass(frozen=True)
 class JobKind:
@@ -68,6 +73,13 @@ class JobKind:
     # the name the operator gives the job's last pod ({name}, {index}) when a webhook holds it,
     # with the suffix JobSet adds, to a DNS label (spec.pod_name_room)
     last_pod: str = ""
+    # What follows a failure, in the header's Restarts line ({n}: RESTARTS): every kind says
+    # how many restarts it makes and how the job ends, or why it has no bound.
+    restarts: str = ""
+    restarts_elastic: str = ""  # the same under --nodes MIN:MAX, where it differs
+    # the submit command that reads the file from a pipe (`invoke manifests ... | kubectl apply
+    # -f -`); "": its submitter reads no standard input, so the file must be written (--out)
+    piped: str = ""
     # its place in every list of kinds (kinds.KINDS), lowest first; a kind without one comes last
     order: int = 1000
 

@@ -20,4 +20,8 @@ KIND = JobKind("runai", "runai", PYTORCHJOB_PORT, "runai", operators.pytorchjob,
                no_mnnvl="the `runai training pytorch submit` line written beside the PyTorchJob has no flag for a "
                         "resource claim, so its pods would get no IMEX channel; use --scheduler kubeflow, the same "
                         "PyTorchJob",
-               cli="runai_command", order=60)
+               cli="runai_command",
+               restarts="a failed container restarts in place (restartPolicy OnFailure) until the job's pods have "
+                        "restarted {n} times in all (runPolicy.backoffLimit), then the PyTorchJob is Failed",
+               piped="kubectl apply -f -",
+               order=60)

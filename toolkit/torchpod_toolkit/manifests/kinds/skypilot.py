@@ -10,4 +10,5 @@ from .record import JobKind
 KIND = JobKind("skypilot", "skypilot", RDZV_PORT_DEFAULT, "skypilot", None, None, "sky launch", "yaml",
                "skypilot_file", fan_out="`run` starts on every node, in the image; GPU type H100, change it to yours",
                runtimes=("none",),
+               restarts="none: `sky launch` runs the task once, and its exit status is the job's",
                order=130)

@@ -13,4 +13,7 @@ KIND = JobKind("slurm", "slurm", RDZV_PORT_DEFAULT, "slurm", None, None, "sbatch
                forwards=SCHEDULER_VARS["slurm"], job_id="SLURM_JOB_ID", step_gpus=True,
                queue=True, batch=True, qos=True, requeue=True,
                shared_dir=True, rank_domains="the switch path of Slurm's topology/tree plugin, where the site runs it",
+               restarts="none: a non-zero exit ends the job FAILED; Slurm requeues a batch job after a node "
+                        "failure where the site's JobRequeue allows it",
+               piped="sbatch",
                order=90)

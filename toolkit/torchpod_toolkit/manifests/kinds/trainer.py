@@ -26,4 +26,9 @@ KIND = JobKind("trainer", "kubeflow", TRAINER_PORT, "trainer", operators.trainjo
                         "whose template claims the channel",
                no_hostnetwork="a TrainJob's runtimePatches cannot set hostNetwork (trainer v2.3 CRD); use --rdma "
                               "device-plugin, or another scheduler",
-               last_pod="{name}-node-0-{index}", order=50)
+               last_pod="{name}-node-0-{index}",
+               restarts="a failed container restarts in place until its Job has seen 6 failures (the "
+                        "torch-distributed runtime's Job sets no backoffLimit: Kubernetes' default is 6, and a "
+                        "TrainJob cannot change it), then the TrainJob is Failed",
+               piped="kubectl apply -f -",
+               order=50)

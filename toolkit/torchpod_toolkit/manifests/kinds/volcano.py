@@ -20,4 +20,11 @@ KIND = JobKind("volcano", "volcano", RDZV_PORT_DEFAULT, "volcano", operators.vol
                "Volcano >= 1.9 (its env and svc job plugins)", "kubectl apply -f", "yaml", "volcano_job",
                node_range=True, mnnvl="Volcano >= 1.11", queue=True, pod_fields=True, priority_class=True,
                workdir=True,
+               restarts="a failed or evicted pod restarts the whole gang (RestartJob; its pods restart Never, so "
+                        "that Volcano sees the failure), at most {n} times (maxRetry), then the Job is Failed",
+               restarts_elastic="torchrun re-forms the group at most {n} times (PET_MAX_RESTARTS); a pod whose "
+                                "launcher exits non-zero is restarted in place by its kubelet without bound "
+                                "(restartPolicy OnFailure: Volcano v1.10 counts no retries of one pod); delete the "
+                                "Job to stop it",
+               piped="kubectl apply -f -",
                order=10)

@@ -11,4 +11,8 @@ from .record import JobKind
 KIND = JobKind("volcano-master", "volcano", PYTORCHJOB_PORT, "volcano-master", operators.volcano,
                "Volcano >= 1.9 (its env, svc and pytorch job plugins)", "kubectl apply -f", "yaml", "volcano_job",
                mnnvl="Volcano >= 1.11", queue=True, pod_fields=True, priority_class=True, workdir=True,
-               master_task=True, order=20)
+               master_task=True,
+               restarts="a failed or evicted pod restarts the whole gang (RestartJob; its pods restart Never, so "
+                        "that Volcano sees the failure), at most {n} times (maxRetry), then the Job is Failed",
+               piped="kubectl apply -f -",
+               order=20)
