@@ -81,3 +81,26 @@ def test_the_ci_image_count_written_in_the_docs_is_the_definitions():
         assert f"`{d.name}`" in text.split("images in all")[1].split("\n")[0]
     testing = " ".join((ROOT / "docs" / "testing.md").read_text(encoding="utf-8").split())
     assert f"the {WORDS[images]} CI images" in testing and f"({WORDS[images]} images" in testing
+
+
+def test_the_readmes_plan_is_what_torchpod_plans_for_that_node():
+    """The README's first screen shows `torchpod plan` on node 10 of a 12-pod Volcano job with
+    eight GPUs: each line it shows is a line of the plan torchpod makes there (the command
+    line shortened at its '...')."""
+    from torchpod.plan import to_text
+    from torchpod.schedulers.common import Facts
+
+    from launcher_cases import plan_for
+
+    block = README.read_text().split("$ torchpod plan --format text -- train.py --epochs 3\n", 1)[1].split("```")[0]
+    hosts = ",".join(f"job-worker-{i}.job" for i in range(12))
+    env = {"VC_WORKER_HOSTS": hosts, "VC_WORKER_NUM": "12", "VC_TASK_INDEX": "10", "VK_TASK_INDEX": "10",
+           "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}
+    text = to_text(plan_for(env, facts=Facts(hostname="job-worker-10")), "python3")
+    shown = [line for line in block.splitlines() if line.strip()]
+    assert len(shown) >= 10, block
+    for line in shown:
+        if line.endswith("..."):
+            assert any(t.startswith(line[:-3]) for t in text.splitlines()), (line, text)
+        else:
+            assert line in text.splitlines(), (line, text)
