@@ -56,10 +56,20 @@ def terminated(exit_code: int, started_at: str, finished_at: str, oom: bool = Fa
     return {"terminated": out}
 
 
+def restarts_made(record: Record) -> int:
+    """The restarts a container status counts: those made. The kubelet sets a container's
+    restart count when it creates the next attempt (pkg/kubelet/kuberuntime/
+    kuberuntime_container.go, v1.37: ``restartCount = containerStatus.RestartCount + 1``), so
+    a container waiting out its back-off still shows the count of its last attempt; the
+    stand-in has already numbered the attempt it will start (Record.restarts)."""
+    waiting = record.state.get("waiting") or {}
+    return record.restarts - 1 if waiting.get("reason") == "CrashLoopBackOff" else record.restarts
+
+
 def container_status(record: Record) -> dict[str, Any]:
     out: dict[str, Any] = {"name": record.name, "image": record.image, "imageID": record.image_id,
                            "state": record.state, "lastState": record.last, "ready": record.ready,
-                           "restartCount": record.restarts, "started": "running" in record.state}
+                           "restartCount": restarts_made(record), "started": "running" in record.state}
     if record.container_id:
         out["containerID"] = record.container_id
     return out

@@ -73,3 +73,14 @@ def test_unready_and_uninitialised_name_their_containers():
     assert by["Initialized"]["message"] == "containers with incomplete status: [setup]"
     assert by["Ready"]["message"] == "containers with unready status: [main]"
     assert by["Ready"]["reason"] == "ContainersNotReady" and status["phase"] == "Pending"
+
+
+def test_a_container_waiting_out_its_back_off_counts_only_the_restarts_made():
+    # the stand-in numbers the attempt it will start at the exit; the kubelet counts a
+    # restart when it creates that attempt (kuberuntime_container.go)
+    first_crash = rec("a", podstatus.waiting("CrashLoopBackOff"), last=BAD, restarts=1)
+    restarted = rec("a", RUNNING, last=BAD, restarts=1)
+    assert podstatus.container_status(first_crash)["restartCount"] == 0
+    assert podstatus.container_status(restarted)["restartCount"] == 1
+    config = rec("a", podstatus.waiting(podstatus.CONFIG_ERROR), restarts=2)  # no back-off: as numbered
+    assert podstatus.container_status(config)["restartCount"] == 2
