@@ -25,7 +25,7 @@ from pathlib import Path
 from invoke import Collection, Exit, Task, task
 
 from torchpod.contract import switch
-from torchpod.errors import TorchpodError, one_line
+from torchpod.errors import InputError, TorchpodError, one_line
 from torchpod_toolkit import settings
 from torchpod_toolkit.cluster.demo import WORKLOADS
 from torchpod_toolkit.cluster.topology import SCENARIOS
@@ -537,6 +537,8 @@ _MANIFEST_OPTIONS = [*manifest_options(), *(
     ("out", "", "directory to write the files into (default: print them)"),
     ("refresh", False, "re-render every worked example in manifests/ from its own Regenerate line"),
     ("force", False, "overwrite files in --out that exist with other content (by default they are kept and named)"),
+    ("submit", False, "after writing the files (--out), run the Submit line's command on the job's file; print the "
+                      "job's id and the command that watches it; exit with the submitter's status"),
 )]
 
 
@@ -595,6 +597,9 @@ def manifests(c, **opts):
                 for path, changed in render_mod.write(folder, unique, force=True):
                     print(f"{'wrote' if changed else 'unchanged'} {path.relative_to(ROOT)}")
             return
+        if opts["submit"] and not opts["out"]:
+            raise InputError("--submit submits the file it writes; expected --out DIR too (the folder the job is "
+                             "submitted from)")
         command = _after_dashes(c, "the script and its arguments", "-- train.py [ARGS...]")
         given = {name: opts[name] for name, _, _ in manifest_options()}
         spec = JobSpec(command=tuple(command), **{k: tuple(v) if isinstance(v, list) else v for k, v in given.items()})
@@ -605,8 +610,17 @@ def manifests(c, **opts):
             for note in notes:
                 print(f"torchpod: {note}", file=sys.stderr)
             return
-        for path, changed in render_mod.write(opts["out"], outputs, force=opts["force"]):
+        written = render_mod.write(opts["out"], outputs, force=opts["force"])
+        for path, changed in written:
             print(f"{'wrote' if changed else 'unchanged'} {path}")
+        if opts["submit"]:
+            from torchpod_toolkit.manifests import jobs, submit
+
+            suffix = f".{jobs.kind(spec.scheduler).suffix}"
+            (job_file,) = [p for p, _ in written if p.name == f"{spec.name}.{spec.scheduler}{suffix}"]
+            code = submit.submit(spec, job_file)
+            if code:
+                raise Exit(code=code)
     except TorchpodError as exc:
         raise _abort(exc) from None
 

@@ -25,8 +25,9 @@ from torchpod_toolkit.cluster.runner import parse_results
 from torchpod_toolkit.kube import kubelet as kubelet_mod
 from torchpod_toolkit.kube import operators
 from torchpod_toolkit.manifests import operators as model_operators
+from torchpod_toolkit.manifests import submit as submit_mod
 from torchpod_toolkit.manifests.render import render
-from torchpod_toolkit.manifests.spec import JobSpec
+from torchpod_toolkit.manifests.spec import JobSpec, check
 
 from cluster_helpers import EXAMPLES, LABEL, label_value
 from kube_helpers import Kube, require_operator, settled, until
@@ -100,16 +101,17 @@ class Ran:
 
 
 def submit(cluster: Cluster, scheduler: str, name: str, nodes: int, command: tuple[str, ...] = (),
-           edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
+           edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None, by_submit: bool = False,
            **options: Any) -> dict[str, Any]:
     """torchpod's render for ``scheduler`` written to a file and applied as written, in a new
     namespace ``name`` labelled with the Pod Security level the render's header states. The
     command is the allreduce check unless ``command`` names another; ``edit`` changes the
     objects first, as a user adds what the render does not say (a queue, say)."""
-    check = command or (f"{EXAMPLES}/allreduce_check.py", "--expect-world", str(nodes), "--expect-nodes", str(nodes))
+    job_command = command or (f"{EXAMPLES}/allreduce_check.py", "--expect-world", str(nodes), "--expect-nodes",
+                              str(nodes))
     options = {"gpus_per_node": 0, **options}
-    (out,) = [o for o in render(JobSpec(scheduler, nodes, cluster.image, check, name=name, namespace=name,
-                                        **options)) if o.name.endswith(".yaml")]
+    spec = JobSpec(scheduler, nodes, cluster.image, job_command, name=name, namespace=name, **options)
+    (out,) = [o for o in render(spec) if o.name.endswith(".yaml")]
     path = cluster.folder / out.name
     path.write_text(out.text if edit is None else
                     yaml.safe_dump_all(edit([d for d in yaml.safe_load_all(out.text) if d]), sort_keys=False))
@@ -117,7 +119,12 @@ def submit(cluster: Cluster, scheduler: str, name: str, nodes: int, command: tup
     assert level, f"the render names no Pod Security level:\n{out.text[:600]}"
     cluster.kube.namespace(name)
     cluster.kube.kubectl("label", "namespace", name, f"pod-security.kubernetes.io/enforce={level.group(1)}")
-    cluster.kube.kubectl("apply", "--server-side", "-f", str(path))
+    if by_submit:  # as `invoke manifests --submit` does: the kind's own submitter, the user's kubeconfig
+        env = {**os.environ, "KUBECONFIG": str(cluster.kube.plane.kubeconfig),
+               "PATH": f"{cluster.kube.plan.bindir}:{os.environ['PATH']}"}
+        assert submit_mod.submit(check(spec), path, env) == 0, f"--submit of {path} failed"
+    else:
+        cluster.kube.kubectl("apply", "--server-side", "-f", str(path))
     return {"path": path, "level": level.group(1)}
 
 

@@ -107,8 +107,10 @@ def test_an_elastic_pytorchjob_trains_to_succeeded(cluster):
 def test_a_trainjob_trains_to_complete(cluster):
     """Trainer v2.3.0: the TrainJob's JobSet (made from the torch-distributed runtime) runs
     the nodes; the TrainJob's condition Complete follows its JobSet's completion
-    (pkg/runtime/framework/plugins/jobset)."""
-    job = submit(cluster, "trainer", "tj", 2)
+    (pkg/runtime/framework/plugins/jobset). Submitted as `invoke manifests --submit` does:
+    the kind's own submitter (`kubectl apply -f -`, the file on its stdin) with the user's
+    kubeconfig, which then names the job and how to watch it."""
+    job = submit(cluster, "trainer", "tj", 2, by_submit=True)
     wait(cluster, "tj", "trainjobs.trainer.kubeflow.org", "tj", "TrainJob condition Complete",
          condition(cluster, "tj", "trainjobs.trainer.kubeflow.org", "tj", "Complete"))
     assert_one_group(cluster, "tj", world=2, nodes=2)

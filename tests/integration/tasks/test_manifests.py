@@ -154,3 +154,27 @@ def test_each_first_job_page_renders_the_files_it_names(page, argv, tmp_path):
     text = (ROOT / "docs" / "first-job" / page).read_text(encoding="utf-8")
     written = sorted(p.name for p in (tmp_path / "job").iterdir())
     assert written and all(name in text for name in written if not name.endswith(".runai.sh")), (written, page)
+
+
+def test_submit_writes_the_job_then_runs_its_submitter_and_exits_with_its_status(tmp_path):
+    import os
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    sbatch = bin_dir / "sbatch"
+    sbatch.write_text(f"#!/bin/sh\ncat > {tmp_path}/got\necho 'Submitted batch job 77'\nexit ${{STUB_EXIT:-0}}\n")
+    sbatch.chmod(0o755)
+    args = ("manifests", "-s", "slurm", "-n", "2", "-i", IMAGE, "-o", str(tmp_path / "job"), "--submit", "--",
+            "train.py")
+    path = f"{bin_dir}:{os.environ['PATH']}"
+    done = invoke(*args, PATH=path)
+    assert done.returncode == 0, done.stderr
+    assert "submitted: 77\nwatch: squeue -j 77\n" in done.stdout
+    assert (tmp_path / "got").read_text() == (tmp_path / "job" / "train.slurm.sbatch").read_text()
+    failed = invoke(*args, PATH=path, STUB_EXIT="3")
+    assert failed.returncode == 3 and "sbatch exited 3: the job was not submitted" in failed.stderr
+
+
+def test_submit_without_out_is_one_line():
+    done = invoke("manifests", "-s", "slurm", "-n", "2", "-i", IMAGE, "--submit", "--", "train.py")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "expected --out DIR too" in done.stderr

@@ -15,4 +15,5 @@ KIND = JobKind("jobset", "jobset", RDZV_PORT_DEFAULT, "jobset", operators.jobset
                restarts="a failed pod fails its Job (backoffLimit 0) and the JobSet recreates every Job, at most "
                         "{n} times (failurePolicy.maxRestarts), then the JobSet is Failed",
                piped="kubectl apply -f -",
+               watch="kubectl -n {namespace} get jobsets.jobset.x-k8s.io {name} -w",
                order=80)

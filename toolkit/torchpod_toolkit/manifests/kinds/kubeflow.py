@@ -15,4 +15,5 @@ KIND = JobKind("kubeflow", "kubeflow", PYTORCHJOB_PORT, "kubeflow", operators.py
                restarts="a failed container restarts in place (restartPolicy OnFailure) until the job's pods have "
                         "restarted {n} times in all (runPolicy.backoffLimit), then the PyTorchJob is Failed",
                piped="kubectl apply -f -",
+               watch="kubectl -n {namespace} get pytorchjobs.kubeflow.org {name} -w",
                order=30)

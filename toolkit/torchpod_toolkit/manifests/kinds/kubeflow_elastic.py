@@ -19,4 +19,5 @@ KIND = JobKind("kubeflow-elastic", "kubeflow", PYTORCHJOB_PORT, "kubeflow-elasti
                         "container restarts in place until the pods have restarted {n} times in all "
                         "(runPolicy.backoffLimit), then the PyTorchJob is Failed",
                piped="kubectl apply -f -",
+               watch="kubectl -n {namespace} get pytorchjobs.kubeflow.org {name} -w",
                order=40)

@@ -13,4 +13,6 @@ KIND = JobKind("lsf", "lsf", RDZV_PORT_DEFAULT, "lsf", None, None, "bsub <", "bs
                shared_dir=True,
                restarts="none: a non-zero exit ends the job (EXIT); LSF reruns it only from a RERUNNABLE queue",
                piped="bsub",
+               submitted=r"Job <(?P<id>[0-9]+)> is submitted",
+               watch="bjobs {id}",
                order=120)

@@ -16,4 +16,5 @@ KIND = JobKind("lws", "lws", RDZV_PORT_DEFAULT, "lws", operators.leaderworkerset
                         "(RecreateGroupOnPodRestart) and a LeaderWorkerSet has no failed state; render a JobSet "
                         "(-s jobset) for a job that must end",
                piped="kubectl apply -f -",
+               watch="kubectl -n {namespace} get leaderworkersets.leaderworkerset.x-k8s.io {name} -w",
                order=70)

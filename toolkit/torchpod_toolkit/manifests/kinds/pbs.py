@@ -13,4 +13,6 @@ KIND = JobKind("pbs", "pbs", RDZV_PORT_DEFAULT, "pbs", None, None, "qsub", "sh",
                restarts="none: a non-zero exit ends the job; PBS reruns a rerunnable job (qsub's default, -r y) "
                         "after a node failure",
                piped="qsub",
+               submitted=r"^(?P<id>[0-9]+(\.[A-Za-z0-9_.-]+)?)$",
+               watch="qstat {id}",
                order=100)

@@ -14,4 +14,6 @@ KIND = JobKind("pbs-pals", "pbs", RDZV_PORT_DEFAULT, "pbs-pals", None, None, "qs
                restarts="none: a non-zero exit ends the job; PBS reruns a rerunnable job (qsub's default, -r y) "
                         "after a node failure",
                piped="qsub",
+               submitted=r"^(?P<id>[0-9]+(\.[A-Za-z0-9_.-]+)?)$",
+               watch="qstat {id}",
                order=110)

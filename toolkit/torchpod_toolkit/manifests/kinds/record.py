@@ -80,6 +80,14 @@ class JobKind:
     # the submit command that reads the file from a pipe (`invoke manifests ... | kubectl apply
     # -f -`); "": its submitter reads no standard input, so the file must be written (--out)
     piped: str = ""
+    # --submit: how the submitter names the job it queued (a regular expression whose group
+    # "id" is the id, searched in its output; "": the job's own name), and the command that
+    # watches it ({id}, {name}, {namespace})
+    submitted: str = ""
+    watch: str = ""
+    # what --submit adds before the file where the submitter reads no standard input ({name}:
+    # the job's name), so that it asks nothing and names the job
+    submit_flags: str = ""
     # its place in every list of kinds (kinds.KINDS), lowest first; a kind without one comes last
     order: int = 1000
 

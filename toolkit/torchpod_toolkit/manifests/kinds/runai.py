@@ -24,4 +24,5 @@ KIND = JobKind("runai", "runai", PYTORCHJOB_PORT, "runai", operators.pytorchjob,
                restarts="a failed container restarts in place (restartPolicy OnFailure) until the job's pods have "
                         "restarted {n} times in all (runPolicy.backoffLimit), then the PyTorchJob is Failed",
                piped="kubectl apply -f -",
+               watch="kubectl -n {namespace} get pytorchjobs.kubeflow.org {name} -w",
                order=60)

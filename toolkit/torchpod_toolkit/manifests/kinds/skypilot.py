@@ -11,4 +11,6 @@ KIND = JobKind("skypilot", "skypilot", RDZV_PORT_DEFAULT, "skypilot", None, None
                "skypilot_file", fan_out="`run` starts on every node, in the image; GPU type H100, change it to yours",
                runtimes=("none",),
                restarts="none: `sky launch` runs the task once, and its exit status is the job's",
+               watch="sky queue {name}",
+               submit_flags="--yes --cluster {name}",
                order=130)

@@ -16,4 +16,6 @@ KIND = JobKind("slurm", "slurm", RDZV_PORT_DEFAULT, "slurm", None, None, "sbatch
                restarts="none: a non-zero exit ends the job FAILED; Slurm requeues a batch job after a node "
                         "failure where the site's JobRequeue allows it",
                piped="sbatch",
+               submitted=r"Submitted batch job (?P<id>[0-9]+)",
+               watch="squeue -j {id}",
                order=90)

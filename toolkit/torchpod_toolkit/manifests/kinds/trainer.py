@@ -31,4 +31,5 @@ KIND = JobKind("trainer", "kubeflow", TRAINER_PORT, "trainer", operators.trainjo
                         "torch-distributed runtime's Job sets no backoffLimit: Kubernetes' default is 6, and a "
                         "TrainJob cannot change it), then the TrainJob is Failed",
                piped="kubectl apply -f -",
+               watch="kubectl -n {namespace} get trainjobs.trainer.kubeflow.org {name} -w",
                order=50)

@@ -27,4 +27,5 @@ KIND = JobKind("volcano", "volcano", RDZV_PORT_DEFAULT, "volcano", operators.vol
                                 "(restartPolicy OnFailure: Volcano v1.10 counts no retries of one pod); delete the "
                                 "Job to stop it",
                piped="kubectl apply -f -",
+               watch="kubectl -n {namespace} get jobs.batch.volcano.sh {name} -w",
                order=10)

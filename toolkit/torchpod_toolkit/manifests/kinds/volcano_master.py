@@ -15,4 +15,5 @@ KIND = JobKind("volcano-master", "volcano", PYTORCHJOB_PORT, "volcano-master", o
                restarts="a failed or evicted pod restarts the whole gang (RestartJob; its pods restart Never, so "
                         "that Volcano sees the failure), at most {n} times (maxRetry), then the Job is Failed",
                piped="kubectl apply -f -",
+               watch="kubectl -n {namespace} get jobs.batch.volcano.sh {name} -w",
                order=20)
