@@ -7,11 +7,14 @@ requeues itself and finishes with every epoch and every step run exactly once.""
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
 
 from torchpod_toolkit.cluster import runner, slurm
+from torchpod_toolkit.manifests import spec as spec_mod
+from torchpod_toolkit.manifests import submit as submit_mod
 from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import JobSpec
 
@@ -35,12 +38,28 @@ def slurm_cluster(docker_client, cluster_image, dev_volumes, session_id):
     assert not docker_client.containers.list(all=True, filters={"label": f"{LABEL}={label[LABEL]}"})
 
 
-def test_generated_sbatch_script_runs_one_launcher_per_node(slurm_cluster):
+def test_generated_sbatch_script_runs_one_launcher_per_node(slurm_cluster, tmp_path, capsys):
+    """Submitted as `invoke manifests --submit` does (manifests.submit): the script on real
+    sbatch's standard input, run on the cluster's controller as on a login node (a `sbatch`
+    on PATH that reaches it by `docker exec`, in the directory every node shares); the job
+    id is read from what sbatch printed."""
     check = (f"{EXAMPLES}/allreduce_check.py", "--expect-world", str(NODES), "--expect-nodes", str(NODES),
              "--report-env", "SLURM_NODEID")
-    (script,) = render(JobSpec("slurm", NODES, IMAGE, check,
-                               name="ddp", gpus_per_node=0, runtime="none", walltime="00:10:00"))
-    jobid = slurm_cluster.submit(script.text, script.name)
+    spec = JobSpec("slurm", NODES, IMAGE, check, name="ddp", gpus_per_node=0, runtime="none", walltime="00:10:00")
+    (script,) = render(spec)
+    path = tmp_path / script.name
+    path.write_text(script.text)
+    login = tmp_path / "login" / "sbatch"
+    login.parent.mkdir()
+    controller = slurm_cluster.containers[slurm.CONTROLLER].name
+    login.write_text(f'#!/bin/sh\nexec docker exec -i -w {slurm.SHARED} {controller} sbatch "$@"\n')
+    login.chmod(0o755)
+    env = {**os.environ, "PATH": f"{login.parent}:{os.environ['PATH']}"}
+    assert submit_mod.submit(spec_mod.check(spec), path, env) == 0
+    said = capsys.readouterr().out
+    found = re.search(r"^submitted: ([0-9]+)$", said, re.MULTILINE)
+    assert found and f"watch: squeue -j {found.group(1)}" in said, said
+    jobid = found.group(1)
     state = slurm_cluster.wait(jobid, timeout=240)
     out = slurm_cluster.read(f"{slurm.SHARED}/ddp-{jobid}.out")
     assert state == "COMPLETED", f"job {jobid}: {state}\n{out[-6000:]}\n{slurm_cluster.logs()}"
