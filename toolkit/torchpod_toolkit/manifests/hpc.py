@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from torchpod.contract import ENV_PRESET, SETTINGS
+from torchpod.errors import InputError
 
 from . import jobs, resources, yamltext
 
@@ -225,6 +226,46 @@ def image_file(spec: JobSpec, suffix: str) -> str:
     and a digest of the image reference, so a job re-rendered for another image (a new tag, a
     digest) pulls that one rather than running the file an earlier image left there."""
     return f"{_label(spec.name)}-{hashlib.sha256(spec.image.encode()).hexdigest()[:12]}.{suffix}"
+
+
+# sbatch's short options and the long ones they stand for (sbatch(1), Slurm 22.05), so that a
+# passed-through -t is known as the --time the script already sets
+SBATCH_SHORT = {"-A": "--account", "-C": "--constraint", "-c": "--cpus-per-task", "-G": "--gpus", "-J": "--job-name",
+                "-N": "--nodes", "-n": "--ntasks", "-o": "--output", "-e": "--error", "-p": "--partition",
+                "-q": "--qos", "-t": "--time", "-w": "--nodelist", "-x": "--exclude", "-D": "--chdir"}
+# a PBS resource torchpod's own `-l` lines set (select, place, walltime): another -l may add others
+_PBS_OWN_RESOURCES = ("select", "place", "walltime")
+
+
+def _directive_name(word: str, short: dict[str, str]) -> str:
+    """The option a directive's first word names: ``--time=1`` and ``-t`` are both --time."""
+    name = word.split("=", 1)[0]
+    if not name.startswith("--") and len(name) > 2 and name[:2] in short:
+        name = name[:2]  # a short option glued to its value: -t60
+    return short.get(name, name)
+
+
+def passthrough(spec: JobSpec, prefix: str, written: list[str], short: dict[str, str]) -> list[str]:
+    """The user's --directive lines, each after ``prefix``, refused when it names an option
+    the script already sets (``written``: its directive lines), where the two would fight
+    over one setting; a PBS ``-l`` is refused only for the resources torchpod sets."""
+    own = {_directive_name(line[len(prefix):].split()[0], short) for line in written
+           if line.startswith(prefix + " ")}
+    out = []
+    for directive in spec.directive:
+        words = directive.split()
+        name = _directive_name(words[0], short)
+        if name == "-l" and len(words) > 1:
+            resources = {item.split("=", 1)[0] for item in words[1].split(":")[0].split(",")}
+            taken = sorted(resources & set(_PBS_OWN_RESOURCES))
+            if taken:
+                raise InputError(f"--directive={directive!r} sets -l {taken[0]}, which this script sets itself "
+                                 "(--nodes, --walltime); expected a resource torchpod does not set, or its option")
+        elif name in own:
+            raise InputError(f"--directive={directive!r} sets {name}, which this script sets itself; expected the "
+                             f"option torchpod has for it (see `invoke manifests --help`), or another directive")
+        out.append(f"{prefix} {directive}")
+    return out
 
 
 def _sif(spec: JobSpec, per_node: list) -> list[str]:
@@ -480,13 +521,14 @@ def _slurm_directives(spec: JobSpec) -> list[str]:
     lines.append(f"#SBATCH --time={spec.walltime}")
     if spec.queue:
         lines.append(f"#SBATCH --partition={spec.queue}")
-    for name in ("account", "qos", "constraint", "reservation"):  # spec.check held each to its grammar
+    for name in ("account", "qos", "constraint", "reservation", "exclude"):  # spec.check held each to its grammar
         if getattr(spec, name):
             lines.append(f"#SBATCH --{name}={getattr(spec, name)}")
     if spec.requeue_lead:
         lead = int(spec.requeue_lead)  # spec.check made it a whole number; int() keeps any other text out
         lines += [f"#SBATCH --signal=B:USR1@{lead}", "#SBATCH --requeue", "#SBATCH --open-mode=append"]
-    return lines + ["#SBATCH --output=%x-%j.out"]
+    lines.append("#SBATCH --output=%x-%j.out")
+    return lines + passthrough(spec, "#SBATCH", lines, SBATCH_SHORT)
 
 
 def _slurm_launch(spec: JobSpec, step: list) -> list[str]:
@@ -548,7 +590,8 @@ def pbs_script(spec: JobSpec, header: list[str]) -> str:
         lines.append(f"#PBS -q {spec.queue}")
     if spec.account:
         lines.append(f"#PBS -A {spec.account}")
-    lines += ["#PBS -j oe", *header, "set -euo pipefail", 'cd "$PBS_O_WORKDIR"', ""]
+    lines.append("#PBS -j oe")
+    lines += [*passthrough(spec, "#PBS", lines, {}), *header, "set -euo pipefail", 'cd "$PBS_O_WORKDIR"', ""]
     cmd = container_command(spec, forwarded(spec))
     if pals:
         fan = ["mpiexec", "-n", Sh('"$NNODES"'), "--ppn", "1"]
@@ -620,7 +663,8 @@ def lsf_script(spec: JobSpec, header: list[str]) -> str:
         lines.append(f"#BSUB -q {spec.queue}")
     if spec.account:  # LSF charges a job to its project (bsub -P)
         lines.append(f"#BSUB -P {spec.account}")
-    lines += [f"#BSUB -o {_label(spec.name)}-%J.out", *header, "set -euo pipefail", ""]
+    lines.append(f"#BSUB -o {_label(spec.name)}-%J.out")
+    lines += [*passthrough(spec, "#BSUB", lines, {}), *header, "set -euo pipefail", ""]
     fan = ["blaunch", "-u", Sh('"$LSB_DJOB_HOSTFILE"'), "-no-shell"]
     prep = prepare(spec, fan)
     if prep:

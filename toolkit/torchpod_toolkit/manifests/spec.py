@@ -73,6 +73,9 @@ _QUALIFIED_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", _A)
 # An image reference: distribution/reference's grammar, written once in torchpod_toolkit.grammars.
 _HEX = re.compile(r"[0-9a-f]+", _A)
 _WALLTIME = re.compile(r"([0-9]{1,5}):([0-5][0-9]):([0-5][0-9])", _A)
+# Slurm's days form, D-HH:MM:SS (sbatch(1) --time "days-hours:minutes:seconds"), which the
+# check turns into hours (HH:MM:SS) so that PBS's walltime and LSF's -W take it too
+_WALLTIME_DAYS = re.compile(r"([0-9]{1,3})-([0-9]{1,2}):([0-5][0-9]):([0-5][0-9])", _A)
 _QUEUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*", _A)
 _HOSTNAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", _A)
 _DIGITS = re.compile(r"[0-9]+", _A)
@@ -219,6 +222,12 @@ class JobSpec:
     qos: str = option("", help="Slurm quality of service (--qos)", kinds=QOS_KINDS)
     constraint: str = option("", help="Slurm node features, e.g. h100&ib (--constraint)", kinds=QOS_KINDS)
     reservation: str = option("", help="Slurm reservation (--reservation)", kinds=QOS_KINDS)
+    exclude: str = option("", help="Slurm nodes the job must not run on, a host list, e.g. node[01-04] (--exclude)",
+                          kinds=QOS_KINDS)
+    directive: tuple[str, ...] = option((), help="a directive of the batch system's own that torchpod does not "
+                                                 "write, as its option, e.g. --mail-type=END (Slurm), "
+                                                 "'-l filesystems=home' (PBS), -B (LSF); repeat the flag for more",
+                                        repeat=True, kinds=BATCH_KINDS)
     service_account: str = option("", help="the pods' Kubernetes service account", kinds=POD_KINDS)
     priority_class: str = option("", help="the pods' PriorityClass", kinds=PRIORITY_KINDS)
     image_pull_secret: str = option("", help="the Secret the kubelet pulls the image with", kinds=POD_KINDS)
@@ -492,8 +501,8 @@ def _check_names(spec: JobSpec) -> None:
         raise InputError(f"--image={spec.image!r} {problem}")
     if (not isinstance(spec.walltime, str) or not _WALLTIME.fullmatch(spec.walltime)
             or set(spec.walltime) <= {"0", ":"}):
-        raise InputError(f"--walltime={spec.walltime!r}; expected HH:MM:SS with minutes and seconds "
-                         "below 60 and more than zero in all, e.g. 01:30:00")
+        raise InputError(f"--walltime={spec.walltime!r}; expected HH:MM:SS or D-HH:MM:SS with hours of a day below "
+                         "24, minutes and seconds below 60 and more than zero in all, e.g. 01:30:00 or 2-00:00:00")
     if spec.queue and (not isinstance(spec.queue, str) or not _QUEUE.fullmatch(spec.queue) or len(spec.queue) > 63):
         raise InputError(f"--queue={spec.queue!r}; expected a queue or partition name (a letter or "
                          "digit, then letters, digits, '_', '.', '-'; at most 63)")
@@ -505,7 +514,48 @@ def _check_names(spec: JobSpec) -> None:
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}", _A)
-_FEATURES = re.compile(r"[A-Za-z0-9_.-]+(?:[&|][A-Za-z0-9_.-]+)*", _A)
+_FEATURE = re.compile(r"[A-Za-z0-9_.-]+(?:\*[1-9][0-9]{0,5})?", _A)
+# a Slurm host list: names, each with an optional bracketed range list (scontrol show hostnames)
+_HOSTLIST = re.compile(r"[A-Za-z0-9_.-]+(?:\[[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*\])?"
+                       r"(?:,[A-Za-z0-9_.-]+(?:\[[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*\])?)*", _A)
+
+
+# a directive passed through (--directive): one option, printable ASCII, one line
+_DIRECTIVE = re.compile(r"-{1,2}[A-Za-z][A-Za-z0-9_-]*(?:[= ][ -~]{0,190})?", _A)
+
+
+def constraint_ok(text: str) -> bool:
+    """Whether ``text`` is in sbatch's --constraint grammar (sbatch(1), Slurm 22.05: AND '&', OR
+    '|', a node count FEATURE*N, matching OR and multiple counts in one [...] that does not
+    nest, grouping in (...)): a recursive descent over its tokens, so that brackets and
+    parentheses balance and every operator joins two operands."""
+    tokens = re.findall(r"[A-Za-z0-9_.-]+(?:\*[0-9]+)?|[&|()\[\]]|.", text)
+
+    def expr(i: int, in_brackets: bool) -> int:
+        i = operand(i, in_brackets)
+        while i < len(tokens) and tokens[i] in ("&", "|"):
+            i = operand(i + 1, in_brackets)
+        return i
+
+    def operand(i: int, in_brackets: bool) -> int:
+        if i >= len(tokens):
+            raise ValueError("an operand is missing")
+        token = tokens[i]
+        if token in ("(", "["):
+            if token == "[" and in_brackets:
+                raise ValueError("brackets do not nest")
+            i = expr(i + 1, in_brackets or token == "[")
+            if i >= len(tokens) or tokens[i] != {"(": ")", "[": "]"}[token]:
+                raise ValueError("unbalanced")
+            return i + 1
+        if not _FEATURE.fullmatch(token):
+            raise ValueError(f"not a feature: {token!r}")
+        return i + 1
+
+    try:
+        return expr(0, False) == len(tokens)
+    except ValueError:
+        return False
 # Names a job's environment must leave to the job and its scheduler: what the launcher's
 # detectors and torchrun read (a user's value would be a second, wrong answer), the GPU
 # selection, and what the manifests set themselves (--preset names the preset).
@@ -550,10 +600,19 @@ def _check_site_fields(spec: JobSpec) -> None:
         if value and (not isinstance(value, str) or not _QUEUE.fullmatch(value) or len(value) > 63):
             raise InputError(f"{flag(name)}={value!r}; expected a name of a letter or digit, then letters, digits, "
                              "'_', '.', '-' (at most 63)")
-    if spec.constraint and (not isinstance(spec.constraint, str) or not _FEATURES.fullmatch(spec.constraint)
-                            or len(spec.constraint) > 256):
-        raise InputError(f"--constraint={spec.constraint!r}; expected node features of letters, digits, '_', "
-                         "'.', '-' joined by '&' or '|', e.g. h100&ib (at most 256)")
+    if spec.constraint and (not isinstance(spec.constraint, str) or len(spec.constraint) > 256
+                            or not constraint_ok(spec.constraint)):
+        raise InputError(f"--constraint={spec.constraint!r}; expected Slurm's constraint grammar: node features of "
+                         "letters, digits, '_', '.', '-', each with an optional *COUNT, joined by '&' or '|', grouped "
+                         "in (...) or one matching-OR [...], e.g. h100&ib, [ib1|ib2] or (a&b)|c (at most 256)")
+    for directive in spec.directive:
+        if not isinstance(directive, str) or len(directive) > 200 or not _DIRECTIVE.fullmatch(directive):
+            shown = directive if not isinstance(directive, str) or len(directive) <= 60 else directive[:60] + "..."
+            raise InputError(f"--directive={shown!r}; expected one option of the batch system's, printable ASCII on "
+                             "one line starting with '-', e.g. --mail-type=END (at most 200 characters)")
+    if spec.exclude and (not isinstance(spec.exclude, str) or len(spec.exclude) > 1024
+                         or not _HOSTLIST.fullmatch(spec.exclude)):
+        raise InputError(f"--exclude={spec.exclude!r}; expected a Slurm host list, e.g. gpu07 or node[01-04,09],gpu12")
     for name in ("service_account", "priority_class", "image_pull_secret"):
         value = getattr(spec, name)
         if value and (not isinstance(value, str) or not _DNS1123_SUBDOMAIN.fullmatch(value) or len(value) > 253):
@@ -611,11 +670,22 @@ def _check_ids(spec: JobSpec) -> None:
                      "expected it left out")
 
 
+def _walltime_in_hours(spec: JobSpec) -> JobSpec:
+    """D-HH:MM:SS as hours (HH:MM:SS), which every batch system takes; an hour of the day of
+    24 or more, or any other form, is left for the walltime check to refuse."""
+    days = _WALLTIME_DAYS.fullmatch(spec.walltime) if isinstance(spec.walltime, str) else None
+    if not days or int(days.group(2)) >= 24:
+        return spec
+    hours = int(days.group(1)) * 24 + int(days.group(2))
+    return replace(spec, walltime=f"{hours:02d}:{days.group(3)}:{days.group(4)}")
+
+
 def check(spec: JobSpec) -> JobSpec:
     """The spec, normalised; else one InputError naming the flag and the fix."""
     if spec.scheduler not in SCHEDULERS:
         raise InputError(f"--scheduler={spec.scheduler!r} is unknown; expected one of {', '.join(SCHEDULERS)}")
     counts = parse_counts({name: getattr(spec, name) for name, how in options() if how.count})
+    spec = _walltime_in_hours(spec)
     if spec.min_nodes is not None and counts.get("min_nodes", spec.min_nodes) != spec.min_nodes:
         raise InputError(f"--nodes={spec.nodes!r} with min_nodes={spec.min_nodes!r}: two minimums; expected one")
     if spec.pod_security and spec.pod_security not in POD_SECURITY:

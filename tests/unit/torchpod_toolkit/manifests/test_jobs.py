@@ -139,7 +139,7 @@ def test_the_manifests_task_is_generated_from_the_options():
     params = inspect.signature(task.body).parameters
     names = list(params)[1:]
     assert names[:len(spec_mod.options())] == [n for n, _ in spec_mod.options()]
-    assert names[len(spec_mod.options()):] == ["out", "refresh", "force"]
+    assert names[len(spec_mod.options()):] == ["out", "refresh", "force", "submit"]
     for name, default, text in spec_mod.cli_options():  # the help is the option's, its default said
         assert params[name].default == default and task.help[name].startswith(text)
         assert task.help[name] == text or task.help[name] == f"{text} (default: {default})"

@@ -144,3 +144,95 @@ def test_a_repeated_option_a_kind_cannot_carry_is_named_as_it_was_given():
     message = str(err.value)
     assert message.startswith("--toleration=nvidia.com/gpu:NoSchedule --toleration=dedicated=ml:NoExecute: a slurm job")
     assert "(" not in message.split(":")[0] and "'" not in message, message
+
+
+# sbatch(1) --constraint: AND, OR, matching OR in brackets, node counts, grouping
+@pytest.mark.parametrize("value", ["h100&ib", "[ib1|ib2]", "(a&b)|c", "gpu*2", "[rack1*2&rack2*4]", "[a|b]&c",
+                                   "((a|b)&c)", "intel.v2-x_1"])
+def test_slurms_constraint_grammar_is_taken(value):
+    assert spec.check(JobSpec("slurm", 2, IMAGE, ("train.py",), constraint=value)).constraint == value
+
+
+@pytest.mark.parametrize("value", ["a&", "&a", "a||b", "[a|[b]]", "(a", "a)", "[a", "a b", "a;b", "a\nb", "a*0",
+                                   "a*", "()", "[]", "a&(b|)", "x" * 257, "h100&ib$(id)"])
+def test_anything_else_as_a_constraint_is_one_line(value):
+    with pytest.raises(InputError) as err:
+        spec.check(JobSpec("slurm", 2, IMAGE, ("train.py",), constraint=value))
+    assert str(err.value).startswith("--constraint=") and "\n" not in str(err.value)
+
+
+@given(st.text(alphabet="ab&|()[]*1 ", max_size=16))
+def test_any_constraint_is_taken_whole_or_refused(value):
+    try:
+        checked = spec.check(JobSpec("slurm", 2, IMAGE, ("train.py",), constraint=value))
+    except InputError as err:
+        assert "\n" not in str(err)
+    else:  # taken only when balanced
+        assert checked.constraint.count("(") == checked.constraint.count(")")
+        assert checked.constraint.count("[") == checked.constraint.count("]") <= 1 or "][" not in value
+
+
+@pytest.mark.parametrize("value, hours", [("2-00:00:00", "48:00:00"), ("0-12:30:00", "12:30:00"),
+                                          ("1-23:59:59", "47:59:59"), ("72:00:00", "72:00:00")])
+def test_a_walltime_in_days_is_taken_as_hours(value, hours):
+    assert spec.check(JobSpec("pbs", 2, IMAGE, ("train.py",), walltime=value)).walltime == hours
+
+
+@pytest.mark.parametrize("value", ["2-24:00:00", "2-", "-01:00:00", "1-1:00", "0-00:00:00", "2d", "1-00:60:00"])
+def test_a_walltime_in_no_form_is_one_line(value):
+    with pytest.raises(InputError, match=r"^--walltime=.*expected HH:MM:SS or D-HH:MM:SS"):
+        spec.check(JobSpec("slurm", 2, IMAGE, ("train.py",), walltime=value))
+
+
+@pytest.mark.parametrize("value", ["node[01-04],gpu7", "gpu07", "a[1,3-5]"])
+def test_slurm_excludes_a_host_list(value):
+    (out,) = render_mod.render(JobSpec("slurm", 2, IMAGE, ("train.py",), exclude=value))
+    assert f"#SBATCH --exclude={value}\n" in out.text
+
+
+@pytest.mark.parametrize("value", ["node[01-", "a b", "a;b", "a\nb", "[1-2]", "a,,b"])
+def test_a_bad_exclude_is_one_line(value):
+    with pytest.raises(InputError, match=r"^--exclude=.*expected a Slurm host list"):
+        spec.check(JobSpec("slurm", 2, IMAGE, ("train.py",), exclude=value))
+
+
+@pytest.mark.parametrize("scheduler, directive, line", [
+    ("slurm", "--mail-type=END", "#SBATCH --mail-type=END"),
+    ("slurm", "--switches=1@00:10:00", "#SBATCH --switches=1@00:10:00"),
+    ("pbs", "-l filesystems=home:eagle", "#PBS -l filesystems=home:eagle"),
+    ("lsf", "-B", "#BSUB -B"),
+])
+def test_a_directive_torchpod_does_not_write_is_passed_through(scheduler, directive, line):
+    (out,) = render_mod.render(JobSpec(scheduler, 2, IMAGE, ("train.py",), directive=(directive,)))
+    lines = out.text.splitlines()
+    assert line in lines and lines.index(line) < lines.index("set -euo pipefail")  # before the first command
+
+
+@pytest.mark.parametrize("scheduler, directive", [
+    ("slurm", "--time=5"), ("slurm", "-t60"), ("slurm", "-J other"), ("slurm", "--nodes=4"), ("slurm", "-N 4"),
+    ("slurm", "--output=x.out"), ("pbs", "-l walltime=1:00:00"), ("pbs", "-l select=4:ngpus=8"), ("pbs", "-N other"),
+    ("lsf", "-n 8"), ("lsf", "-W 10"),
+])
+def test_a_directive_the_script_already_sets_is_refused(scheduler, directive):
+    with pytest.raises(InputError) as err:
+        render_mod.render(JobSpec(scheduler, 2, IMAGE, ("train.py",), directive=(directive,)))
+    assert str(err.value).startswith(f"--directive={directive!r} sets ") and "itself" in str(err.value)
+
+
+@pytest.mark.parametrize("directive", ["", "mail", "--mail-type=END\n#SBATCH --nodes=99", "-x\x1b", "--a=\u00e9",
+                                       "--" + "a" * 250, "; rm -rf /"])
+def test_a_directive_that_is_not_one_option_on_one_line_is_refused(directive):
+    with pytest.raises(InputError, match=r"^--directive=.*expected one option of the batch system's"):
+        spec.check(JobSpec("slurm", 2, IMAGE, ("train.py",), directive=(directive,)))
+
+
+def test_a_kubernetes_kind_takes_no_directive():
+    with pytest.raises(InputError, match="a volcano job has no place for it"):
+        spec.check(JobSpec("volcano", 2, IMAGE, ("train.py",), directive=("--mail-type=END",)))
+
+
+def test_a_partition_directive_is_taken_where_the_script_names_none_and_refused_beside_queue():
+    (out,) = render_mod.render(JobSpec("slurm", 2, IMAGE, ("train.py",), directive=("-p gpu,gpu2",)))
+    assert "#SBATCH -p gpu,gpu2" in out.text.splitlines()  # several partitions: sbatch's own list
+    with pytest.raises(InputError, match="sets --partition, which this script sets itself"):
+        render_mod.render(JobSpec("slurm", 2, IMAGE, ("train.py",), queue="gpu", directive=("-p gpu2",)))
