@@ -104,3 +104,31 @@ def test_the_readmes_plan_is_what_torchpod_plans_for_that_node():
             assert any(t.startswith(line[:-3]) for t in text.splitlines()), (line, text)
         else:
             assert line in text.splitlines(), (line, text)
+
+
+def test_the_kubernetes_first_job_page_watches_each_kind_by_its_own_object_and_labels():
+    """Each row of the page's table: the watch command the kind declares (what --submit
+    prints), and a label the operator gives its pods (the operator model's first pod)."""
+    import yaml
+
+    from torchpod_toolkit.manifests import jobs, operators
+    from torchpod_toolkit.manifests.render import render
+    from torchpod_toolkit.manifests.spec import JobSpec, check
+
+    page = (ROOT / "docs" / "first-job" / "kubernetes.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("| `") and "kubectl" in line]
+    named = set()
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        kinds = re.findall(r"`([a-z-]+)`", cells[0])
+        (selector,) = re.findall(r"-l ([^`]+)`", cells[2])
+        key, value = selector.split("=")
+        for name in kinds:
+            named.add(name)
+            spec = check(JobSpec(name, 2, "registry.example.com/torchpod/pytorch:2.13.0-cuda13.0", ("train.py",),
+                                 namespace="ml"))
+            assert cells[1] == f"`{jobs.kind(name).watch.format(name='train', namespace='ml', id='ml/train')}`", row
+            (out,) = [o for o in render(spec) if o.name.endswith(".yaml")]
+            first = operators.pods([d for d in yaml.safe_load_all(out.text) if d])[0]
+            assert dict(first.labels).get(key) == value, (name, dict(first.labels))
+    assert named == set(jobs.KUBE), named
