@@ -242,7 +242,9 @@ def start(client: Any, req: Request, manifest: Manifest, env: Mapping[str, str],
                                                      started.folder / f"operator-{name}", env, init_image=req.image))
             say(f"operator {name}: installed in {time.monotonic() - t0:.0f} s")
         _namespace(kubectl, manifest)
-        kubectl("apply", "--server-side", "-f", str(manifest.path))
+        # --force-conflicts: an object the manifest brings that an operator's install already
+        # applied (Trainer's example brings its own ClusterTrainingRuntime) is the manifest's
+        kubectl("apply", "--server-side", "--force-conflicts", "-f", str(manifest.path))
         say(f"applied {manifest.path} as written, in namespace {manifest.namespace} "
             f"(Pod Security enforce={manifest.level}), on {manifest.nodes} nodes")
     except BaseException:
@@ -251,11 +253,15 @@ def start(client: Any, req: Request, manifest: Manifest, env: Mapping[str, str],
     return started
 
 
+def _exists(kubectl: Callable[..., str], kind: str, name: str) -> bool:
+    return bool(kubectl("get", kind, "--ignore-not-found", "-o", "name", name).strip())
+
+
 def _namespace(kubectl: operators.Kubectl, manifest: Manifest) -> None:
     """The manifest's namespace, labelled to enforce the level its header states, with its
     default service account (the controller manager makes it) before any pod is made."""
-    if manifest.namespace != "default":
-        kubectl("create", "namespace", manifest.namespace)
+    if manifest.namespace != "default" and not _exists(kubectl, "namespace", manifest.namespace):
+        kubectl("create", "namespace", manifest.namespace)  # an operator's own (kubeflow) is there already
     kubectl("label", "--overwrite", "namespace", manifest.namespace,
             f"pod-security.kubernetes.io/enforce={manifest.level}")
     deadline = time.monotonic() + 60
@@ -325,17 +331,31 @@ def table(pods: list[Obj], attempts: list[Ended]) -> list[str]:
     """Per pod: its node, phase, restarts, its containers' exit codes in order, and the ranks
     its successful run reported."""
     rows = [("pod", "node", "phase", "restarts", "exits", "ranks")]
-    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
-        name, status = pod["metadata"]["name"], pod.get("status") or {}
+    by_name = {pod["metadata"]["name"]: pod for pod in pods}
+    gone = {a.pod for a in attempts} - set(by_name)  # a failed job's pods its controller deleted
+    for name in sorted(set(by_name) | gone):
+        pod = by_name.get(name, {})
+        status = pod.get("status") or {}
         mine = [a for a in attempts if a.pod == name and a.container != podsecurity.PYTORCH_INIT_NAME]
         ranks = sorted(r["rank"] for a in mine if a.code == 0 for r in parse_results(a.log) if "rank" in r)
-        rows.append((name, pod.get("spec", {}).get("nodeName") or "-", status.get("phase", "?"),
-                     str(sum(c.get("restartCount", 0) for c in status.get("containerStatuses") or [])),
+        rows.append((name, pod.get("spec", {}).get("nodeName") or "-", status.get("phase", "deleted"),
+                     str(sum(c.get("restartCount", 0) for c in status.get("containerStatuses") or [])) if pod
+                     else "-",
                      ",".join("running" if a.code is None else str(a.code) for a in mine) or "-",
                      ",".join(map(str, ranks)) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     return [lines[0], "  ".join("-" * w for w in widths), *lines[1:]]
+
+
+def last_lines(attempts: list[Ended]) -> list[str]:
+    """Each failed run's last line of output, by pod and run: what a failed job says first."""
+    out = []
+    for a in attempts:
+        if a.code not in (0, None) and a.container != podsecurity.PYTORCH_INIT_NAME:
+            last = next((line for line in reversed(a.log.splitlines()) if line.strip()), "(no output)")
+            out.append(f"  {a.pod} (exit {a.code}): {last.strip()[:300]}")
+    return out
 
 
 def _agreement(results: list[Obj]) -> str:
@@ -368,6 +388,9 @@ def run(client: Any, req: Request, env: Mapping[str, str], out: TextIO = sys.std
         results = [r for a in attempts if a.code == 0 for r in parse_results(a.log) if "world_size" in r]
         worlds = ",".join(map(str, sorted({r["world_size"] for r in results}))) or "-"
         out.write("\n" + "\n".join(table(pods, attempts)) + "\n\n")
+        failed = last_lines(attempts)
+        if failed:
+            out.write("the failed runs' last lines:\n" + "\n".join(failed) + "\n\n")
         out.write(f"{manifest.scheduler} job {manifest.job['metadata']['name']} ({manifest.job['kind']}): {ended} "
                   f"after {time.monotonic() - t0:.0f} s; world size {worlds}; {len(results)} ranks reported"
                   f"{_agreement(results)}\n")

@@ -152,3 +152,34 @@ def test_the_closing_line_says_whether_the_ranks_parameters_agree():
     assert demo._agreement(same) == "; final loss 2.0000; the ranks' parameters agree"
     assert demo._agreement([{"param_checksum": 1.5}, {"param_checksum": 2.5}]).endswith("parameters DIFFER")
     assert demo._agreement([{"rank": 0}]) == ""
+
+
+def test_a_failed_jobs_deleted_pods_keep_their_rows_and_their_last_lines():
+    # training-operator deletes a failed job's running pods (its clean-pod policy): the runs stay
+    attempts = [Ended("ns", "pt-master-0", "pytorch", "k8s_pytorch_pt-master-0_ns_u_0", 1,
+                      "starting\nValueError: bad learning rate\n\n"),
+                Ended("ns", "pt-worker-0", "init-pytorch", "k8s_init-pytorch_pt-worker-0_ns_u_0", 0, "ok"),
+                Ended("ns", "pt-worker-0", "pytorch", "k8s_pytorch_pt-worker-0_ns_u_0", 137, "")]
+    rows = demo.table([], attempts)
+    assert [r.split() for r in rows[2:]] == [["pt-master-0", "-", "deleted", "-", "1", "-"],
+                                             ["pt-worker-0", "-", "deleted", "-", "137", "-"]]
+    assert demo.last_lines(attempts) == ["  pt-master-0 (exit 1): ValueError: bad learning rate",
+                                         "  pt-worker-0 (exit 137): (no output)"]
+
+
+def test_the_namespace_is_created_only_where_it_is_not_there_yet():
+    calls: list[tuple[str, ...]] = []
+    there = {"kubeflow"}
+
+    def kubectl(*args: str) -> str:
+        calls.append(args)
+        if args[:2] == ("get", "namespace"):
+            return f"namespace/{args[-1]}\n" if args[-1] in there else ""
+        return "serviceaccount/default\n"
+
+    for namespace in ("kubeflow", "ml"):
+        manifest = demo.Manifest(Path("f.yaml"), "kubeflow", 2, "baseline", namespace, {"metadata": {"name": "j"}},
+                                 demo.KINDS[("kubeflow.org", "PyTorchJob")], {})
+        demo._namespace(kubectl, manifest)
+    created = [c[-1] for c in calls if c[:2] == ("create", "namespace")]
+    assert created == ["ml"], calls
