@@ -601,8 +601,11 @@ def manifests(c, **opts):
             raise InputError("--submit submits the file it writes; expected --out DIR too (the folder the job is "
                              "submitted from)")
         command = _after_dashes(c, "the script and its arguments", "-- train.py [ARGS...]")
-        given = {name: opts[name] for name, _, _ in manifest_options()}
-        spec = JobSpec(command=tuple(command), **{k: tuple(v) if isinstance(v, list) else v for k, v in given.items()})
+        from torchpod_toolkit.manifests.spec import given_defaults
+
+        given, explicit = given_defaults({name: opts[name] for name, _, _ in manifest_options()})
+        spec = JobSpec(command=tuple(command), explicit=explicit,
+                       **{k: tuple(v) if isinstance(v, list) else v for k, v in given.items()})
         outputs = render_mod.render(spec, piped=not opts["out"])  # raises on bad input before anything is written
         if not opts["out"]:  # the file alone, for a pipe (kubectl apply -f -, sbatch); notes on stderr
             text, notes = render_mod.printed(outputs)

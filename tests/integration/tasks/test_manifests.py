@@ -178,3 +178,18 @@ def test_submit_writes_the_job_then_runs_its_submitter_and_exits_with_its_status
 def test_submit_without_out_is_one_line():
     done = invoke("manifests", "-s", "slurm", "-n", "2", "-i", IMAGE, "--submit", "--", "train.py")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "expected --out DIR too" in done.stderr
+
+
+@pytest.mark.parametrize("args, says", [
+    (("-s", "kubeflow", "--walltime", "01:00:00"), "--walltime=01:00:00: a kubeflow job has no place for it"),
+    (("-s", "slurm", "--namespace", "default"), "--namespace=default: a slurm job has no place for it"),
+    (("-s", "volcano", "--project", "team-a"), "--project=team-a: a volcano job has no place for it"),
+])
+def test_an_option_given_with_its_defaults_value_is_refused_where_the_kind_has_no_place_for_it(args, says):
+    done = invoke("manifests", *args, "-n", "2", "-i", IMAGE, "--", "train.py")
+    assert done.returncode == 2 and says in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_an_option_left_out_keeps_its_default():
+    done = invoke("manifests", "-s", "slurm", "-n", "2", "-i", IMAGE, "--", "train.py")
+    assert done.returncode == 0 and "#SBATCH --time=01:00:00\n" in done.stdout

@@ -247,6 +247,10 @@ class JobSpec:
                                            "(repeat the flag for more)", repeat=True)
     # No flag of its own: `--nodes MIN:MAX` sets it. None: the job runs on exactly ``nodes``.
     min_nodes: int | None = None
+    # the options the user typed whose value is also their default (`--walltime 01:00:00`):
+    # still given, so a kind with no place for one refuses it (_check_taken) rather than
+    # dropping it without a word; `invoke manifests` fills it (given_defaults)
+    explicit: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
     def fabric(self) -> str:
@@ -339,17 +343,39 @@ def default(name: str):
     return next(f.default for f in fields(JobSpec) if f.name == name)
 
 
+def given_apart() -> tuple[str, ...]:
+    """The options whose default is a value some kind has no place for (--walltime's
+    01:00:00 on a PyTorchJob): the task defaults them to '' (not given), so that a user who
+    types the default value is seen (JobSpec.explicit) and refused by such a kind."""
+    return tuple(name for name, how in options()
+                 if how.kinds is not None and not how.count and not how.repeat and isinstance(default(name), str)
+                 and default(name) != "")
+
+
 def cli_options() -> list[tuple[str, object, str]]:
     """(parameter name, the task's default, help) of each option, for tasks.py: counts and
     required values are typed as text, so their task default is text too."""
-    out = []
+    out: list[tuple[str, object, str]] = []
+    apart = given_apart()
     for name, how in options():
         value = default(name)
         task_default = how.cli_default if how.cli_default is not None else str(value) if how.count else value
         if how.repeat:  # invoke's iterable flag: None makes it a list, [] when never given
             task_default = None
+        if name in apart:  # '' when not given; the help says the default
+            task_default = ""
+            out.append((name, task_default, f"{how.help} (default: {value})"))
+            continue
         out.append((name, task_default, how.help))
     return out
+
+
+def given_defaults(given: dict) -> tuple[dict, frozenset[str]]:
+    """The task's option values with given_apart()'s '' (not given) dropped, so the
+    JobSpec default applies, and the names of those that were typed (JobSpec.explicit)."""
+    apart = set(given_apart())
+    kept = {k: v for k, v in given.items() if not (k in apart and v == "")}
+    return kept, frozenset(k for k in apart if k in kept)
 
 
 def parse_counts(given: dict) -> dict:
@@ -744,7 +770,9 @@ def check(spec: JobSpec) -> JobSpec:
 def _check_taken(spec: JobSpec) -> None:
     """An option the job's kind cannot express (Option.kinds) is refused, never dropped."""
     for name, how in options():
-        if how.kinds is None or spec.scheduler in how.kinds or getattr(spec, name) == default(name):
+        if how.kinds is None or spec.scheduler in how.kinds:
+            continue
+        if getattr(spec, name) == default(name) and name not in spec.explicit:
             continue
         value = getattr(spec, name)
         if isinstance(value, bool):
