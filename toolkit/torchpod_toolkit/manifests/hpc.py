@@ -233,8 +233,8 @@ def image_file(spec: JobSpec, suffix: str) -> str:
 SBATCH_SHORT = {"-A": "--account", "-C": "--constraint", "-c": "--cpus-per-task", "-G": "--gpus", "-J": "--job-name",
                 "-N": "--nodes", "-n": "--ntasks", "-o": "--output", "-e": "--error", "-p": "--partition",
                 "-q": "--qos", "-t": "--time", "-w": "--nodelist", "-x": "--exclude", "-D": "--chdir"}
-# a PBS resource torchpod's own `-l` lines set (select, place, walltime): another -l may add others
-_PBS_OWN_RESOURCES = ("select", "place", "walltime")
+# the PBS resources torchpod's own `-l` lines set: another -l may add others (filesystems=...)
+PBS_OWN_RESOURCES = ("select", "place", "walltime")
 
 
 def _directive_name(word: str, short: dict[str, str]) -> str:
@@ -245,19 +245,21 @@ def _directive_name(word: str, short: dict[str, str]) -> str:
     return short.get(name, name)
 
 
-def passthrough(spec: JobSpec, prefix: str, written: list[str], short: dict[str, str]) -> list[str]:
+def passthrough(spec: JobSpec, prefix: str, written: list[str], short: dict[str, str],
+                resources: tuple[str, ...] = ()) -> list[str]:
     """The user's --directive lines, each after ``prefix``, refused when it names an option
     the script already sets (``written``: its directive lines), where the two would fight
-    over one setting; a PBS ``-l`` is refused only for the resources torchpod sets."""
+    over one setting. A batch system whose ``-l`` lists resources (``resources``: those
+    the script sets) takes another ``-l`` for any other resource."""
     own = {_directive_name(line[len(prefix):].split()[0], short) for line in written
            if line.startswith(prefix + " ")}
     out = []
     for directive in spec.directive:
         words = directive.split()
         name = _directive_name(words[0], short)
-        if name == "-l" and len(words) > 1:
-            resources = {item.split("=", 1)[0] for item in words[1].split(":")[0].split(",")}
-            taken = sorted(resources & set(_PBS_OWN_RESOURCES))
+        if resources and name == "-l" and len(words) > 1:
+            listed = {item.split("=", 1)[0] for item in words[1].split(":")[0].split(",")}
+            taken = sorted(listed & set(resources))
             if taken:
                 raise InputError(f"--directive={directive!r} sets -l {taken[0]}, which this script sets itself "
                                  "(--nodes, --walltime); expected a resource torchpod does not set, or its option")
@@ -591,7 +593,8 @@ def pbs_script(spec: JobSpec, header: list[str]) -> str:
     if spec.account:
         lines.append(f"#PBS -A {spec.account}")
     lines.append("#PBS -j oe")
-    lines += [*passthrough(spec, "#PBS", lines, {}), *header, "set -euo pipefail", 'cd "$PBS_O_WORKDIR"', ""]
+    lines += [*passthrough(spec, "#PBS", lines, {}, PBS_OWN_RESOURCES), *header, "set -euo pipefail",
+              'cd "$PBS_O_WORKDIR"', ""]
     cmd = container_command(spec, forwarded(spec))
     if pals:
         fan = ["mpiexec", "-n", Sh('"$NNODES"'), "--ppn", "1"]
