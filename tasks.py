@@ -616,6 +616,8 @@ def manifests(c, **opts):
         written = render_mod.write(opts["out"], outputs, force=opts["force"])
         for path, changed in written:
             print(f"{'wrote' if changed else 'unchanged'} {path}")
+        for note in render_mod.notices(outputs):
+            print(f"torchpod: {note}", file=sys.stderr)
         if opts["submit"]:
             from torchpod_toolkit.manifests import jobs, submit
 
@@ -778,4 +780,49 @@ def _namespace() -> Collection:
 ALIASES = {"build": "image.build", "push": "image.push", "wheels": "image.wheels", "lock": "image.lock",
            "manifests": "jobs.manifests", "demo": "cluster.demo", "bench-rendezvous": "bench.rendezvous"}
 
+
+
+# The tasks whose own words go after ``--`` (a training command, a bench script's flags),
+# and the form their refusal shows.
+AFTER_DASHES = {"jobs.manifests": "-- train.py [ARGS...]", "manifests": "-- train.py [ARGS...]"}
+
+
+def _stray_word(root: Collection, argv: list[str]) -> str:
+    """One line for a word before ``--`` that is neither an option of the task it follows,
+    an option's value, nor another task: a training command typed without ``--``.
+
+    invoke's own parser takes such a word for a task name and says "No idea what
+    'train.py' is!" (invoke 2.x, invoke/parser/parser.py, ParseMachine.handle), which names
+    neither the task nor the fix. The task's flags, and which of them take a value, are
+    invoke's own Arguments (Task.get_arguments); '' when the line is well formed.
+    """
+    words = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+    names = set(root.task_names) | {a for aliases in root.task_names.values() for a in aliases}
+    at = next((i for i, w in enumerate(words) if w in names), None)
+    if at is None:
+        return ""
+    path = words[at]
+    form = AFTER_DASHES.get(path) or ("-- [FLAGS...]" if path.startswith("bench.") else "")
+    if not form:
+        return ""
+    takes_value = {n.replace("_", "-"): arg.kind is not bool for arg in root[path].get_arguments() for n in arg.names}
+    i = at + 1
+    while i < len(words):
+        word = words[i]
+        if word in names:  # the next task on the line
+            return ""
+        if not word.startswith("-"):
+            return (f"'{word}' is not an option of invoke {path}; what the task runs goes after `--`: "
+                    f"invoke {path} [OPTIONS] {form}")
+        flag = word.lstrip("-").split("=", 1)[0].replace("_", "-")
+        joined = "=" in word or (not word.startswith("--") and len(word) > 2)
+        i += 2 if takes_value.get(flag) and not joined else 1
+    return ""
+
+
 ns = _namespace()
+if Path(sys.argv[0]).name in ("invoke", "inv") or Path(sys.argv[0]).parent.name == "invoke":
+    _stray = _stray_word(ns, sys.argv)
+    if _stray:
+        print(f"torchpod: {_stray}", file=sys.stderr)
+        sys.exit(2)

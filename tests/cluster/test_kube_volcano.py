@@ -27,7 +27,7 @@ import pytest
 from torchpod_toolkit.cluster.runner import parse_results
 from torchpod_toolkit.kube import kubelet as kubelet_mod
 from torchpod_toolkit.manifests import jobs
-from torchpod_toolkit.manifests import kube as kube_manifests
+from torchpod_toolkit.manifests.spec import ETCD_IMAGE
 
 from cluster_helpers import EXAMPLES
 from kube_helpers import until
@@ -101,7 +101,7 @@ def test_a_volcano_job_meets_at_the_etcd_its_manifest_brings(cluster, require_to
     context.mkdir()
     shutil.copy2(binary, context / "etcd")
     (context / "Dockerfile").write_text(f"FROM {cluster.image}\nCOPY etcd /usr/local/bin/etcd\n")
-    cluster.docker.images.build(path=str(context), tag=kube_manifests.ETCD_IMAGE, rm=True)
+    cluster.docker.images.build(path=str(context), tag=ETCD_IMAGE, rm=True)
     try:
         job = submit(cluster, "volcano", "ve", 2, rdzv="etcd", etcd_server=True)
         assert "Rendezvous: etcd-v2 at ve-etcd:2379" in job["path"].read_text()
@@ -116,7 +116,7 @@ def test_a_volcano_job_meets_at_the_etcd_its_manifest_brings(cluster, require_to
         code, keys = server.exec_run(["/opt/venv/bin/python", "-c", read])
         assert code == 0 and '"key":"/torch/elastic' in keys.decode(), keys.decode()[-2000:]
     finally:
-        cluster.docker.images.remove(kube_manifests.ETCD_IMAGE, force=True)
+        cluster.docker.images.remove(ETCD_IMAGE, force=True)
 
 
 # more than half a node's GPUs (NodeShape: 8): one pod per node, whatever the CPUs and memory

@@ -121,6 +121,11 @@ def test_without_out_a_job_prints_what_its_consumer_reads_from_a_pipe(scheduler,
     assert all(f"also {name}: written with --out DIR" in proc.stderr for name in others)
     # what a user must see reaches stderr too: the script nothing mounts, on a Kubernetes kind
     assert ("torchpod: Script: train.py is read from" in proc.stderr) is kube, proc.stderr
+    # and the same when the files go into --out DIR: never only a comment in a file
+    written = invoke("manifests", "--scheduler", scheduler, "--nodes", "2", "--image", IMAGE, "--out",
+                     str(tmp_path / "out"), "--", "train.py")
+    assert written.returncode == 0, written.stderr
+    assert ("torchpod: Script: train.py is read from" in written.stderr) is kube, written.stderr
 
 
 @pytest.mark.parametrize("task", ["manifests", "jobs.manifests"])
@@ -193,3 +198,24 @@ def test_an_option_given_with_its_defaults_value_is_refused_where_the_kind_has_n
 def test_an_option_left_out_keeps_its_default():
     done = invoke("manifests", "-s", "slurm", "-n", "2", "-i", IMAGE, "--", "train.py")
     assert done.returncode == 0 and "#SBATCH --time=01:00:00\n" in done.stdout
+
+
+@pytest.mark.parametrize("task, args, word", [
+    ("manifests", ["-s", "volcano", "-i", IMAGE, "train.py", "--steps", "2"], "train.py"),
+    ("jobs.manifests", ["--scheduler", "slurm", "--force", "--image", IMAGE, "--env=A=1", "train.py"], "train.py"),
+    ("bench.rendezvous", ["-n", "2", "extra"], "extra"),
+])
+def test_a_command_typed_without_dashes_is_one_line_naming_the_word_and_the_fix(task, args, word, tmp_path):
+    """invoke alone would say "No idea what 'train.py' is!": the line names the word, the task
+    and where the word goes; options and their values (joined with = or not) are skipped."""
+    proc = invoke(task, *args, "--out", str(tmp_path / "out"))
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert f"'{word}' is not an option of invoke {task}" in lines[0] and "goes after `--`" in lines[0], lines
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_line_with_dashes_or_a_second_task_is_not_refused_as_a_stray_word():
+    """The check stops at `--`, and a word that names a task is invoke's own (two tasks on one line)."""
+    assert "is not an option" not in invoke("manifests", "-s", "volcano", "-i", IMAGE, "--", "x.py").stderr
+    assert "is not an option" not in invoke("manifests", "--help", "measurements", "--help").stderr

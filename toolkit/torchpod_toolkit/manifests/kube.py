@@ -36,9 +36,6 @@ Obj = dict[str, Any]
 
 CONTAINER = "pytorch"  # training-operator reads the port from the container named pytorch
 PORT_NAME = "pytorchjob-port"  # kubeflowv1.PyTorchJobDefaultPortName; Volcano's pytorch plugin uses it too
-# etcd 3.5 is the last line with the v2 API torch's etcd-v2 rendezvous needs (--enable-v2;
-# 3.6 removed it). Pinned by tag, as the policy asks of every image.
-ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.21"
 # The name each pod gives its claim on the ComputeDomain's channel (--mnnvl): a DNS label,
 # as the NVIDIA DRA driver's own examples name it (demo/specs/imex/, v25.12.0).
 MNNVL_CLAIM = "compute-domain-channel"
@@ -449,7 +446,7 @@ def etcd_objects(spec: JobSpec) -> list[Obj]:
     pod = {
         "apiVersion": "v1", "kind": "Pod", "metadata": _meta(spec, spec.etcd_service, labels=labels),
         "spec": {"containers": [{
-            "name": "etcd", "image": ETCD_IMAGE,
+            "name": "etcd", "image": spec.etcd_image,
             "command": ["etcd", "--enable-v2", "--data-dir", "/var/lib/etcd",
                         "--listen-client-urls", f"http://0.0.0.0:{ETCD_PORT}",
                         "--advertise-client-urls", f"http://{spec.etcd_service}:{ETCD_PORT}"],

@@ -183,6 +183,10 @@ def header(spec: JobSpec, filename: str, piped: bool = False) -> list[str]:
     if spec.rdzv == "etcd":
         where = "the etcd Pod and Service in this file" if spec.etcd_server else "an etcd you run"
         lines.append(f"Rendezvous: etcd-v2 at {spec.etcd_endpoint} ({where}; it must serve the v2 API)")
+        if spec.etcd_server and "@" not in spec.etcd_image:
+            lines.append(f"WARNING the etcd Pod's image {spec.etcd_image} is a tag, which its registry can move: "
+                         "pin it with --etcd-image REPO@sha256:DIGEST (`docker buildx imagetools inspect "
+                         f"{spec.etcd_image}` prints the digest)")
     else:
         lines.append(f"Rendezvous: c10d on node 0, port {spec.port}; torchpod derives it from the scheduler")
     lines.append(ranks_line(spec, kind))
@@ -246,9 +250,19 @@ def printed(outputs: list[Output]) -> tuple[str, list[str]]:
     for `kubectl apply -f -`, Run:ai's PyTorchJob included; an HPC kind's script, for
     `sbatch`), and the notes for stderr: the header's notices (NOTICES: a warning, a script
     nothing mounts), and each other file (Run:ai's CLI line), which --out DIR writes."""
-    first = next((o for o in outputs if o.name.endswith(".yaml")), outputs[0])
-    notices = [line[2:] for line in first.text.splitlines() if line.startswith(NOTICES)]
-    return first.text, notices + [f"also {o.name}: written with --out DIR" for o in outputs if o is not first]
+    first = _job_file(outputs)
+    return first.text, notices(outputs) + [f"also {o.name}: written with --out DIR" for o in outputs
+                                           if o is not first]
+
+
+def _job_file(outputs: list[Output]) -> Output:
+    return next((o for o in outputs if o.name.endswith(".yaml")), outputs[0])
+
+
+def notices(outputs: list[Output]) -> list[str]:
+    """The job file's header lines a user must see (NOTICES), for stderr: printed whether
+    the file goes down a pipe or into --out DIR, never only as a comment."""
+    return [line[2:] for line in _job_file(outputs).text.splitlines() if line.startswith(NOTICES)]
 
 
 def render(spec: JobSpec, piped: bool = False) -> list[Output]:

@@ -28,6 +28,10 @@ RDMA = ("none", "hostnetwork", "device-plugin")
 # What the job runs: the user's command, or torchpod.preflight alone (docs/launcher.md#preflight).
 WORKLOADS = ("train", "preflight")
 RDZV = ("c10d", "etcd")
+# etcd 3.5 is the last line with the v2 API torch's etcd-v2 rendezvous needs (--enable-v2;
+# 3.6 removed it). A tag, since no digest of it can be checked from where torchpod is built:
+# the header asks for --etcd-image REPO@sha256:DIGEST while the tag is in use.
+ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.21"
 # Which kinds take which option: each kind's record says what its job file can say
 # (manifests/kinds/; jobs.having lists them in KINDS order). A Kubernetes job and a SkyPilot
 # task have no queue and no wall time; a Run:ai CLI line and a TrainJob's runtimePatches fewer
@@ -179,6 +183,8 @@ class JobSpec:
     etcd_endpoint: str = option("", help="HOST:PORT of an etcd serving the v2 API (with --rdzv etcd)",
                                 only=lambda s: not s.etcd_server)
     etcd_server: bool = option(False, help="render an etcd Pod and Service next to the job (with --rdzv etcd)")
+    etcd_image: str = option(ETCD_IMAGE, help="the etcd Pod's image (with --etcd-server); pin it by digest, "
+                                              "REPO@sha256:DIGEST, or name a mirror", only=lambda s: s.etcd_server)
     # "" means apptainer for HPC schedulers, none for Kubernetes (spec.check)
     runtime: str = option("", help="HPC container runtime: " + jobs.choices(tuple(
                               n + " (default)" if n == jobs.DEFAULT_RUNTIME else n for n in jobs.RUNTIMES)),
@@ -849,6 +855,12 @@ def _check_requeue(spec: JobSpec) -> None:
 def _check_rdzv(spec: JobSpec) -> JobSpec:
     if spec.rdzv not in RDZV:
         raise InputError(f"--rdzv={spec.rdzv!r} is unknown; expected one of {', '.join(RDZV)}")
+    if spec.etcd_image != ETCD_IMAGE and not spec.etcd_server:
+        raise InputError(f"--etcd-image={spec.etcd_image!r} names the image of the etcd Pod --etcd-server renders; "
+                         "expected --rdzv etcd --etcd-server with it")
+    if spec.etcd_server and (problem := image_problem(spec.etcd_image)):
+        raise InputError(f"--etcd-image={spec.etcd_image!r} {problem}".replace("REGISTRY/torchpod/pytorch",
+                                                                                "REGISTRY/etcd"))
     if spec.rdzv != "etcd":
         if spec.etcd_endpoint or spec.etcd_server:
             raise InputError("--etcd-endpoint/--etcd-server are for --rdzv etcd; got --rdzv c10d")

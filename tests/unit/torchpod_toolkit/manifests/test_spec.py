@@ -26,6 +26,10 @@ BAD = [
     (dict(preset="oci-bm-gpu-h100.8", gpus_per_node=16), "shape with 8 GPUs"),
     (dict(rdzv="etcd"), "--rdzv etcd needs an etcd endpoint"),
     (dict(rdzv="etcd", etcd_endpoint="etcd.infra"), "has no port"),
+    (dict(etcd_image="mirror.example/etcd@sha256:" + "a" * 64), "--etcd-image="),
+    (dict(rdzv="etcd", etcd_server=True, etcd_image="mirror.example/etcd"), "has no tag"),
+    (dict(rdzv="etcd", etcd_server=True, etcd_image="mirror.example/etcd:latest"), "'latest'"),
+    (dict(rdzv="etcd", etcd_server=True, etcd_image="mirror.example/etcd:v3\n"), "--etcd-image="),
     (dict(rdma="device-plugin"), "--rdma device-plugin needs --rdma-resource"),
     (dict(rdma="sriov"), "--rdma='sriov' is unknown"),
     (dict(scheduler="slurm", runtime="singularity"), "--runtime='singularity' is unknown"),
@@ -238,6 +242,7 @@ _GIVEN = {
     "rdzv": dict(rdzv="etcd", etcd_endpoint="etcd.example.com:2379"),
     "etcd_endpoint": dict(rdzv="etcd", etcd_endpoint="etcd.example.com:2379"),
     "etcd_server": dict(rdzv="etcd", etcd_server=True), "runtime": dict(runtime="docker"),
+    "etcd_image": dict(rdzv="etcd", etcd_server=True, etcd_image="mirror.example/etcd@sha256:" + "c" * 64),
     "queue": dict(queue="gpu"), "walltime": dict(walltime="02:00:00"),
     "requeue_lead": dict(requeue_lead=300, walltime="02:00:00"), "project": dict(project="team-b"),
     "site_lib": dict(preset="hpe-slingshot-gh200", gpus_per_node=4, site_lib="/opt/site/lib"),
@@ -320,3 +325,16 @@ def test_a_site_value_outside_its_grammar_is_one_line_naming_the_option(kind, fi
         check(JobSpec(kind, 2, IMAGE, ("train.py",), **{field: value}))
     message = str(exc.value)
     assert message.startswith(spec_mod.flag(field)) and "\n" not in message and message.isprintable(), message
+
+
+def test_the_etcd_pod_runs_the_image_named_and_a_tag_is_a_warning_a_digest_is_not():
+    """--etcd-image reaches the etcd Pod as given; while it is a tag (the default's case)
+    the header warns, and the warning is one of the notices a pipe's reader sees."""
+    digest = "mirror.example/etcd@sha256:" + "b" * 64
+    for image, warned in ((spec_mod.ETCD_IMAGE, True), (digest, False)):
+        outputs = render_mod.render(JobSpec("volcano", 2, IMAGE, ("/opt/x.py",), rdzv="etcd", etcd_server=True,
+                                            etcd_image=image))
+        text = outputs[0].text
+        assert f"image: {image}" in text, text
+        assert any("etcd Pod's image" in n for n in render_mod.notices(outputs)) is warned
+        assert (f"--etcd-image {image}" in render_mod.regenerate_line(text)) is not warned  # a default is left out
