@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Callable
 from torchpod.contract import ENV_PRESET, SETTINGS
 from torchpod.errors import InputError
 
-from . import jobs, resources, yamltext
+from . import jobs, resources, sitegrammar, yamltext
 
 if TYPE_CHECKING:  # the renderers take a checked spec; spec.py imports no renderer
     from .spec import JobSpec
@@ -126,7 +126,6 @@ SHELLCHECK = "# shellcheck disable=SC2016,SC1003  # single-quoted words reach to
 
 _SAFE = re.compile(r"[A-Za-z0-9@%+=:,./_-]+", re.ASCII)  # shlex.quote's set: no quoting needed
 _ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_LABEL = re.compile(r"[a-z0-9-]+", re.ASCII)
 
 
 class Sh(str):
@@ -189,12 +188,13 @@ def line(argv) -> str:
     return " ".join(word(a) for a in argv)
 
 
-def _label(name: str) -> str:
-    """A name written into shell text as is: spec.check made it a DNS label; re-checked so
-    this module never depends on a caller having checked."""
-    if not _LABEL.fullmatch(name):
-        raise ValueError(f"job name {name!r} reached hpc.py unchecked")
-    return name
+def _name(spec: JobSpec) -> str:
+    """The job's name, written into directive lines and file names as is: spec.check held it
+    to its kind's grammar (sitegrammar.check_job_name), whose characters need no quoting;
+    re-checked so this module never depends on a caller having checked."""
+    if not sitegrammar.job_name_ok(spec.name, jobs.kind(spec.scheduler)) or not _SAFE.fullmatch(spec.name):
+        raise ValueError(f"job name {spec.name!r} reached hpc.py unchecked")
+    return spec.name
 
 
 def _torchpod(spec: JobSpec) -> list[str]:
@@ -225,7 +225,7 @@ def image_file(spec: JobSpec, suffix: str) -> str:
     """The name of the image file a job pulls once into its submit directory: the job's name
     and a digest of the image reference, so a job re-rendered for another image (a new tag, a
     digest) pulls that one rather than running the file an earlier image left there."""
-    return f"{_label(spec.name)}-{hashlib.sha256(spec.image.encode()).hexdigest()[:12]}.{suffix}"
+    return f"{_name(spec)}-{hashlib.sha256(spec.image.encode()).hexdigest()[:12]}.{suffix}"
 
 
 # sbatch's short options and the long ones they stand for (sbatch(1), Slurm 22.05), so that a
@@ -514,12 +514,13 @@ def _slurm_resources(spec: JobSpec) -> list[str]:
 
 
 def _slurm_directives(spec: JobSpec) -> list[str]:
-    lines = [f"#SBATCH --job-name={spec.name}",
+    lines = [f"#SBATCH --job-name={_name(spec)}",
              f"#SBATCH --nodes={spec.nodes}",
              "#SBATCH --ntasks-per-node=1",
              *_slurm_resources(spec)]
-    if spec.gpus_per_node:
-        lines.append(f"#SBATCH --gpus-per-node={spec.gpus_per_node}")
+    if spec.gpus_per_node:  # sbatch(1) --gpus-per-node=[type:]number
+        model = f"{spec.gpu_model}:" if spec.gpu_model else ""
+        lines.append(f"#SBATCH --gpus-per-node={model}{spec.gpus_per_node}")
     lines.append(f"#SBATCH --time={spec.walltime}")
     if spec.queue:
         lines.append(f"#SBATCH --partition={spec.queue}")
@@ -584,7 +585,7 @@ def pbs_script(spec: JobSpec, header: list[str]) -> str:
     chunk = (f"select={spec.nodes}:ncpus={int(node.cpus)}:mem={resources.pbs_size(node.memory_mi)}:mpiprocs=1"
              + (f":ngpus={spec.gpus_per_node}" if spec.gpus_per_node else ""))
     lines = ["#!/bin/bash", SHELLCHECK,
-             f"#PBS -N {spec.name}",
+             f"#PBS -N {_name(spec)}",
              f"#PBS -l {chunk}",
              "#PBS -l place=scatter:excl",
              f"#PBS -l walltime={spec.walltime}"]
@@ -656,17 +657,19 @@ def lsf_script(spec: JobSpec, header: list[str]) -> str:
     is per host, and keeps other jobs off the job's GPUs (LSF 10.1.0.5+ GPU syntax: bsub -gpu,
     j_exclusive defaults to no)."""
     lines = ["#!/bin/bash", SHELLCHECK,
-             f"#BSUB -J {_label(spec.name)}",
+             f"#BSUB -J {_name(spec)}",
              f"#BSUB -n {spec.nodes}",
              *_lsf_resources(spec)]
     if spec.gpus_per_node:  # j_exclusive=yes: LSF's default (no) lets other jobs share the job's GPUs
-        lines.append(f'#BSUB -gpu "num={spec.gpus_per_node}:j_exclusive=yes"')
+        model = f":gmodel={spec.gpu_model}" if spec.gpu_model else ""
+        lines.append(f'#BSUB -gpu "num={spec.gpus_per_node}{model}:j_exclusive=yes"')
     lines.append(f"#BSUB -W {_lsf_walltime(spec.walltime)}")
-    if spec.queue:
-        lines.append(f"#BSUB -q {spec.queue}")
+    if spec.queue:  # several: bsub -q "q1 q2", the first that takes the job (bsub -q, LSF 10.1)
+        names = " ".join(sitegrammar.queues(spec.queue, jobs.kind(spec.scheduler)))
+        lines.append(f'#BSUB -q "{names}"' if " " in names else f"#BSUB -q {names}")
     if spec.account:  # LSF charges a job to its project (bsub -P)
         lines.append(f"#BSUB -P {spec.account}")
-    lines.append(f"#BSUB -o {_label(spec.name)}-%J.out")
+    lines.append(f"#BSUB -o {_name(spec)}-%J.out")
     lines += [*passthrough(spec, "#BSUB", lines, {}), *header, "set -euo pipefail", ""]
     fan = ["blaunch", "-u", Sh('"$LSB_DJOB_HOSTFILE"'), "-no-shell"]
     prep = prepare(spec, fan)
@@ -694,8 +697,8 @@ def skypilot_task(spec: JobSpec) -> dict:
     asked: dict = {"image_id": "docker:" + spec.image, "cpus": f"{int(node.cpus)}+",
                    "memory": resources.skypilot_gb(node.memory_mi)}
     if spec.gpus_per_node:
-        asked["accelerators"] = f"{SKYPILOT_GPU}:{spec.gpus_per_node}"
-    task: dict = {"name": _label(spec.name), "num_nodes": spec.nodes, "resources": asked, "workdir": "."}
+        asked["accelerators"] = f"{spec.gpu_model or SKYPILOT_GPU}:{spec.gpus_per_node}"
+    task: dict = {"name": _name(spec), "num_nodes": spec.nodes, "resources": asked, "workdir": "."}
     if spec.env:  # SkyPilot sets them for `run` (task envs)
         task["envs"] = dict(item.partition("=")[::2] for item in spec.env)
     return {**task,

@@ -19,7 +19,7 @@ from torchpod.fabric import by_name as fabric_record
 from torchpod.fabric import presets as presets_mod
 
 from .. import grammars
-from . import jobs, podfields, resources
+from . import jobs, podfields, resources, sitegrammar
 
 # Kubernetes schedulers render YAML; HPC schedulers render a batch script: jobs.KINDS.
 KUBE, HPC = jobs.KUBE, jobs.HPC
@@ -71,7 +71,6 @@ _A = re.ASCII
 # Kubernetes names: a DNS-1123 label (k8s.io/apimachinery pkg/util/validation IsDNS1123Label,
 # at most 63). The job name also names Services, so it must start with a letter (DNS-1035).
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", _A)
-_JOB_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?", _A)
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", _A)
 _QUALIFIED_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", _A)
 # An image reference: distribution/reference's grammar, written once in torchpod_toolkit.grammars.
@@ -80,7 +79,6 @@ _WALLTIME = re.compile(r"([0-9]{1,5}):([0-5][0-9]):([0-5][0-9])", _A)
 # Slurm's days form, D-HH:MM:SS (sbatch(1) --time "days-hours:minutes:seconds"), which the
 # check turns into hours (HH:MM:SS) so that PBS's walltime and LSF's -W take it too
 _WALLTIME_DAYS = re.compile(r"([0-9]{1,3})-([0-9]{1,2}):([0-5][0-9]):([0-5][0-9])", _A)
-_QUEUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*", _A)
 _HOSTNAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", _A)
 _DIGITS = re.compile(r"[0-9]+", _A)
 # A host path that goes into an Apptainer --bind, Docker -v, enroot --mount or pyxis
@@ -108,8 +106,9 @@ MNNVL_ARCH = "aarch64"
 # TrainJob's name to 63 (v2.3.0 trainjob_types.go).
 POD_SUFFIX = len("-abcde")
 DNS_LABEL_MAX = 63
-# --name: well inside every kind's limits (pod_name_room of the Trainer's pods at MAX_NODES is 44).
-NAME_MAX = 40
+# --name of a Kubernetes kind: well inside every kind's limits (pod_name_room of the Trainer's
+# pods at MAX_NODES is 44); a batch system's own grammar is on its kind's record.
+NAME_MAX = sitegrammar.DNS_NAME.limit
 
 
 @dataclass(frozen=True)
@@ -189,7 +188,11 @@ class JobSpec:
     runtime: str = option("", help="HPC container runtime: " + jobs.choices(tuple(
                               n + " (default)" if n == jobs.DEFAULT_RUNTIME else n for n in jobs.RUNTIMES)),
                           always=True, only=lambda s: not s.kube)
-    queue: str = option("", help="Volcano queue, Slurm partition, PBS or LSF queue", kinds=QUEUE_KINDS)
+    queue: str = option("", help="Volcano queue, Slurm partition, PBS or LSF queue (Slurm, LSF: several as A,B)",
+                        kinds=QUEUE_KINDS)
+    gpu_model: str = option("", help="the GPU model the batch system picks GPUs by: Slurm's GRES type "
+                                     "(--gpus-per-node=MODEL:N), LSF's gmodel, SkyPilot's accelerator (default H100)",
+                            kinds=jobs.having("gpu_model"))
     walltime: str = option("01:00:00", help="HPC wall time, HH:MM:SS", kinds=BATCH_KINDS)
     # 0: off. Else sbatch --signal=B:USR1@SECONDS and --requeue (hpc.slurm_script)
     requeue_lead: int = option(0, help="Slurm: SECONDS before --walltime at which the job gets USR1, saves a "
@@ -522,7 +525,7 @@ def check_command(command, *, empty_ok: bool = False) -> tuple[str, ...]:
 
 
 def _check_names(spec: JobSpec) -> None:
-    _check_label("--name", spec.name, _JOB_NAME, NAME_MAX, "a DNS label starting with a letter")
+    sitegrammar.check_job_name(spec.name, jobs.kind(spec.scheduler))
     _check_label("--namespace", spec.namespace, _DNS1123_LABEL, 63, "a DNS-1123 label")
     _check_label("--project", spec.project, _DNS1123_LABEL, 63, "a Run:ai project name (a DNS-1123 label)")
     if spec.image == "":
@@ -535,9 +538,8 @@ def _check_names(spec: JobSpec) -> None:
             or set(spec.walltime) <= {"0", ":"}):
         raise InputError(f"--walltime={spec.walltime!r}; expected HH:MM:SS or D-HH:MM:SS with hours of a day below "
                          "24, minutes and seconds below 60 and more than zero in all, e.g. 01:30:00 or 2-00:00:00")
-    if spec.queue and (not isinstance(spec.queue, str) or not _QUEUE.fullmatch(spec.queue) or len(spec.queue) > 63):
-        raise InputError(f"--queue={spec.queue!r}; expected a queue or partition name (a letter or "
-                         "digit, then letters, digits, '_', '.', '-'; at most 63)")
+    if spec.queue:
+        sitegrammar.queues(spec.queue, jobs.kind(spec.scheduler))
     if spec.site_lib and (not isinstance(spec.site_lib, str) or not _HOST_PATH.fullmatch(spec.site_lib)
                           or len(spec.site_lib) > 4096):
         raise InputError(f"--site-lib={spec.site_lib!r}; expected an absolute host path of {HOST_PATH_CHARS} "
@@ -546,48 +548,6 @@ def _check_names(spec: JobSpec) -> None:
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}", _A)
-_FEATURE = re.compile(r"[A-Za-z0-9_.-]+(?:\*[1-9][0-9]{0,5})?", _A)
-# a Slurm host list: names, each with an optional bracketed range list (scontrol show hostnames)
-_HOSTLIST = re.compile(r"[A-Za-z0-9_.-]+(?:\[[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*\])?"
-                       r"(?:,[A-Za-z0-9_.-]+(?:\[[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*\])?)*", _A)
-
-
-# a directive passed through (--directive): one option, printable ASCII, one line
-_DIRECTIVE = re.compile(r"-{1,2}[A-Za-z][A-Za-z0-9_-]*(?:[= ][ -~]{0,190})?", _A)
-
-
-def constraint_ok(text: str) -> bool:
-    """Whether ``text`` is in sbatch's --constraint grammar (sbatch(1), Slurm 22.05: AND '&', OR
-    '|', a node count FEATURE*N, matching OR and multiple counts in one [...] that does not
-    nest, grouping in (...)): a recursive descent over its tokens, so that brackets and
-    parentheses balance and every operator joins two operands."""
-    tokens = re.findall(r"[A-Za-z0-9_.-]+(?:\*[0-9]+)?|[&|()\[\]]|.", text)
-
-    def expr(i: int, in_brackets: bool) -> int:
-        i = operand(i, in_brackets)
-        while i < len(tokens) and tokens[i] in ("&", "|"):
-            i = operand(i + 1, in_brackets)
-        return i
-
-    def operand(i: int, in_brackets: bool) -> int:
-        if i >= len(tokens):
-            raise ValueError("an operand is missing")
-        token = tokens[i]
-        if token in ("(", "["):
-            if token == "[" and in_brackets:
-                raise ValueError("brackets do not nest")
-            i = expr(i + 1, in_brackets or token == "[")
-            if i >= len(tokens) or tokens[i] != {"(": ")", "[": "]"}[token]:
-                raise ValueError("unbalanced")
-            return i + 1
-        if not _FEATURE.fullmatch(token):
-            raise ValueError(f"not a feature: {token!r}")
-        return i + 1
-
-    try:
-        return expr(0, False) == len(tokens)
-    except ValueError:
-        return False
 # Names a job's environment must leave to the job and its scheduler: what the launcher's
 # detectors and torchrun read (a user's value would be a second, wrong answer), the GPU
 # selection, and what the manifests set themselves (--preset names the preset).
@@ -624,39 +584,12 @@ def check_env(items) -> tuple[str, ...]:
     return tuple(items)
 
 
-def _check_site_fields(spec: JobSpec) -> None:
-    """The account, QoS, reservation and constraint a batch system reads from a directive
-    line, and the Kubernetes names (service account, priority class, pull secret)."""
-    for name in ("account", "qos", "reservation"):
-        value = getattr(spec, name)
-        if value and (not isinstance(value, str) or not _QUEUE.fullmatch(value) or len(value) > 63):
-            raise InputError(f"{flag(name)}={value!r}; expected a name of a letter or digit, then letters, digits, "
-                             "'_', '.', '-' (at most 63)")
-    if spec.constraint and (not isinstance(spec.constraint, str) or len(spec.constraint) > 256
-                            or not constraint_ok(spec.constraint)):
-        raise InputError(f"--constraint={spec.constraint!r}; expected Slurm's constraint grammar: node features of "
-                         "letters, digits, '_', '.', '-', each with an optional *COUNT, joined by '&' or '|', grouped "
-                         "in (...) or one matching-OR [...], e.g. h100&ib, [ib1|ib2] or (a&b)|c (at most 256)")
-    for directive in spec.directive:
-        if not isinstance(directive, str) or len(directive) > 200 or not _DIRECTIVE.fullmatch(directive):
-            shown = directive if not isinstance(directive, str) or len(directive) <= 60 else directive[:60] + "..."
-            raise InputError(f"--directive={shown!r}; expected one option of the batch system's, printable ASCII on "
-                             "one line starting with '-', e.g. --mail-type=END (at most 200 characters)")
-    if spec.exclude and (not isinstance(spec.exclude, str) or len(spec.exclude) > 1024
-                         or not _HOSTLIST.fullmatch(spec.exclude)):
-        raise InputError(f"--exclude={spec.exclude!r}; expected a Slurm host list, e.g. gpu07 or node[01-04,09],gpu12")
-    for name in ("service_account", "priority_class", "image_pull_secret"):
-        value = getattr(spec, name)
-        if value and (not isinstance(value, str) or not _DNS1123_SUBDOMAIN.fullmatch(value) or len(value) > 253):
-            raise InputError(f"{flag(name)}={value!r}; expected a Kubernetes object name (a DNS-1123 subdomain: "
-                             "lower-case letters, digits, '-', '.'; at most 253)")
-
-
 def _check_job_fields(spec: JobSpec) -> JobSpec:
     """The names, the site's fields and what the job brings to its pods, each in its grammar;
     the repeated options as tuples."""
     _check_names(spec)
-    _check_site_fields(spec)
+    sitegrammar.check_site_fields(spec)
+    sitegrammar.check_gpu_model(spec, jobs.kind(spec.scheduler))
     spec = replace(spec, env=check_env(spec.env), volume=tuple(spec.volume), node_selector=tuple(spec.node_selector),
                    toleration=tuple(spec.toleration))
     _check_pod_fields(spec)

@@ -244,6 +244,7 @@ _GIVEN = {
     "etcd_server": dict(rdzv="etcd", etcd_server=True), "runtime": dict(runtime="docker"),
     "etcd_image": dict(rdzv="etcd", etcd_server=True, etcd_image="mirror.example/etcd@sha256:" + "c" * 64),
     "queue": dict(queue="gpu"), "walltime": dict(walltime="02:00:00"),
+    "gpu_model": dict(gpu_model="h100", gpus_per_node=8),
     "requeue_lead": dict(requeue_lead=300, walltime="02:00:00"), "project": dict(project="team-b"),
     "site_lib": dict(preset="hpe-slingshot-gh200", gpus_per_node=4, site_lib="/opt/site/lib"),
     "mnnvl": dict(mnnvl=True, gpus_per_node=4),

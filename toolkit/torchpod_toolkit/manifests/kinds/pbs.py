@@ -5,10 +5,17 @@ from __future__ import annotations
 
 from torchpod.contract import RDZV_PORT_DEFAULT, SCHEDULER_VARS
 
-from .record import JobKind
+from .record import JobKind, NameRule
+
+# OpenPBS's check_job_name (openpbs/openpbs cd7ab5e, src/lib/Libcmds/ck_job_name.c): at most
+# PBS_MAXJOBNAME (230) characters, each alphanumeric or one of '-', '_', '+', '.'; a first
+# digit is allowed for a job (src/lib/Libecl/ecl_verify_values.c). torchpod starts it with a
+# letter or digit (it also names files) and holds it to 200.
+JOB_NAME = NameRule(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", 200,
+                    "a letter or digit, then letters, digits, '_', '.', '+', '-'")
 
 KIND = JobKind("pbs", "pbs", RDZV_PORT_DEFAULT, "pbs", None, None, "qsub", "sh", "pbs_script", fan_out="pbsdsh",
-               forwards=SCHEDULER_VARS["pbs"], job_id="PBS_JOBID", node_file="PBS_NODEFILE", queue=True, batch=True,
+               forwards=SCHEDULER_VARS["pbs"], job_id="PBS_JOBID", node_file="PBS_NODEFILE", queue=True, job_name=JOB_NAME, batch=True,
                shared_dir=True, shared_writes="pbsdsh's task statuses",
                restarts="none: a non-zero exit ends the job; PBS reruns a rerunnable job (qsub's default, -r y) "
                         "after a node failure",

@@ -6,10 +6,11 @@ from __future__ import annotations
 from torchpod.contract import RDZV_PORT_DEFAULT, SCHEDULER_VARS
 
 from .record import JobKind
+from .pbs import JOB_NAME
 
 KIND = JobKind("pbs-pals", "pbs", RDZV_PORT_DEFAULT, "pbs-pals", None, None, "qsub", "sh", "pbs_script",
                fan_out="Cray PALS mpiexec", forwards=SCHEDULER_VARS["pbs"], job_id="PBS_JOBID",
-               node_file="PBS_NODEFILE", queue=True, batch=True,
+               node_file="PBS_NODEFILE", queue=True, job_name=JOB_NAME, batch=True,
                pals=True, shared_dir=True,
                restarts="none: a non-zero exit ends the job; PBS reruns a rerunnable job (qsub's default, -r y) "
                         "after a node failure",

@@ -26,6 +26,16 @@ RESTARTS = 3
 
 
 @dataclass(frozen=True)
+class NameRule:
+    """A batch system's job-name grammar as torchpod holds --name to it: ``pattern`` (matched
+    whole, ASCII), at most ``limit`` characters, and ``form`` as the refusal says it."""
+
+    pattern: str
+    limit: int
+    form: str
+
+
+@dataclass(frozen=True)
 class JobKind:
     name: str  # the --scheduler value
     detector: str  # the torchpod.schedulers NAME `torchpod plan` detects in the job's pods/nodes
@@ -56,6 +66,10 @@ class JobKind:
     mnnvl: Optional[str] = None  # --mnnvl: the operator release whose CRD carries the claim
     no_mnnvl: str = ""  # a Kubernetes kind without mnnvl: why its pods cannot carry the claim
     queue: bool = False  # --queue: a queue or partition
+    queue_list: bool = False  # --queue A,B: several, of which the batch system picks one
+    # --name in the batch system's own grammar (None: a DNS label, as Kubernetes objects are named)
+    job_name: Optional[NameRule] = None
+    gpu_model: bool = False  # --gpu-model: its GPU request can name a model
     batch: bool = False  # --walltime and --account directives, --volume as host paths bound in
     qos: bool = False  # --qos, --constraint, --reservation (sbatch's)
     requeue: bool = False  # --requeue-lead: signalled before its time limit, requeues itself

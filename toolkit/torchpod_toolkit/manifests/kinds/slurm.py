@@ -7,11 +7,18 @@ from __future__ import annotations
 
 from torchpod.contract import RDZV_PORT_DEFAULT, SCHEDULER_VARS
 
-from .record import JobKind
+from .record import JobKind, NameRule
+
+# Slurm stores a job name of any characters up to 1024 (SchedMD/slurm, src/slurmctld/job_mgr.c
+# _test_job_desc_fields: _test_strlen(name, "name", 1024)); the name also names the job's files
+# (NAME.slurm.sbatch, %x-%j.out, the image file), so torchpod takes the characters a file name
+# and a directive line carry as they are, 200 at most.
+JOB_NAME = NameRule(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", 200,
+                    "a letter or digit, then letters, digits, '_', '.', '+', '-'")
 
 KIND = JobKind("slurm", "slurm", RDZV_PORT_DEFAULT, "slurm", None, None, "sbatch", "sbatch", "slurm_script",
                forwards=SCHEDULER_VARS["slurm"], job_id="SLURM_JOB_ID", step_gpus=True,
-               queue=True, batch=True, qos=True, requeue=True,
+               queue=True, queue_list=True, job_name=JOB_NAME, gpu_model=True, batch=True, qos=True, requeue=True,
                shared_dir=True, rank_domains="the switch path of Slurm's topology/tree plugin, where the site runs it",
                restarts="none: a non-zero exit ends the job FAILED; Slurm requeues a batch job after a node "
                         "failure where the site's JobRequeue allows it",
