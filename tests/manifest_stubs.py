@@ -524,7 +524,8 @@ STUBS["podman-hpc"] = ("podman-hpc (NERSC/podman-hpc README): `podman-hpc pull I
                                            '"${1%%\\*}"*) envs+=("$name=${!name}") ;; esac; done'})
 
 STUBS["runai"] = ("Run:ai CLI reference (v2.18+): `runai training pytorch submit NAME [flags] -- ARGS`; the "
-                  "ARGS go to the image's ENTRYPOINT.", r"""
+                  "ARGS go to the image's ENTRYPOINT, or with --command replace it (docs.nvidia.com/run-ai, "
+                  "runai training pytorch submit: `--command -- echo \"Hello, World\"`).", r"""
 [ "${1-} ${2-} ${3-}" = "training pytorch submit" ] || fail "only 'training pytorch submit' is modelled"
 shift 3
 [ $# -gt 0 ] || fail "no job name"
@@ -535,7 +536,7 @@ while [ $# -gt 0 ]; do
     -p|--project|-i|--image|--workers|-g|--gpu-devices-request|--capability|--extended-resource|-e|--environment\
     |--cpu-core-request|--cpu-core-limit|--cpu-memory-request|--cpu-memory-limit)
       need $# "$1"; shift 2 ;;
-    --large-shm|--host-network) shift ;;
+    --large-shm|--host-network|--command) shift ;;
     --) shift; break ;;
     -*) fail "unknown flag $1" ;;
     *) fail "stray word $1 before '--'" ;;

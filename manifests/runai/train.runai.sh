@@ -14,4 +14,5 @@ exec runai training pytorch submit train \
   --cpu-memory-request 256Gi \
   --cpu-memory-limit 256Gi \
   --large-shm \
-  -- run -- /opt/torchpod/examples/ddp_resnet.py --steps 200
+  --command \
+  -- torchpod run -- /opt/torchpod/examples/ddp_resnet.py --steps 200

@@ -4,8 +4,10 @@ returns dicts; render.py turns them into files.
 
 What the objects carry, and what they leave out on purpose:
 
-- The container runs the image's ENTRYPOINT (``torchpod``) with ``args: [run, --, SCRIPT,
-  ARGS...]``: no shell, no torchrun flags. The launcher reads what the operator injects.
+- The container names its command, ``torchpod`` (LAUNCHER), with ``args: [run, --, SCRIPT,
+  ARGS...]``: no shell, no torchrun flags, and any image with torchpod on its PATH runs it
+  whatever its ENTRYPOINT (an NGC image's is a banner script). The launcher reads what the
+  operator injects.
 - Downward-API variables only where the launcher reads them: POD_NAME (Volcano
   master+worker and Kubeflow under hostNetwork, where the pod's hostname is the node's) and
   REPLICA_INDEX (Kubeflow elastic under hostNetwork: the operator gives such a pod no index).
@@ -41,6 +43,10 @@ PORT_NAME = "pytorchjob-port"  # kubeflowv1.PyTorchJobDefaultPortName; Volcano's
 MNNVL_CLAIM = "compute-domain-channel"
 
 
+# The container's command: torchpod on the image's PATH, never the image's ENTRYPOINT.
+LAUNCHER = ["torchpod"]
+
+
 def launcher_args(spec: JobSpec, *, rdzv_from_operator: bool = False) -> list[str]:
     """The container's args for the image's `torchpod` entrypoint."""
     args = ["run"]
@@ -70,7 +76,7 @@ def container(spec: JobSpec, *, name: str = CONTAINER, args: list[str] | None = 
         resources["nvidia.com/gpu"] = str(spec.gpus_per_node)
     if spec.rdma == "device-plugin":
         resources[spec.rdma_resource] = "1"
-    c: Obj = {"name": name, "image": spec.image, "imagePullPolicy": "IfNotPresent",
+    c: Obj = {"name": name, "image": spec.image, "imagePullPolicy": "IfNotPresent", "command": list(LAUNCHER),
               "args": args if args is not None else launcher_args(spec)}
     if env:
         c["env"] = env
@@ -204,7 +210,7 @@ def _volcano_elastic(spec: JobSpec, job_spec: Obj, tasks: list[Obj]) -> None:
     for i, task in enumerate(tasks):
         containers = task["template"]["spec"]["containers"]
         c = containers[0]
-        head = {k: c[k] for k in ("name", "image", "imagePullPolicy", "args")}  # container() puts env next
+        head = {k: c[k] for k in ("name", "image", "imagePullPolicy", "command", "args")}  # container() puts env next
         containers[0] = {**head, "env": [*c.get("env", []), *told],
                          **{k: v for k, v in c.items() if k not in head and k != "env"}}
         tasks[i] = {"name": task["name"], "replicas": task["replicas"], "minAvailable": spec.min_nodes,
@@ -318,7 +324,8 @@ def train_job(spec: JobSpec) -> Obj:
     """trainer.kubeflow.org/v1alpha1 TrainJob on the torch-distributed ClusterTrainingRuntime.
     What a TrainJob cannot say directly (securityContext, /dev/shm) goes in runtimePatches,
     whose pod fields are the ones the v2.3 CRD allows (no hostNetwork)."""
-    trainer: Obj = {"image": spec.image, "args": launcher_args(spec), "numNodes": spec.nodes,
+    trainer: Obj = {"image": spec.image, "command": list(LAUNCHER), "args": launcher_args(spec),
+                    "numNodes": spec.nodes,
                     # explicit: the torch plugin's default "auto" would be the CPU count on a CPU job.
                     # The TrainJob's own field, kept when v2.2 removed the runtime's
                     # mlPolicy.torch.numProcPerNode (kubeflow/trainer#3239; operators.trainer_nproc)
@@ -370,7 +377,8 @@ def runai_command(spec: JobSpec) -> list[str]:
         argv += ["--extended-resource", f"{spec.rdma_resource}=1"]
     for entry in user_env(spec):
         argv += ["-e", f"{entry['name']}={entry['value']}"]
-    return argv + ["--", *launcher_args(spec)]
+    # --command: the words after -- replace the image's ENTRYPOINT (runai training pytorch submit)
+    return argv + ["--command", "--", *LAUNCHER, *launcher_args(spec)]
 
 
 @dataclass(frozen=True)

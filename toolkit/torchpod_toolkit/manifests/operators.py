@@ -147,6 +147,17 @@ def _resolve(env: Sequence[Obj] | None, pod: str, namespace: str, labels: Mappin
     return out
 
 
+def _launcher_args(c: Obj) -> tuple[str, ...]:
+    """The words torchpod is started with: the model's pods run the image's torchpod, so a
+    container must name torchpod as its command, or none (the image's ENTRYPOINT); any other
+    command would run something the model does not."""
+    command = c.get("command")
+    if command not in (None, [], ["torchpod"]):
+        raise InputError(f"container {c.get('name', '')}: command {command!r} is not modelled; expected [torchpod] "
+                         "or none (the image's torchpod)")
+    return tuple(c.get("args") or ())
+
+
 def _last_wins(pairs: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
     merged: dict[str, str] = {}
     for k, v in pairs:
@@ -239,7 +250,7 @@ def volcano(job: Obj, node_names: Sequence[str] = ()) -> list[Pod]:
                         ("RANK", str(i + 1 if t["name"] == worker_task else 0))]
             listed = hosts[t["name"]][i]
             pods.append(Pod(name=pod, hostname=node if hostnet else (tmpl.get("hostname") or pod),
-                            dns_names=(listed,), env=_last_wins(env), args=tuple(c.get("args") or ()),
+                            dns_names=(listed,), env=_last_wins(env), args=_launcher_args(c),
                             image=c["image"], files=tuple(files), labels=tuple(labels.items()),
                             host_network=hostnet))
             k += 1
@@ -316,7 +327,7 @@ def pytorchjob(job: Obj, node_names: Sequence[str] = ()) -> list[Pod]:
                 env += [("RUNAI_JOB_NAME", name), ("RUNAI_JOB_UUID", _uid(name)),
                         ("RUNAI_PROJECT", labels.get("project", ""))]
             pods.append(Pod(name=pod, hostname=node if hostnet else pod, dns_names=(pod,),
-                            env=_last_wins(env), args=tuple(c.get("args") or ()), image=c["image"],
+                            env=_last_wins(env), args=_launcher_args(c), image=c["image"],
                             labels=tuple(labels.items()), host_network=hostnet))
             k += 1
     return pods
@@ -397,7 +408,7 @@ def trainjob(job: Obj, node_names: Sequence[str] = ()) -> list[Pod]:
         env += [("PET_NNODES", str(n)), ("PET_NPROC_PER_NODE", str(nproc)), ("PET_NODE_RANK", str(i)),
                 ("PET_MASTER_ADDR", master), ("PET_MASTER_PORT", str(TRAINER_PORT))]
         pods.append(Pod(name=pod, hostname=pod, dns_names=(f"{pod}.{name}",), env=_last_wins(env),
-                        args=tuple(trainer.get("args") or ()), image=trainer["image"],
+                        args=_launcher_args(trainer), image=trainer["image"],
                         labels=tuple(labels.items())))
     return pods
 
@@ -428,7 +439,7 @@ def _lws_pod(name: str, ns: str, group: int, worker: int, size: int, tmpl: Obj, 
     lws_env = [("LWS_LEADER_ADDRESS", f"{leader}.{sub}.{ns}"), ("LWS_GROUP_SIZE", str(size)),
                ("LWS_WORKER_INDEX", str(worker))]
     return Pod(name=pod, hostname=node if hostnet else pod, dns_names=(f"{pod}.{sub}", f"{pod}.{sub}.{ns}"),
-               env=_last_wins(list(K8S_ENV) + lws_env + own), args=tuple(c.get("args") or ()),
+               env=_last_wins(list(K8S_ENV) + lws_env + own), args=_launcher_args(c),
                image=c["image"], labels=tuple(labels.items()), host_network=hostnet)
 
 
@@ -501,7 +512,7 @@ def _jobset_pod(job: str, i: int, ns: str, tmpl: Obj, meta: Mapping[str, str], s
         env.append(("JOB_COMPLETION_INDEX", str(i)))
     names = (f"{host}.{sub}", f"{host}.{sub}.{ns}") if sub else ()
     return Pod(name=pod, hostname=node if hostnet else host, dns_names=names, env=_last_wins(env),
-               args=tuple(c.get("args") or ()), image=c["image"], labels=tuple(labels.items()),
+               args=_launcher_args(c), image=c["image"], labels=tuple(labels.items()),
                host_network=hostnet)
 
 

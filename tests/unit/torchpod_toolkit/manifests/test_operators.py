@@ -235,3 +235,13 @@ def test_the_volcano_model_refuses_what_the_admission_webhook_refuses():
     job["spec"]["tasks"][0]["minAvailable"] = 5
     with pytest.raises(InputError, match="task worker minAvailable 5 is above its 3 replicas"):
         operators.pods([job])
+
+
+def test_a_container_whose_command_is_not_torchpod_is_refused_by_the_model():
+    """The model's pods run the image's torchpod: a manifest whose container runs anything
+    else is one line, never modelled as torchpod."""
+    job = kube.pytorch_job_fixed(check(JobSpec("kubeflow", 2, IMAGE, ("train.py",))))
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        replica["template"]["spec"]["containers"][0]["command"] = ["python3"]
+    with pytest.raises(InputError, match=r"command \['python3'\] is not modelled"):
+        operators.pytorchjob(job)

@@ -458,7 +458,8 @@ def containers(doc: dict) -> list[dict]:
     """Every training container in a job document (a TrainJob's trainer stands for its one)."""
     spec = doc["spec"]
     if doc["kind"] == "TrainJob":
-        return [{"args": spec["trainer"]["args"], "resources": spec["trainer"]["resourcesPerNode"]}]
+        return [{"command": spec["trainer"]["command"], "args": spec["trainer"]["args"],
+                 "resources": spec["trainer"]["resourcesPerNode"]}]
     if doc["kind"] == "Job":
         return [t["template"]["spec"]["containers"][0] for t in spec["tasks"]]
     if doc["kind"] == "LeaderWorkerSet":
@@ -509,6 +510,8 @@ def check_kube(spec: JobSpec) -> None:
     if spec.scheduler == "jobset":  # no JobSet pod can tell its Job's parallelism: the launcher is told
         want = ["run", "--nnodes", str(spec.nodes), *want[1:]]
     assert all(args == want for args in container_args(job)), container_args(job)
+    # the command is named: torchpod runs whatever the image's ENTRYPOINT (an NGC image's banner script)
+    assert all(c["command"] == ["torchpod"] for c in containers(job)), [c.get("command") for c in containers(job)]
     check_pod_resources(spec, job)
     if spec.scheduler == "runai":
         check_runai_script(spec, files[f"{spec.name}.runai.sh"], want)
@@ -538,7 +541,8 @@ def check_runai_script(spec: JobSpec, text: str, want: list[str]) -> None:
         node, memory = spec.per_node, resources.kube_quantity(spec.per_node.memory_mi)
         assert [flags[f"--cpu-{what}-{how}"] for what in ("core", "memory") for how in ("request", "limit")] == [
             str(node.cpus), str(node.cpus), memory, memory]
-        assert args[args.index("--") + 1:] == want
+        assert args[args.index("--") - 1] == "--command"  # torchpod replaces the image's ENTRYPOINT
+        assert args[args.index("--") + 1:] == ["torchpod", *want]
         assert not mark.exists()
 
 
