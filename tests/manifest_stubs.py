@@ -348,7 +348,9 @@ STUBS["enroot"] = ("enroot(1) 3.5 (NVIDIA/enroot 8ea147d, doc/cmd/import.md, sta
                    "--env: NAME=VALUE, or NAME for the caller's value, empty when unset (src/runtime.sh "
                    "runtime::_do_environ); its NVIDIA hook decides the GPUs; then the image's /etc/rc, for an "
                    "imported Docker image `exec ENTRYPOINT \"$@\"` (src/docker.sh docker::configure): here "
-                   "ENTRYPOINT [\"torchpod\"].", _NVIDIA_HOOK + r"""
+                   "ENTRYPOINT [STUB_IMAGE_ENTRYPOINT, torchpod unless set], or the --rc script, run as `sh "
+                   "SCRIPT ARGS` (bin/enroot-switchroot.c sys_init) with each --mount target leading to its "
+                   "source.", _NVIDIA_HOOK + r"""
 SQUASHFS="hsqs torchpod image"  # what a whole import writes (a squashfs starts with the magic hsqs)
 [ $# -gt 0 ] || fail "no subcommand"
 sub=$1; shift
@@ -374,10 +376,13 @@ case "$sub" in
     exit 0 ;;
   start)
     envs=("PATH=${0%/*}" "HOME=${HOME-}" "TERM=${TERM-}")  # the image's PATH, switchroot's HOME, environ.d
+    rc="" mounts=()
     stub_envs
     while [ $# -gt 0 ]; do
       case "$1" in
-        -c|--conf|--rc|-m|--mount) need $# "$1"; shift 2 ;;
+        --rc) need $# "$1"; rc=$2; [ -f "$rc" ] || fail "No such file or directory: $rc"; shift 2 ;;
+        -m|--mount) need $# "$1"; mounts+=("$2"); shift 2 ;;
+        -c|--conf) need $# "$1"; shift 2 ;;
         -e|--env) need $# "$1"
           [[ $2 =~ ^[[:alpha:]_][[:alnum:]_]*(=|$) ]] || fail "Invalid argument: $2"
           case "$2" in *=*) envs+=("$2") ;; *) envs+=("$2=${!2-}") ;; esac; shift 2 ;;
@@ -393,8 +398,16 @@ case "$sub" in
     [ "$content" = "$SQUASHFS" ] || fail "start: $1: squashfs truncated (an import did not finish)"
     shift
     envs+=("STUB_GPUS_ENUMERATED=$(printf '%s\n' "${envs[@]}" | nvidia_hook)")
-    if [ $# -gt 0 ]; then exec env -i "${envs[@]}" "${0%/*}/torchpod" "$@"; fi
-    exec env -i "${envs[@]}" "${0%/*}/torchpod" --help ;;
+    if [ -n "$rc" ]; then
+      # the script runs in the container, where cd to a --mount target reaches its source
+      paths=(); for m in ${mounts[@]+"${mounts[@]}"}; do paths+=("${m#*:}=${m%%:*}"); done
+      exec env -i "${envs[@]}" STUB_MOUNTS="${paths[*]-}" /bin/bash -c \
+        'cd() { local m; for m in $STUB_MOUNTS; do [ "$1" = "${m%%=*}" ] && set -- "${m#*=}"; done; builtin cd "$1"; }
+         . "$0"' "$rc" "$@"
+    fi
+    entry=${STUB_IMAGE_ENTRYPOINT:-torchpod}
+    if [ $# -gt 0 ]; then exec env -i "${envs[@]}" "${0%/*}/$entry" "$@"; fi
+    exec env -i "${envs[@]}" "${0%/*}/$entry" --help ;;
   *) fail "subcommand $sub is not modelled" ;;
 esac
 """)
@@ -409,6 +422,7 @@ _RUN_OPTIONS = r"""
         --gpus) need $# "$1"; gpu_request "$2"; shift 2 ;;
         --gpus=*) gpu_request "${1#*=}"; shift ;;
         --name) need $# "$1"; name=$2; shift 2 ;;
+        --entrypoint) need $# "$1"; entry=$2; shift 2 ;;
         --label) need $# "$1"; case "$2" in ?*=*) ;; *) fail "--label $2: expected KEY=VALUE" ;; esac; shift 2 ;;
         --network|--ipc|-v|--volume|-w|--workdir|--shm-size|--ulimit|--device|--cap-add)
           need $# "$1"; shift 2 ;;
@@ -428,7 +442,7 @@ addenv() {
     *) fail "environment entry $1: expected KEY=VALUE or KEY" ;;
   esac
 }
-name=""
+name="" entry=""
 # --gpus (docker run reference, "Access an NVIDIA GPU"; docker/cli opts/gpus.go reads the value
 # as CSV, so a device list is quoted inside it: '"device=4,5"'): all, or device=ID[,ID...].
 gpus=""
@@ -478,7 +492,7 @@ case "$sub" in
     if [ -e "$box" ] && [ "$(< "$box")" = running ]; then fail "--name $name: the name is already in use"; fi
     printf running > "$box"
     rc=0
-    env -i "${envs[@]}" "${0%%/*}/torchpod" "$@" || rc=$?
+    env -i "${envs[@]}" "${0%%/*}/${entry:-${STUB_IMAGE_ENTRYPOINT:-torchpod}}" "$@" || rc=$?
     if [ "${STUB_DOCKER_BLOCK-}" = 1 ]; then  # training goes on until the container is stopped
       exec 9<> <(:)
       while [ "$(< "$box")" = running ]; do read -r -t 0.05 -u 9 _ || true; done
@@ -508,7 +522,8 @@ esac
 """
 
 STUBS["docker"] = ("docker run reference (Docker 27): `docker run [OPTIONS] IMAGE [COMMAND] [ARG...]`, the "
-                   "ARGs go to the image's ENTRYPOINT (here torchpod); `docker pull [-q] IMAGE`. dockerd starts "
+                   "ARGs go to the image's ENTRYPOINT (STUB_IMAGE_ENTRYPOINT, torchpod unless set) or --entrypoint's "
+                   "program; `docker pull [-q] IMAGE`. dockerd starts "
                    "the container outside the job's cgroup (NVIDIA/nvidia-container-toolkit GitHub #211): it "
                    "reaches the GPUs --gpus names, whatever the job holds.",
                    _RUNTIME % {"extra": "", "options": _RUN_OPTIONS, "glob_doc": "", "in_cgroup": "0",
@@ -543,6 +558,15 @@ while [ $# -gt 0 ]; do
   esac
 done
 exit 0
+""")
+
+STUBS["ngc-entrypoint"] = ("An image's own ENTRYPOINT that is not torchpod, as NVIDIA's NGC images have "
+                           "(/opt/nvidia/nvidia_entrypoint.sh: a banner on stderr, then `exec \"$@\"`): words "
+                           "meant for torchpod's ENTRYPOINT (`run -- ...`) fail here.", r"""
+echo "== an image's own entrypoint: banner ==" >&2
+[ $# -gt 0 ] || exit 0
+command -v "$1" >/dev/null || { echo "ngc-entrypoint: $1: command not found" >&2; exit 127; }
+exec "$@"
 """)
 
 STUBS["torchpod"] = ("The image's ENTRYPOINT: records its argv, the fabric preset it was handed and its whole "

@@ -75,7 +75,7 @@ USER_IDS = '"$(id -u):$(id -g)"'
 # The only text a script holds unquoted: torchpod's own expansions, each a double-quoted
 # variable the batch shell fills in. No user value is ever one of them.
 # Each batch kind's job id and node file (its record) are among them.
-EXPANSIONS = frozenset({'"$SIF"', '"$SQSH"', '"$PART"', '"$NNODES"', '"$PBS_O_WORKDIR"', f'"$PWD:{WORKDIR}"',
+EXPANSIONS = frozenset({'"$SIF"', '"$SQSH"', '"$RC"', '"$PART"', '"$NNODES"', '"$PBS_O_WORKDIR"', f'"$PWD:{WORKDIR}"',
                         '"$PWD"', '"$PATH"', '"$STATUS"', '"$LSB_DJOB_HOSTFILE"', USER_IDS,
                         *(f'"${k.job_id}"' for k in jobs.KINDS if k.job_id),
                         *(f'"${k.node_file}:${k.node_file}{ro}"' for k in jobs.KINDS if k.node_file
@@ -319,12 +319,33 @@ def bind_guard(spec: JobSpec) -> list[str]:
               for n in names)]
 
 
-def prepare(spec: JobSpec, per_node: list) -> list[str]:
+def prepare(spec: JobSpec, per_node: list, *, pyxis: bool = False) -> list[str]:
     """Lines that fetch or convert the image once for the job (``per_node``: the argv
     prefix that runs a command once on every node), after the bind guard of a runtime that
-    binds paths."""
+    binds paths; for `enroot start` (not pyxis, which names torchpod itself) its rc script."""
     lines = RUNTIMES[spec.runtime].prepare(spec, per_node)
+    if spec.runtime == "enroot" and not pyxis:
+        lines += _enroot_rc(spec)
     return [*bind_guard(spec), *lines] if spec.runtime != "none" else lines
+
+
+# enroot start runs the container's command script with the words after the image: an
+# imported image's /etc/rc changes to its WorkingDir and runs `exec ENTRYPOINT "$@"`
+# (NVIDIA/enroot 8ea147d, src/docker.sh docker::configure), so torchpod's words would go to
+# whatever ENTRYPOINT the image has. `--rc SCRIPT` replaces it (doc/cmd/start.md), run as
+# `sh SCRIPT ARGS...` (bin/enroot-switchroot.c sys_init): this one changes to the bound
+# submit directory and runs the words as they are, torchpod named first.
+ENROOT_RC = (f"cd {WORKDIR} || exit 1", 'exec "$@"')
+
+
+def _enroot_rc(spec: JobSpec) -> list[str]:
+    """Written whole, then renamed (atomic within the directory): a job that read the file
+    half-written would run an empty script, which exits 0 without starting torchpod."""
+    part = '"$RC.part-$' + jobs.kind(spec.scheduler).job_id + '"'
+    return ['RC="$PWD/' + image_file(spec, "enroot-rc") + '"  # enroot start --rc: torchpod, whatever the '
+            "image's ENTRYPOINT",
+            line(["printf", "%s\\n", *ENROOT_RC]) + " > " + part,
+            f'mv -f {part} "$RC"']
 
 
 def _binds(spec: JobSpec, *, flags: bool = True) -> list:
@@ -362,27 +383,27 @@ def _enroot(spec: JobSpec, forward: tuple[str, ...]) -> list:
     """enroot start clears the environment (NVIDIA/enroot 8ea147d, bin/common.h clearenv):
     every variable torchpod reads is named, and for a job holding GPUs the hook's two and
     the job's GPU selection."""
-    out: list = ["enroot", "start"]
+    out: list = ["enroot", "start", "--rc", Sh('"$RC"')]
     for b in _binds(spec, flags=False):
         out += ["--mount", b]
     names = forward + (GPU_SELECTION if spec.gpus_per_node else ()) + _user_names(spec)
     for item in [*names, *(NVIDIA_ENV if spec.gpus_per_node else ()), *_env_pairs(spec)]:
         out += ["--env", item]
-    # the image's /etc/rc, which enroot import writes for a Docker image, is
-    # `exec ENTRYPOINT "$@"` (NVIDIA/enroot src/docker.sh): torchpod is not named again
-    return out + [Sh('"$SQSH"'), *_torchpod(spec)[1:]]
+    # the rc script (ENROOT_RC) runs the words as they are: torchpod is named, whatever the ENTRYPOINT
+    return out + [Sh('"$SQSH"'), *_torchpod(spec)]
 
 
 def _engine_run(spec: JobSpec, out: list, forward: tuple[str, ...]) -> list:
-    """The rest of a podman-hpc / docker run: host network and IPC, binds, the image,
-    whose ENTRYPOINT is torchpod."""
+    """The rest of a podman-hpc / docker run: host network and IPC, binds, torchpod as the
+    entrypoint, the image."""
     out = out + ["--network", "host", "--ipc", "host"]
     for b in _binds(spec):
         out += ["-v", b]
     out += ["-w", WORKDIR]
     for pair in _env_pairs(spec):
         out += ["-e", pair]
-    return out + [spec.image, *_torchpod(spec)[1:]]
+    # --entrypoint: torchpod on the image's PATH, whatever the image's ENTRYPOINT
+    return out + ["--entrypoint", "torchpod", spec.image, *_torchpod(spec)[1:]]
 
 
 def _podman(spec: JobSpec, forward: tuple[str, ...]) -> list:
@@ -565,7 +586,7 @@ def slurm_script(spec: JobSpec, header: list[str]) -> str:
     step = ["srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
     if not spec.per_node.whole_node:
         step.append(f"--cpus-per-task={int(spec.per_node.cpus)}")
-    prep = prepare(spec, step)
+    prep = prepare(spec, step, pyxis=True)
     if prep:
         lines += ["# the image, fetched or converted once for the whole job", *prep, ""]
     launch = _slurm_launch(spec, step)

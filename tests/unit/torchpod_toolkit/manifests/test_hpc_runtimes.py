@@ -293,3 +293,30 @@ def test_a_job_re_rendered_for_another_image_fetches_that_image(runtime, verb, t
     assert [u.endswith("2.14.1-cuda13.0") for u in fetched(submit(new))] == [True]  # not the old file
     assert fetched(submit(old)) == []  # its own file, still there
     assert len([p for p in work.iterdir() if p.suffix in (".sif", ".sqsh")]) == 2
+
+
+@pytest.mark.parametrize("scheduler,runtime", COMBOS)
+def test_an_image_whose_entrypoint_is_not_torchpod_runs_torchpod_on_every_node(scheduler, runtime, tmp_path):
+    """An image of the user's own, whose ENTRYPOINT is a banner script that runs its words
+    (NGC's nvidia_entrypoint.sh, stubs' ngc-entrypoint): every runtime names torchpod itself
+    (apptainer exec, docker/podman --entrypoint, enroot start --rc, pyxis without the
+    entrypoint), so each node's launcher starts with the words the job gave it."""
+    spec = JobSpec(scheduler=scheduler, runtime=runtime, nodes=len(NODES), image=IMAGE, command=("train.py",),
+                   gpus_per_node=4)
+    proc, calls, nodefile = run(spec, tmp_path, STUB_IMAGE_ENTRYPOINT="ngc-entrypoint")
+    assert proc.returncode == 0 and stubs.ERROR not in {c.name for c in calls}, (proc.returncode, proc.stderr, calls)
+    started = [c for c in calls if c.name == "torchpod"]
+    assert len(started) == len(NODES) and all(c.args[:2] == ("run", "--") for c in started), calls
+    for node, env in enumerate(environments(calls)):
+        assert detected(scheduler, env, node, nodefile) == (DETECTOR[scheduler].NAME, node, len(NODES))
+
+
+def test_the_old_words_would_have_gone_to_a_foreign_entrypoint(tmp_path):
+    """The stand-in is as strict as the image: words meant for a torchpod ENTRYPOINT (`run --
+    ...`), handed to the banner script, fail. So the test above fails if a runtime left
+    torchpod to the image's ENTRYPOINT."""
+    bindir, log = tmp_path / "bin", tmp_path / "calls.log"
+    stubs.install(bindir, log)
+    proc = subprocess.run([str(bindir / "ngc-entrypoint"), "run", "--", "train.py"], capture_output=True, text=True,
+                          env={"PATH": str(bindir)}, timeout=HANG_GUARD)
+    assert proc.returncode == 127 and "run: command not found" in proc.stderr, proc.stderr

@@ -245,7 +245,7 @@ def image_words(spec: JobSpec, calls: list[stubs.Call]) -> list[str]:
 
 def run_operands(call: stubs.Call) -> list[str]:
     valued = {"-e", "--env", "--network", "--ipc", "-v", "--volume", "-w", "--workdir", "--name", "--shm-size",
-              "--ulimit", "--gpus", "--device", "--cap-add", "--user", "-u", "--label"}
+              "--ulimit", "--gpus", "--device", "--cap-add", "--user", "-u", "--label", "--entrypoint"}
     return stubs.operands(stubs.Call(call.name, call.args[1:]), valued)
 
 
@@ -277,7 +277,8 @@ def check_hpc(spec: JobSpec, locale: str) -> None:
         check_calls(spec, calls, where)
         assert not where["mark"].exists(), "the script ran code from a value (the marker file exists)"
         made = {p.name for p in where["work"].iterdir()}
-        assert made <= {hpc.image_file(spec, "sif"), hpc.image_file(spec, "sqsh")}, f"stray files: {made}"  # no .part
+        own = {hpc.image_file(spec, "sif"), hpc.image_file(spec, "sqsh"), hpc.image_file(spec, "enroot-rc")}
+        assert made <= own, f"stray files: {made}"  # no .part
         assert not any(where["home"].iterdir()), "files appeared in HOME"
         assert {p.name for p in Path(tmp).iterdir()} == {"bin", "work", "home", "job", "calls.log"}
 
