@@ -102,15 +102,16 @@ class Ran:
 
 def submit(cluster: Cluster, scheduler: str, name: str, nodes: int, command: tuple[str, ...] = (),
            edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None, by_submit: bool = False,
-           **options: Any) -> dict[str, Any]:
+           image: str = "", **options: Any) -> dict[str, Any]:
     """torchpod's render for ``scheduler`` written to a file and applied as written, in a new
     namespace ``name`` labelled with the Pod Security level the render's header states. The
     command is the allreduce check unless ``command`` names another; ``edit`` changes the
-    objects first, as a user adds what the render does not say (a queue, say)."""
+    objects first, as a user adds what the render does not say (a queue, say); ``image``: the
+    job's image, the cluster image unless named."""
     job_command = command or (f"{EXAMPLES}/allreduce_check.py", "--expect-world", str(nodes), "--expect-nodes",
                               str(nodes))
     options = {"gpus_per_node": 0, **options}
-    spec = JobSpec(scheduler, nodes, cluster.image, job_command, name=name, namespace=name, **options)
+    spec = JobSpec(scheduler, nodes, image or cluster.image, job_command, name=name, namespace=name, **options)
     (out,) = [o for o in render(spec) if o.name.endswith(".yaml")]
     path = cluster.folder / out.name
     path.write_text(out.text if edit is None else

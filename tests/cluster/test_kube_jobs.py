@@ -128,6 +128,32 @@ def test_a_jobset_of_three_nodes_trains_to_completed(cluster):
     assert_model_agrees(cluster, "js", job["path"])
 
 
+# An image of the user's own: torchpod installed in it, and an ENTRYPOINT of its own, as NVIDIA's
+# NGC images have (/opt/nvidia/nvidia_entrypoint.sh: a banner, then `exec "$@"`)
+OWN_IMAGE = "own.example.com/ml/pytorch-site:1"
+OWN_BANNER = "own image: site banner"
+OWN_DOCKERFILE = f"""FROM {{base}}
+ENTRYPOINT ["/bin/sh", "-c", "echo '{OWN_BANNER}' >&2; exec \\"$@\\"", "sh"]
+"""
+
+
+def test_an_image_whose_entrypoint_is_not_torchpod_trains_a_jobset(cluster, tmp_path):
+    """The pods name their command (torchpod), so the image's own ENTRYPOINT never runs: a
+    render that left torchpod to the ENTRYPOINT would hand `run -- ...` to the banner script,
+    which would exec `run` and fail."""
+    (tmp_path / "Dockerfile").write_text(OWN_DOCKERFILE.format(base=cluster.image))
+    cluster.docker.images.build(path=str(tmp_path), tag=OWN_IMAGE, rm=True)
+    try:
+        job = submit(cluster, "jobset", "own", 2, image=OWN_IMAGE)
+        wait(cluster, "own", "jobsets.jobset.x-k8s.io", "own", "JobSet condition Completed",
+             condition(cluster, "own", "jobsets.jobset.x-k8s.io", "own", "Completed"))
+        assert_one_group(cluster, "own", world=2, nodes=2)
+        assert "command:\n" in job["path"].read_text() and "- torchpod\n" in job["path"].read_text()
+        assert all(OWN_BANNER not in r.log for r in runs(cluster, "own")), [r.log[:200] for r in runs(cluster, "own")]
+    finally:
+        cluster.docker.images.remove(OWN_IMAGE, force=True)
+
+
 KUEUE = "kueue.x-k8s.io/v1beta2"
 # Kueue v0.17.0's topology annotations on a pod template (apis/kueue/v1beta2/topology_types.go)
 REQUIRED = "kueue.x-k8s.io/podset-required-topology"
