@@ -298,15 +298,15 @@ LAUNCHED = re.compile(r"torchpod: [\w-]+: node (\d+) of [\d:]+(?: \(group rank (
                       r"(?: \(ranked in domain [^)]*\))?,")
 
 
-def assert_ranks_follow_the_named_nodes(done: Sequence[Ran], text: str) -> None:
+def assert_ranks_follow_the_named_nodes(done: Sequence[Ran], text: str, workload: str = "allreduce_check") -> None:
     """Each pod's ranks sit on the node its launcher named: the group rank it printed, and in
-    any job the group ranks in the order of the node indexes."""
+    any job the group ranks in the order of the node indexes (from ``workload``'s result lines)."""
     named = []
     for run in done:
         said = LAUNCHED.findall(run.log)
         assert len(said) == 1, f"{run.pod}: {said}\n{run.log[-3000:]}"
         node, group = int(said[0][0]), said[0][1]
-        ranks = {res["group_rank"] for res in parse_results(run.log) if res.get("workload") == "allreduce_check"}
+        ranks = {res["group_rank"] for res in parse_results(run.log) if res.get("workload") == workload}
         assert len(ranks) == 1, (run.pod, ranks)
         if group:
             assert ranks == {int(group)} == {node}, (run.pod, said, ranks)

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import first_job
 import pytest
 import yaml
 
@@ -33,7 +34,7 @@ from torchpod_toolkit.manifests import jobs
 from torchpod_toolkit.manifests import operators as model_operators
 
 from cluster_helpers import EXAMPLES
-from kube_helpers import until
+from kube_helpers import settled, until
 from kube_jobs import (
     EXITING,
     NODES,
@@ -41,6 +42,7 @@ from kube_jobs import (
     Cluster,
     assert_model_agrees,
     assert_one_group,
+    assert_ranks_follow_the_named_nodes,
     bound,
     condition,
     first_success,
@@ -75,46 +77,60 @@ def cluster(kube, docker_client, cluster_image, session_id, tmp_path_factory) ->
 # cannot reach, so the operator is installed as such a site installs it: its own image
 # (torchpod's) and template (operators.INIT_CONTAINERS: `getent hosts` for nslookup). The
 # render's Pod Security level counts that container ('baseline', so the namespace admits it).
-def test_a_pytorchjob_trains_to_succeeded(cluster):
-    """training-operator v1.8.1: the Master and Worker pods get MASTER_ADDR/PORT, WORLD_SIZE,
-    RANK and PET_* (pkg/controller.v1/pytorch/envvar.go); the job's condition Succeeded
-    follows the Master's success (its default success policy)."""
-    job = submit(cluster, "kubeflow", "pt", 2)
-    wait(cluster, "pt", "pytorchjobs.kubeflow.org", "pt", "PyTorchJob condition Succeeded",
-         condition(cluster, "pt", "pytorchjobs.kubeflow.org", "pt", "Succeeded"))
-    assert_one_group(cluster, "pt", world=2, nodes=2)
-    assert_model_agrees(cluster, "pt", job["path"])
+#
+# The kinds of the Kubernetes first-job page whose operators this module runs (Volcano's are
+# test_kube_volcano's), each trained side by side on the one plane.
+PAGE_KINDS = ("kubeflow", "kubeflow-elastic", "trainer", "jobset", "lws", "runai")
+
+
+def test_the_kubernetes_first_job_page_holds_for_each_kind_it_names(cluster, tmp_path):
+    """docs/first-job/kubernetes.md run as written (first_job.LOCAL names the values replaced):
+    render, namespace, its Pod Security level and apply (the TrainJob in one step, --submit,
+    as the page offers), the table's watch and pods, its done-when wait, the TORCHPOD_RESULT
+    lines through `kubectl logs` (the stand-in's log endpoint), and the cancel. Each job is
+    also what the operator model says, and its ranks are one group on the nodes torchpod
+    named. What each operator does: training-operator v1.8.1 gives Master and Worker
+    MASTER_ADDR/PORT, WORLD_SIZE, RANK and PET_* (pkg/controller.v1/pytorch/envvar.go) and is
+    Succeeded with its Master, an elastic job with any Worker (pytorchjob_controller.go,
+    UpdateJobStatus); Trainer v2.3.0's TrainJob is Complete with its JobSet
+    (pkg/runtime/framework/plugins/jobset); LWS v0.9.0 has no success condition: it serves,
+    restarting every pod that ends, so its pods' first runs are read. Run:ai's job is
+    applied and watched; its pods wait for Run:ai's scheduler, which no module runs."""
+    jobs_ = {k: first_job.submit_page(cluster, k, tmp_path, by_submit=k == "trainer") for k in PAGE_KINDS}
+    for job in jobs_.values():
+        first_job.watch_page(cluster, job)
+    for kind, job in jobs_.items():
+        if kind == "runai":
+            continue
+        if kind == "lws":
+            wait(cluster, job.namespace, "leaderworkersets.leaderworkerset.x-k8s.io", "train", "leader and worker "
+                 "exit 0", lambda ns=job.namespace: len(first_success(runs(cluster, ns))) == 2)
+        else:
+            first_job.wait_page(cluster, job, int(WAIT))
+        # an LWS group is recreated after each run: any moment's logs hold at least one rank's line
+        want = 1 if kind == "lws" else 2
+        results = settled(lambda job=job: [r for r in first_job.results_page(cluster, job)
+                                           if r.get("workload") == "ddp_resnet"],
+                          lambda found, want=want: len(found) >= want, EXITING)
+        assert len(results) >= want and all(r["ok"] and r["steps"] == 2 for r in results), (kind, results)
+        done = list(first_success(runs(cluster, job.namespace)).values())
+        text = "\n".join(f"--- {r.pod}\n{r.log[-3000:]}" for r in runs(cluster, job.namespace))
+        ddp = [res for r in done for res in parse_results(r.log) if res.get("workload") == "ddp_resnet"]
+        assert sorted(r["rank"] for r in ddp) == [0, 1] and len({r["run_id"] for r in ddp}) == 1, (kind, text[-6000:])
+        assert len({r["hostname"] for r in ddp}) == 2, ddp
+        assert_ranks_follow_the_named_nodes(done, text, "ddp_resnet")
+        assert_model_agrees(cluster, job.namespace, job.path)
     # the Worker waited for the Master's name in the operator's own init container
     inits = cluster.docker.containers.list(all=True, filters={"label": [
-        f"{kubelet_mod.LABEL}={cluster.kubelet.id}", "io.kubernetes.pod.namespace=pt",
+        f"{kubelet_mod.LABEL}={cluster.kubelet.id}", "io.kubernetes.pod.namespace=ml-kubeflow",
         "io.kubernetes.container.name=init-pytorch"]})
-    assert [c.labels["io.kubernetes.pod.name"] for c in inits] == ["pt-worker-0"]
-    assert inits[0].attrs["State"]["ExitCode"] == 0 and "pt-master-0" in inits[0].logs().decode()
-
-
-def test_an_elastic_pytorchjob_trains_to_succeeded(cluster):
-    """training-operator v1.8.1 with elasticPolicy: Worker pods only, PET_RDZV_ENDPOINT on
-    worker 0's Service; Succeeded once any Worker has succeeded (with an elasticPolicy,
-    `succeeded > 0`: pkg/controller.v1/pytorch/pytorchjob_controller.go, UpdateJobStatus), so
-    the other Worker may still be exiting when the condition comes (assert_one_group waits for it)."""
-    job = submit(cluster, "kubeflow-elastic", "pte", 2)
-    wait(cluster, "pte", "pytorchjobs.kubeflow.org", "pte", "PyTorchJob condition Succeeded",
-         condition(cluster, "pte", "pytorchjobs.kubeflow.org", "pte", "Succeeded"))
-    assert_one_group(cluster, "pte", world=2, nodes=2)
-    assert_model_agrees(cluster, "pte", job["path"])
-
-
-def test_a_trainjob_trains_to_complete(cluster):
-    """Trainer v2.3.0: the TrainJob's JobSet (made from the torch-distributed runtime) runs
-    the nodes; the TrainJob's condition Complete follows its JobSet's completion
-    (pkg/runtime/framework/plugins/jobset). Submitted as `invoke manifests --submit` does:
-    the kind's own submitter (`kubectl apply -f -`, the file on its stdin) with the user's
-    kubeconfig, which then names the job and how to watch it."""
-    job = submit(cluster, "trainer", "tj", 2, by_submit=True)
-    wait(cluster, "tj", "trainjobs.trainer.kubeflow.org", "tj", "TrainJob condition Complete",
-         condition(cluster, "tj", "trainjobs.trainer.kubeflow.org", "tj", "Complete"))
-    assert_one_group(cluster, "tj", world=2, nodes=2)
-    assert_model_agrees(cluster, "tj", job["path"])
+    assert [c.labels["io.kubernetes.pod.name"] for c in inits] == ["train-worker-0"]
+    assert inits[0].attrs["State"]["ExitCode"] == 0 and "train-master-0" in inits[0].logs().decode()
+    for job in jobs_.values():
+        first_job.cancel_page(cluster, job)
+    for job in jobs_.values():
+        until(f"{job.kind}: the cancelled job's pods gone", lambda ns=job.namespace: json.loads(cluster.kube.kubectl(
+            "-n", ns, "get", "pods", "-o", "json").stdout)["items"] == [], seconds=EXITING)
 
 
 def test_a_jobset_of_three_nodes_trains_to_completed(cluster):
@@ -272,19 +288,6 @@ def test_a_preflight_job_proves_the_fabric_of_a_jobset_and_names_no_slow_node(cl
     assert report["slow_nodes"] == [] and report["failing"] == [], report
     assert report["pairs"] and all(p["busbw_gbps"] > 0 for p in report["pairs"]), report["pairs"]
     assert_model_agrees(cluster, "pf", job["path"])
-
-
-def test_a_leaderworkerset_group_trains_to_exit_zero(cluster):
-    """LWS v0.9.0 has no success condition: a LeaderWorkerSet serves and its StatefulSets
-    restart every pod that ends (restartPolicy Always). What is asserted instead: the leader
-    and every worker ran the training to exit 0 once, in one group."""
-    job = submit(cluster, "lws", "lws", 2)
-
-    def all_ran() -> bool:
-        return len(first_success(runs(cluster, "lws"))) == 2
-    wait(cluster, "lws", "leaderworkersets.leaderworkerset.x-k8s.io", "lws", "leader and worker exit 0", all_ran)
-    assert_one_group(cluster, "lws", world=2, nodes=2)
-    assert_model_agrees(cluster, "lws", job["path"])
 
 
 def test_a_runai_pytorchjob_is_admitted_and_its_pods_wait_for_runais_scheduler(cluster):

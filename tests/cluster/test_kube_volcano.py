@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import first_job
 import pytest
 
 from torchpod_toolkit.cluster.runner import parse_results
@@ -32,6 +33,7 @@ from torchpod_toolkit.manifests.spec import ETCD_IMAGE
 from cluster_helpers import EXAMPLES
 from kube_helpers import until
 from kube_jobs import (
+    EXITING,
     NODES,
     WAIT,
     Cluster,
@@ -56,20 +58,30 @@ def cluster(kube, docker_client, cluster_image, session_id, tmp_path_factory) ->
     yield from start(kube, docker_client, cluster_image, session_id, tmp_path_factory, OPERATORS)
 
 
-@pytest.mark.parametrize("scheduler, namespace", [("volcano", "vc"), ("volcano-master", "vcm")],
-                         ids=["workers", "master-and-worker"])
-def test_a_volcano_job_trains_to_completed(cluster, scheduler, namespace):
-    """Volcano v1.10.0: vc-scheduler binds the gang, the env and svc plugins give each pod
-    VC_TASK_INDEX and the job's hostfile and headless Service; the Job's phase is Completed
-    once its tasks succeed (pkg/controllers/job/state/running.go). With a master and a worker
-    task, the pytorch plugin gives each pod MASTER_ADDR (the master's pod on the job's
-    headless Service), MASTER_PORT, WORLD_SIZE and RANK
+def test_the_kubernetes_first_job_page_holds_for_volcano(cluster, tmp_path):
+    """docs/first-job/kubernetes.md run as written (first_job.LOCAL names the values
+    replaced) for both Volcano kinds side by side: render, namespace, level and apply, the
+    table's watch and pods, the phase wait of step 4, the TORCHPOD_RESULT lines through
+    `kubectl logs`, and the cancel. Volcano v1.10.0: vc-scheduler binds the gang, the env and
+    svc plugins give each pod VC_TASK_INDEX and the job's hostfile and headless Service; the
+    Job's phase is Completed once its tasks succeed (pkg/controllers/job/state/running.go).
+    With a master and a worker task, the pytorch plugin gives each pod MASTER_ADDR (the
+    master's pod on the job's headless Service), MASTER_PORT, WORLD_SIZE and RANK
     (pkg/controllers/job/plugins/distributed-framework/pytorch/pytorch.go)."""
-    job = submit(cluster, scheduler, namespace, 2)
-    wait(cluster, namespace, "jobs.batch.volcano.sh", namespace, "Volcano Job phase Completed",
-         phase(cluster, namespace, "jobs.batch.volcano.sh", namespace, "Completed"))
-    assert_one_group(cluster, namespace, world=2, nodes=2)
-    assert_model_agrees(cluster, namespace, job["path"])
+    jobs_ = {k: first_job.submit_page(cluster, k, tmp_path) for k in ("volcano", "volcano-master")}
+    for job in jobs_.values():
+        first_job.watch_page(cluster, job)
+    for kind, job in jobs_.items():
+        first_job.wait_page(cluster, job, int(WAIT))
+        results = [r for r in first_job.results_page(cluster, job) if r.get("workload") == "ddp_resnet"]
+        assert sorted(r["rank"] for r in results) == [0, 1], (kind, results)
+        assert all(r["ok"] and r["steps"] == 2 for r in results) and len({r["run_id"] for r in results}) == 1, results
+        assert len({r["hostname"] for r in results}) == 2, results
+        assert_model_agrees(cluster, job.namespace, job.path)
+    for job in jobs_.values():
+        first_job.cancel_page(cluster, job)
+        until(f"{job.kind}: the cancelled job's pods gone", lambda ns=job.namespace: json.loads(cluster.kube.kubectl(
+            "-n", ns, "get", "pods", "-o", "json").stdout)["items"] == [], seconds=EXITING)
 
 
 def test_the_ddp_example_trains_on_a_volcano_job_of_three_nodes(cluster):

@@ -37,8 +37,8 @@ from typing import Any
 from torchpod.errors import RuntimeFailure, one_line
 from torchpod_toolkit.manifests import spec as spec_mod
 
+from . import kubeletlogs, podargs
 from . import plane as plane_mod
-from . import podargs
 from .api import ApiError, Client
 from .podworker import Ended, PodWorker, Runtime
 
@@ -90,14 +90,17 @@ def node_object(name: str, extra: Mapping[str, str] | None = None) -> dict[str, 
                                                   "beta.kubernetes.io/arch": ARCH, "beta.kubernetes.io/os": "linux"}}}
 
 
-def node_status(shape: NodeShape, address: str, hostname: str, version: str, now: str) -> dict[str, Any]:
-    """The Node's status: capacity, allocatable, addresses, Ready and no pressure."""
+def node_status(shape: NodeShape, address: str, hostname: str, version: str, now: str,
+                port: int = 0) -> dict[str, Any]:
+    """The Node's status: capacity, allocatable, addresses, the kubelet's endpoint (``port``,
+    where the API server reads container logs), Ready and no pressure."""
     def condition(kind: str, status: str, reason: str, message: str) -> dict[str, str]:
         return {"type": kind, "status": status, "reason": reason, "message": message,
                 "lastHeartbeatTime": now, "lastTransitionTime": now}
 
     return {"capacity": shape.capacity(), "allocatable": shape.capacity(),
             "addresses": [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": hostname}],
+            **({"daemonEndpoints": {"kubeletEndpoint": {"Port": port}}} if port else {}),
             "conditions": [
                 condition("MemoryPressure", "False", "KubeletHasSufficientMemory",
                           "kubelet has sufficient memory available"),
@@ -152,6 +155,7 @@ class Kubelet:
         self._threads: list[threading.Thread] = []
         self.address = ""
         self.host_cpus = 0
+        self.logs: kubeletlogs.LogServer | None = None
 
     # -- start and stop -------------------------------------------------------------------------
     def start(self) -> Kubelet:
@@ -161,6 +165,10 @@ class Kubelet:
         self.address = net.attrs["IPAM"]["Config"][0]["Gateway"]
         self.host_cpus = int(self.docker.info().get("NCPU") or 0)
         pki = self.plane.root / "pki"
+        # the container-log endpoint every Node names, on the network's gateway (`kubectl logs`)
+        cert = plane_mod.issue_server(pki, f"kubelet-{self.id}", "torchpod-kubelet", [self.address])
+        self.logs = kubeletlogs.LogServer(self.address, self._log_attempts, pki / "ca.crt", cert,
+                                          cert.with_suffix(".key")).start()
         for name in self.names:
             plane_mod.issue_client(pki, f"node-{name}", f"system:node:{name}", "system:nodes")
             self.clients[name] = Client(plane_mod.LOOPBACK, self.plane.ports.apiserver, pki / "ca.crt",
@@ -181,7 +189,8 @@ class Kubelet:
                 raise
             node = client.get(f"/api/v1/nodes/{name}")
         client.patch(f"/api/v1/nodes/{name}/status",
-                     {"status": node_status(self.shape, self.address, name, self.version, now_text())})
+                     {"status": node_status(self.shape, self.address, name, self.version, now_text(),
+                                            self.logs.port if self.logs else 0)})
         try:
             client.create(lease_path(), lease_object(name, node["metadata"]["uid"], now_text(micro=True)))
         except ApiError as exc:
@@ -204,6 +213,8 @@ class Kubelet:
             worker.join(timeout=60)
         runtime = self.runtime("")
         runtime.sweep()
+        if self.logs is not None:
+            self.logs.stop()
 
     def __enter__(self) -> Kubelet:
         return self.start()
@@ -256,6 +267,18 @@ class Kubelet:
         return Runtime(node=node, client=client, docker=self.docker, network=self.network, labels=self.labels,
                        host_ip=self.address, allocatable=self.shape.capacity(), note=self._note,
                        host_cpus=self.host_cpus, ended=self.ended)
+
+    def _log_attempts(self, request: kubeletlogs.LogRequest) -> list[tuple[int, Any]]:
+        """Each attempt of a container of a pod this stand-in runs, with its number: what
+        the log endpoint reads (LookupError, a 404, for a pod or container it does not run)."""
+        if not any(w.namespace == request.namespace and w.pod_name == request.pod for w in list(self.workers.values())):
+            raise LookupError(f"pod {request.pod!r} does not exist")
+        found = self.docker.containers.list(all=True, ignore_removed=True, filters={"label": [
+            f"{LABEL}={self.id}", f"io.kubernetes.pod.namespace={request.namespace}",
+            f"io.kubernetes.pod.name={request.pod}", f"io.kubernetes.container.name={request.container}"]})
+        if request.container == podargs.SANDBOX or not found:
+            raise LookupError(f"container {request.container!r} not found in pod {request.pod!r}")
+        return [(int(c.name.rsplit("_", 1)[-1]), c) for c in found]
 
     def pod_workers(self) -> Mapping[str, PodWorker]:
         return dict(self.workers)

@@ -121,9 +121,10 @@ Issuer = tuple[x509.Certificate, ec.EllipticCurvePrivateKey]
 
 
 def _issue(pki: Path, stem: str, subject: x509.Name, now: datetime.datetime,
-           issuer: Issuer | None, server: bool = False) -> Issuer:
+           issuer: Issuer | None, server: bool = False, ips: Sequence[str] = ()) -> Issuer:
     """``<stem>.crt`` and ``<stem>.key`` under ``pki``: a CA when ``issuer`` is None, else a
-    certificate the CA signs, for clients and, with ``server``, for loopback servers too."""
+    certificate the CA signs, for clients and, with ``server``, for loopback servers too (or,
+    with ``ips``, for those addresses alone)."""
     key = ec.generate_private_key(ec.SECP256R1())
     signer_name, signer_key = (subject, key) if issuer is None else (issuer[0].subject, issuer[1])
     builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(signer_name)
@@ -134,7 +135,10 @@ def _issue(pki: Path, stem: str, subject: x509.Name, now: datetime.datetime,
     if issuer is not None:
         usages = [ExtendedKeyUsageOID.CLIENT_AUTH] + ([ExtendedKeyUsageOID.SERVER_AUTH] if server else [])
         builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-    if server:
+    if server and ips:
+        builder = builder.add_extension(x509.SubjectAlternativeName(
+            [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]), critical=False)
+    elif server:
         names: list[x509.GeneralName] = [x509.DNSName(n) for n in API_NAMES]
         names += [x509.IPAddress(ipaddress.IPv4Address(LOOPBACK)), x509.IPAddress(API_SERVICE_IP)]
         builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
@@ -146,6 +150,7 @@ def _issue(pki: Path, stem: str, subject: x509.Name, now: datetime.datetime,
 
 # Each client's certificate: (file stem, user, group). The users and groups are those the
 # API server's bootstrap RBAC binds (kubernetes, plugin/pkg/auth/authorizer/rbac/bootstrappolicy).
+KUBELET_CLIENT = "apiserver-kubelet-client"
 CLIENTS = (("admin", "torchpod-admin", "system:masters"),
            ("controller-manager", "system:kube-controller-manager", ""),
            ("scheduler", "system:kube-scheduler", ""))
@@ -160,6 +165,8 @@ def make_pki(pki: Path, now: datetime.datetime) -> None:
     _issue(pki, "apiserver", _name("kube-apiserver"), now, ca, server=True)
     for stem, user, group in CLIENTS:
         _issue(pki, stem, _name(user, group), now, ca, server=stem != "admin")
+    # the API server's client certificate for kubelets (`kubectl logs` goes through it), as kubeadm's
+    _issue(pki, KUBELET_CLIENT, _name("kube-apiserver-kubelet-client", "system:masters"), now, ca)
     front_proxy = _issue(pki, "front-proxy-ca", _name("torchpod-front-proxy-ca"), now, None)
     _issue(pki, "front-proxy-client", _name(FRONT_PROXY_CLIENT), now, front_proxy)
     sa = ec.generate_private_key(ec.SECP256R1())
@@ -168,15 +175,25 @@ def make_pki(pki: Path, now: datetime.datetime) -> None:
                                                               serialization.PublicFormat.SubjectPublicKeyInfo))
 
 
+def _ca(pki: Path) -> Issuer:
+    ca_key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise RuntimeFailure(f"{pki / 'ca.key'}: not the EC key make_pki writes")
+    return x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes()), ca_key
+
+
+def issue_server(pki: Path, stem: str, common: str, ips: Sequence[str]) -> Path:
+    """A serving certificate of the cluster CA for ``ips`` (a kubelet's endpoint on its
+    Node's address), ``<stem>.crt`` and ``.key`` under ``pki``."""
+    _issue(pki, stem, _name(common), datetime.datetime.now(datetime.timezone.utc), _ca(pki), server=True, ips=ips)
+    return pki / f"{stem}.crt"
+
+
 def issue_client(pki: Path, stem: str, user: str, group: str, now: datetime.datetime | None = None) -> Path:
     """A client certificate of the cluster CA ``make_pki`` made (``<stem>.crt`` and ``.key``
     under ``pki``) for ``user`` in ``group``: a node's is system:node:<name> in system:nodes,
     the identity the Node authorizer and NodeRestriction admission recognise."""
-    ca_key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), password=None)
-    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
-        raise RuntimeFailure(f"{pki / 'ca.key'}: not the EC key make_pki writes")
-    ca = (x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes()), ca_key)
-    _issue(pki, stem, _name(user, group), now or datetime.datetime.now(datetime.timezone.utc), ca)
+    _issue(pki, stem, _name(user, group), now or datetime.datetime.now(datetime.timezone.utc), _ca(pki))
     return pki / f"{stem}.crt"
 
 
@@ -217,6 +234,11 @@ def apiserver_argv(bindir: Path, root: Path, ports: Ports) -> list[str]:
             "--requestheader-group-headers=X-Remote-Group", "--requestheader-extra-headers-prefix=X-Remote-Extra-",
             f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
             f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
+            # `kubectl logs`: the kubelet's endpoint on its Node's InternalIP, its certificate of the
+            # cluster CA checked, the API server's own client certificate shown
+            f"--kubelet-certificate-authority={pki / 'ca.crt'}", "--kubelet-preferred-address-types=InternalIP",
+            f"--kubelet-client-certificate={pki / (KUBELET_CLIENT + '.crt')}",
+            f"--kubelet-client-key={pki / (KUBELET_CLIENT + '.key')}",
             # the endpoint reconciler refuses a loopback address for the `kubernetes` Service, so
             # upstream's own tests turn it off (test/integration/framework/controlplane_utils.go)
             "--endpoint-reconciler-type=none"]

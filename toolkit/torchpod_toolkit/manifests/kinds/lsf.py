@@ -14,8 +14,8 @@ JOB_NAME = NameRule(r"[A-Za-z0-9][A-Za-z0-9_.-]*", 200, "a letter or digit, then
 
 KIND = JobKind("lsf", "lsf", RDZV_PORT_DEFAULT, "lsf", None, None, "bsub <", "bsub", "lsf_script",
                fan_out="blaunch -u", forwards=SCHEDULER_VARS["lsf"], job_id="LSB_JOBID",
-               node_file="LSB_DJOB_HOSTFILE", queue=True, queue_list=True, job_name=JOB_NAME, gpu_model=True, batch=True,
-               shared_dir=True,
+               node_file="LSB_DJOB_HOSTFILE", queue=True, queue_list=True, job_name=JOB_NAME, gpu_model=True,
+               batch=True, shared_dir=True,
                restarts="none: a non-zero exit ends the job (EXIT); LSF reruns it only from a RERUNNABLE queue",
                piped="bsub",
                submitted=r"Job <(?P<id>[0-9]+)> is submitted",

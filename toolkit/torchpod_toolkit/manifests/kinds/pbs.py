@@ -15,8 +15,8 @@ JOB_NAME = NameRule(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", 200,
                     "a letter or digit, then letters, digits, '_', '.', '+', '-'")
 
 KIND = JobKind("pbs", "pbs", RDZV_PORT_DEFAULT, "pbs", None, None, "qsub", "sh", "pbs_script", fan_out="pbsdsh",
-               forwards=SCHEDULER_VARS["pbs"], job_id="PBS_JOBID", node_file="PBS_NODEFILE", queue=True, job_name=JOB_NAME, batch=True,
-               shared_dir=True, shared_writes="pbsdsh's task statuses",
+               forwards=SCHEDULER_VARS["pbs"], job_id="PBS_JOBID", node_file="PBS_NODEFILE", queue=True,
+               job_name=JOB_NAME, batch=True, shared_dir=True, shared_writes="pbsdsh's task statuses",
                restarts="none: a non-zero exit ends the job; PBS reruns a rerunnable job (qsub's default, -r y) "
                         "after a node failure",
                piped="qsub",

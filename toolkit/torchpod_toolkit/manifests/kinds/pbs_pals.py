@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from torchpod.contract import RDZV_PORT_DEFAULT, SCHEDULER_VARS
 
-from .record import JobKind
 from .pbs import JOB_NAME
+from .record import JobKind
 
 KIND = JobKind("pbs-pals", "pbs", RDZV_PORT_DEFAULT, "pbs-pals", None, None, "qsub", "sh", "pbs_script",
                fan_out="Cray PALS mpiexec", forwards=SCHEDULER_VARS["pbs"], job_id="PBS_JOBID",
