@@ -207,3 +207,20 @@ def cancel_page(cluster, job: KubeJob) -> None:
     delete = command(KUBERNETES, ("kubectl", "-n", "ml", "delete"))
     _ok([kind if w == "jobs.batch.volcano.sh" else job.namespace if w == "ml" else w for w in delete],
         _kubectl_env(cluster))
+
+
+# --- the Slurm page on the real Slurm cluster ---------------------------------------------------
+
+def slurm_render(image: str, partition: str, out: Path) -> list[str]:
+    """Step 1's render with the values this cluster has (LOCAL): the image its nodes are,
+    which they run as their own environment (--runtime none), its partition, no GPUs."""
+    render = with_values(command(SLURM, ("invoke", "manifests")),
+                         {"-i": image, "--queue": partition, "-g": "0", "-o": str(out), "--steps": "2"})
+    render.insert(render.index("--"), "--runtime")
+    render.insert(render.index("--"), "none")
+    return render
+
+
+def slurm_step(start: tuple[str, ...], jobid: str) -> list[str]:
+    """A page command that names the job (JOBID, train-JOBID.out) with this job's id."""
+    return [w.replace("JOBID", jobid) for w in command(SLURM, start)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 
+import first_job
 import pytest
 
 from torchpod_toolkit.cluster import runner, slurm
@@ -19,6 +20,7 @@ from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import JobSpec
 
 from cluster_helpers import EXAMPLES, LABEL, NODE_ENV, label_value
+from tasks_cli import invoke
 
 NODES = 2
 
@@ -166,3 +168,44 @@ def test_job_near_its_time_limit_saves_requeues_and_resumes_every_epoch_once(slu
         assert mine[0]["stopped_at"] is not None and mine[-1]["stopped_at"] is None, mine
         # each step once: the runs' steps add up to the whole training, no step lost or repeated
         assert sum(r["steps"] for r in mine) == EPOCHS * mine[-1]["steps_per_epoch"], mine
+
+
+def test_the_slurm_first_job_page_runs_as_written(slurm_cluster, cluster_image, tmp_path):
+    """docs/first-job/slurm.md on this cluster (first_job.LOCAL and slurm_render name the
+    values replaced): render; `cd job && sbatch train.slurm.sbatch` on the controller, as on a
+    login node, from the shared directory every node sees; squeue and the output file while
+    it runs; `scontrol show job` says COMPLETED 0:0 and the output holds every rank's
+    TORCHPOD_RESULT line; then the same script submitted again and `scancel`ed ends CANCELLED."""
+    out = tmp_path / "job"
+    render = first_job.slurm_render(cluster_image, "batch", out)
+    rendered = invoke(*render[1:])
+    assert rendered.returncode == 0, rendered.stderr
+    controller = slurm_cluster.containers[slurm.CONTROLLER]
+    files = {p.name: (p.read_bytes(), 0o644) for p in out.iterdir()}
+    controller.put_archive(slurm.SHARED, slurm._tar({f"job/{name}": data for name, data in files.items()}))
+    line = first_job.command(first_job.SLURM, ("cd", "job", "&&", "sbatch"))
+    sbatch = line[line.index("&&") + 1:]  # `cd job`: the directory it runs in
+    where = f"{slurm.SHARED}/job"
+
+    def run(argv: list[str]) -> str:
+        code, raw = controller.exec_run(argv, workdir=where)
+        text = raw.decode(errors="replace")
+        assert code == 0, f"{argv}: exit {code}: {text}"
+        return text
+
+    said = run(sbatch)
+    jobid = re.search(r"Submitted batch job ([0-9]+)", said).group(1)
+    assert jobid in run(first_job.slurm_step(("squeue", "-j"), jobid))  # queued or running
+    state = slurm_cluster.wait(jobid, timeout=300)
+    output = slurm_cluster.read(f"{where}/train-{jobid}.out")
+    assert state == "COMPLETED", f"{state}\n{output[-6000:]}"
+    tail = first_job.slurm_step(("tail", "-f"), jobid)
+    assert run([w for w in tail if w != "-f"]).strip()  # followed once, not for ever
+    shown = run(first_job.slurm_step(("scontrol", "show", "job"), jobid))
+    assert "JobState=COMPLETED" in shown and "ExitCode=0:0" in shown, shown
+    lines = run(first_job.slurm_step(("grep",), jobid)).splitlines()
+    results = [r for r in runner.parse_results("\n".join(lines)) if r["workload"] == "ddp_resnet"]
+    assert sorted(r["rank"] for r in results) == [0, 1] and all(r["ok"] and r["steps"] == 2 for r in results), lines
+    again = re.search(r"Submitted batch job ([0-9]+)", run(sbatch)).group(1)
+    run(first_job.slurm_step(("scancel",), again))
+    assert slurm_cluster.wait(again, timeout=120) == "CANCELLED"
