@@ -323,17 +323,21 @@ def left_running(cluster: Cluster, namespace: str) -> list[str]:
 
 
 def test_jobs_whose_script_always_fails_end_failed_within_their_stated_restarts(cluster):
-    """A PyTorchJob and a JobSet whose command always fails, side by side: each reaches its
-    own Failed condition after the restarts its header states (jobs.RESTARTS), and no pod is
-    left running. The PyTorchJob's containers restart in place (OnFailure) until their restarts
-    summed over the running pods reach runPolicy.backoffLimit (training-operator v1.8.1
-    pkg/core/job.go, PastBackoffLimit; its CleanPodPolicy Running then deletes the pods); the
-    JobSet recreates its Job after each failure, failurePolicy.maxRestarts times."""
-    for scheduler, name in (("kubeflow", "ptx"), ("jobset", "jsx")):
-        job = submit(cluster, scheduler, name, 2, FAILING)
-        header = job["path"].read_text()
-        assert "# Restarts: " in header and f" {jobs.RESTARTS} times" in header, header[:1500]
-    for name, kind in (("ptx", "pytorchjobs.kubeflow.org"), ("jsx", "jobsets.jobset.x-k8s.io")):
+    """A PyTorchJob, an elastic one, a TrainJob and a JobSet whose command always fails, side
+    by side: each reaches its own Failed condition after the restarts its header states, and
+    no pod is left running. The PyTorchJobs' containers restart in place (OnFailure) until
+    their restarts summed over the running pods reach runPolicy.backoffLimit (training-operator
+    v1.8.1 pkg/core/job.go, PastBackoffLimit; its CleanPodPolicy Running then deletes the
+    pods); the TrainJob's Job fails once its pods' restarts reach Kubernetes' default
+    backoffLimit, 6 (pkg/controller/job, pastBackoffLimitOnFailure), its JobSet fails and the
+    TrainJob with it; the JobSet recreates its Job after each failure, failurePolicy.maxRestarts times."""
+    kinds = {"ptx": ("kubeflow", "pytorchjobs.kubeflow.org"), "ptex": ("kubeflow-elastic", "pytorchjobs.kubeflow.org"),
+             "tjx": ("trainer", "trainjobs.trainer.kubeflow.org"), "jsx": ("jobset", "jobsets.jobset.x-k8s.io")}
+    for name, (scheduler, _) in kinds.items():
+        header = submit(cluster, scheduler, name, 2, FAILING)["path"].read_text()
+        stated = " 6 failures " if scheduler == "trainer" else f" {jobs.RESTARTS} times"
+        assert "# Restarts: " in header and stated in header, header[:1500]
+    for name, (_, kind) in kinds.items():
         wait(cluster, name, kind, name, f"{kind} condition Failed", condition(cluster, name, kind, name, "Failed"))
         until(f"{name}: no pod left running", lambda name=name: left_running(cluster, name) == [], seconds=EXITING)
         assert all(r.code not in (0, None) for r in runs(cluster, name)), [(r.pod, r.code) for r in runs(cluster, name)]
@@ -342,10 +346,11 @@ def test_jobs_whose_script_always_fails_end_failed_within_their_stated_restarts(
                                              "json").stdout)
     assert jobset["status"]["restarts"] == jobs.RESTARTS, jobset["status"]
     assert len(runs(cluster, "jsx")) == 2 * (1 + jobs.RESTARTS), [(r.pod, r.container) for r in runs(cluster, "jsx")]
-    # the PyTorchJob's two pods restarted in place until the restarts made, summed, reached the
-    # limit: RESTARTS, or one more where both pods restarted at once
-    restarts = len(runs(cluster, "ptx")) - 2
-    assert jobs.RESTARTS <= restarts <= jobs.RESTARTS + 1, [(r.pod, r.container) for r in runs(cluster, "ptx")]
+    # the pods restarted in place until the restarts made, summed, reached the limit: the
+    # limit, or one more where both pods restarted at once
+    for name, limit in (("ptx", jobs.RESTARTS), ("ptex", jobs.RESTARTS), ("tjx", 6)):
+        restarts = len(runs(cluster, name)) - 2
+        assert limit <= restarts <= limit + 1, (name, [(r.pod, r.container) for r in runs(cluster, name)])
 
 EPOCHS = 10
 RESUMED = "Resuming training from snapshot at Epoch"

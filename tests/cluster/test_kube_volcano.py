@@ -165,25 +165,38 @@ def test_a_volcano_gang_one_node_short_starts_no_pod_at_all(cluster):
     cluster.kube.kubectl("delete", "namespace", "gshort", "--wait=false")
 
 
-def test_a_volcano_job_whose_script_always_fails_ends_failed_after_its_stated_retries(cluster):
-    """A worker-only Job whose command always fails: each failed pod (restartPolicy Never, so
-    its phase is Failed) fires PodFailed, whose RestartJob restarts the whole gang; once
-    RetryCount reaches maxRetry the Job's phase is Failed (Volcano v1.10.0,
-    pkg/controllers/job/state/restarting.go), after the restarts the header states, and no
-    pod is left running. Under restartPolicy OnFailure the pods would never fail and the
-    Job would restart in place forever."""
+def test_volcano_jobs_whose_script_always_fails_end_failed_after_their_stated_restarts(cluster):
+    """Three Jobs whose command always fails, side by side. Worker-only and master+worker:
+    each failed pod (restartPolicy Never, so its phase is Failed) fires PodFailed, whose
+    RestartJob restarts the whole gang; once RetryCount reaches maxRetry the Job's phase is
+    Failed (Volcano v1.10.0, pkg/controllers/job/state/restarting.go). Elastic (--nodes 1:2):
+    no policy, so each pod runs once and stays Failed, and with every pod ended and fewer than
+    the minimum succeeded the Job is Failed (state/running.go). No pod is left running. Under
+    restartPolicy OnFailure the pods would never fail and each Job would restart forever."""
     # its script names no file: every node's launcher exits 2 at every start, before the rendezvous
-    job = submit(cluster, "volcano", "vcx", 2, (f"{EXAMPLES}/no_such_script.py",))
-    assert f"at most {jobs.RESTARTS} times (maxRetry), then the Job is Failed" in job["path"].read_text()
-    wait(cluster, "vcx", "jobs.batch.volcano.sh", "vcx", "Volcano Job phase Failed",
-         phase(cluster, "vcx", "jobs.batch.volcano.sh", "vcx", "Failed"))
-    found = json.loads(cluster.kube.kubectl("-n", "vcx", "get", "jobs.batch.volcano.sh", "vcx", "-o", "json").stdout)
-    assert found["status"]["retryCount"] == jobs.RESTARTS, found["status"]
+    failing = (f"{EXAMPLES}/no_such_script.py",)
+    made = {"vcx": submit(cluster, "volcano", "vcx", 2, failing),
+            "vcmx": submit(cluster, "volcano-master", "vcmx", 2, failing),
+            "vcex": submit(cluster, "volcano", "vcex", 2, failing, min_nodes=1)}
+    for name, job in made.items():
+        said = job["path"].read_text()
+        assert ("at most 3 times (PET_MAX_RESTARTS)" if name == "vcex" else
+                f"at most {jobs.RESTARTS} times (maxRetry), then the Job is Failed") in said, said[:1500]
+    for name in made:
+        wait(cluster, name, "jobs.batch.volcano.sh", name, "Volcano Job phase Failed",
+             phase(cluster, name, "jobs.batch.volcano.sh", name, "Failed"))
 
-    def running() -> list[str]:
-        pods = json.loads(cluster.kube.kubectl("-n", "vcx", "get", "pods", "-o", "json").stdout)["items"]
+    def running(name: str) -> list[str]:
+        pods = json.loads(cluster.kube.kubectl("-n", name, "get", "pods", "-o", "json").stdout)["items"]
         return [p["metadata"]["name"] for p in pods if p["status"].get("phase") in ("Pending", "Running")]
-    until("no pod of the failed Job left running", lambda: running() == [], seconds=60)
-    ran = runs(cluster, "vcx")
-    assert ran and all(r.code not in (0, None) for r in ran), [(r.pod, r.code) for r in ran]
-    assert len(ran) <= 2 * (1 + jobs.RESTARTS), [(r.pod, r.container) for r in ran]
+    for name in made:
+        found = json.loads(cluster.kube.kubectl("-n", name, "get", "jobs.batch.volcano.sh", name, "-o",
+                                                "json").stdout)
+        until(f"{name}: no pod of the failed Job left running", lambda name=name: running(name) == [], seconds=60)
+        ran = runs(cluster, name)
+        assert ran and all(r.code not in (0, None) for r in ran), [(r.pod, r.code) for r in ran]
+        if name == "vcex":  # each pod ran once
+            assert found["status"].get("retryCount", 0) == 0 and len(ran) == 2, (found["status"], ran)
+        else:
+            assert found["status"]["retryCount"] == jobs.RESTARTS, found["status"]
+            assert len(ran) <= 2 * (1 + jobs.RESTARTS), [(r.pod, r.container) for r in ran]

@@ -236,8 +236,10 @@ def volcano_job(spec: JobSpec) -> Obj:
     # Never: a failed pod's phase is Failed, the PodFailed event Volcano's RestartJob policy
     # acts on and maxRetry counts (pkg/controllers/job/state/restarting.go, v1.10.0: Failed once
     # RetryCount reaches maxRetry); under OnFailure the kubelet restarts the container in place,
-    # the pod never fails and the job restarts forever. The elastic job keeps OnFailure.
-    policy = "OnFailure" if spec.min_nodes is not None else "Never"
+    # the pod never fails and the job restarts forever. The elastic job, which has no policy,
+    # leaves a failed pod Failed, and once every pod has ended it is Completed when MIN of them
+    # succeeded, else Failed (pkg/controllers/job/state/running.go); a deleted pod is made again.
+    policy = "Never"
     for task, replicas in counts:
         tasks.append({"name": task, "replicas": replicas,
                       "template": {"spec": {**pod_spec(spec, downward=downward), "restartPolicy": policy}}})

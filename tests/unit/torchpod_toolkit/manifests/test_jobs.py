@@ -281,7 +281,14 @@ def test_every_kind_states_how_its_restarts_end_and_its_object_holds_that_bound(
         assert line.startswith("# Restarts: without bound") and "(-s jobset)" in line
 
 
-def test_an_elastic_volcano_job_says_its_pods_restart_without_bound():
+def test_an_elastic_volcano_job_is_bounded_too_its_failed_pods_stay_failed():
+    """No RestartJob policy (a lost node must not restart the others), but pods that restart
+    Never: a pod whose launcher fails stays Failed and the Job ends once every pod has."""
+    import yaml
+
     request = check(JobSpec("volcano", 4, IMAGE, ("train.py",), min_nodes=2))
     (line,) = [ln for ln in render.header(request, "f") if ln.startswith("# Restarts: ")]
-    assert "without bound" in line and "PET_MAX_RESTARTS" in line
+    assert "without bound" not in line and f"at most {jobs.RESTARTS} times (PET_MAX_RESTARTS)" in line, line
+    (job,) = [d for d in yaml.safe_load_all(render.render(request)[0].text) if d and d["kind"] == "Job"]
+    assert "policies" not in job["spec"], job["spec"]
+    assert {t["template"]["spec"]["restartPolicy"] for t in job["spec"]["tasks"]} == {"Never"}

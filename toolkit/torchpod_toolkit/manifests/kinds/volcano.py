@@ -22,10 +22,10 @@ KIND = JobKind("volcano", "volcano", RDZV_PORT_DEFAULT, "volcano", operators.vol
                workdir=True,
                restarts="a failed or evicted pod restarts the whole gang (RestartJob; its pods restart Never, so "
                         "that Volcano sees the failure), at most {n} times (maxRetry), then the Job is Failed",
-               restarts_elastic="torchrun re-forms the group at most {n} times (PET_MAX_RESTARTS); a pod whose "
-                                "launcher exits non-zero is restarted in place by its kubelet without bound "
-                                "(restartPolicy OnFailure: Volcano v1.10 counts no retries of one pod); delete the "
-                                "Job to stop it",
+               restarts_elastic="torchrun re-forms the group at most {n} times (PET_MAX_RESTARTS) as nodes leave "
+                                "or return; a pod whose launcher exits non-zero is not restarted (restartPolicy "
+                                "Never) and the others go on while the gang's minimum remain; once every pod has "
+                                "ended the Job is Completed if that minimum succeeded, else Failed",
                piped="kubectl apply -f -",
                watch="kubectl -n {namespace} get jobs.batch.volcano.sh {name} -w",
                order=10)
