@@ -1,5 +1,5 @@
 """The batch systems' own grammars for what a site types: job names, queue lists, node
-features, host lists, GPU models and passed-through directives. Pure.
+features, host lists, switch counts, GPU models and passed-through directives. Pure.
 
 Each value is held to the grammar of the tool that reads it (cited where it is defined) and
 refused in one line naming the option, the value and the form expected: a directive line
@@ -37,6 +37,10 @@ _DIRECTIVE = re.compile(r"-{1,2}[A-Za-z][A-Za-z0-9_-]*(?:[= ][ -~]{0,190})?", _A
 # "[type:]number": no ':' or ',' in it) and LSF's gmodel ("gmodel=model_name[-mem_size]",
 # bsub -gpu, LSF 10.1: no ':' either), e.g. h100, a100_80g or NVIDIAH100-80G
 _GPU_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", _A)
+# sbatch(1) --switches=<count>[@max-time], max-time in Slurm's time forms: minutes,
+# minutes:seconds, hours:minutes:seconds, days-hours, days-hours:minutes, days-hours:minutes:seconds
+_SWITCHES = re.compile(r"[1-9][0-9]{0,4}(?:@(?:[0-9]{1,6}(?::[0-5][0-9]){0,2}|[0-9]{1,3}-[0-9]{1,2}"
+                       r"(?::[0-5][0-9]){0,2}))?", _A)
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", _A)
 
 
@@ -144,6 +148,10 @@ def check_site_fields(spec) -> None:
     if spec.exclude and (not isinstance(spec.exclude, str) or len(spec.exclude) > 1024
                          or not _HOSTLIST.fullmatch(spec.exclude)):
         raise InputError(f"--exclude={spec.exclude!r}; expected a Slurm host list, e.g. gpu07 or node[01-04,09],gpu12")
+    if spec.switches and (not isinstance(spec.switches, str) or not _SWITCHES.fullmatch(spec.switches)):
+        raise InputError(f"--switches={spec.switches!r}; expected COUNT[@MAX-TIME] as sbatch takes it: a count of 1 "
+                         "or more, then the longest wait in minutes, MM:SS, HH:MM:SS or D-HH[:MM[:SS]], e.g. 1 or "
+                         "1@00:30:00")
     for name in ("service_account", "priority_class", "image_pull_secret"):
         value = getattr(spec, name)
         if value and (not isinstance(value, str) or not _SUBDOMAIN.fullmatch(value) or len(value) > 253):

@@ -233,6 +233,9 @@ class JobSpec:
     reservation: str = option("", help="Slurm reservation (--reservation)", kinds=QOS_KINDS)
     exclude: str = option("", help="Slurm nodes the job must not run on, a host list, e.g. node[01-04] (--exclude)",
                           kinds=QOS_KINDS)
+    switches: str = option("", help="Slurm: COUNT[@MAX-TIME], the most leaf switches the job may span and how long "
+                                    "it may wait for that, e.g. 1@00:30:00 (--switches, with the topology/tree plugin)",
+                           kinds=QOS_KINDS)
     directive: tuple[str, ...] = option((), help="a directive of the batch system's own that torchpod does not "
                                                  "write, as its option, e.g. --mail-type=END (Slurm), "
                                                  "'-l filesystems=home' (PBS), -B (LSF); repeat the flag for more",

@@ -128,3 +128,23 @@ def test_a_gpu_model_outside_the_grammar_is_one_line(model):
 def test_a_gpu_model_without_gpus_is_one_line():
     with pytest.raises(InputError, match=r"^--gpu-model=h100 with --gpus-per-node 0"):
         check(JobSpec("slurm", 2, IMAGE, ("train.py",), gpu_model="h100", gpus_per_node=0))
+
+
+# --- switches ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["1", "2@30", "1@00:30:00", "1@10:00", "1@2-12", "4@1-00:30", "1@1-00:00:30"])
+def test_slurm_takes_the_most_switches_and_the_wait(value):
+    assert f"#SBATCH --switches={value}" in script("slurm", switches=value)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "1@", "@10", "1@10:60", "1@x", "1 @10", "1@10\n#SBATCH -A x", "1,2"])
+def test_anything_else_as_switches_is_one_line(value):
+    with pytest.raises(InputError, match=r"^--switches=") as err:
+        check(JobSpec("slurm", 2, IMAGE, ("train.py",), switches=value))
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("scheduler", ["pbs", "lsf", "jobset"])
+def test_switches_are_slurms_alone(scheduler):
+    with pytest.raises(InputError, match=r"--switches"):
+        check(JobSpec(scheduler, 2, IMAGE, ("train.py",), switches="1"))

@@ -254,7 +254,7 @@ _GIVEN = {
     "workload": dict(workload="preflight", command=()), "cpus_per_node": dict(cpus_per_node=12),
     "memory_per_node": dict(memory_per_node="96Gi"), "account": dict(account="proj-1"), "qos": dict(qos="high"),
     "constraint": dict(constraint="h100&ib"), "reservation": dict(reservation="maint"),
-    "exclude": dict(exclude="node[01-04]"), "directive": dict(directive=("--mail-type=END",)),
+    "exclude": dict(exclude="node[01-04]"), "switches": dict(switches="1@00:30:00"), "directive": dict(directive=("--mail-type=END",)),
     "service_account": dict(service_account="trainer"), "priority_class": dict(priority_class="high"),
     "image_pull_secret": dict(image_pull_secret="regcred"), "env": dict(env=("NCCL_DEBUG=INFO", "A=x,y z")),
     "volume": dict(volume=("hostpath:/scratch/ds:/data:ro",)), "workdir": dict(workdir="/workspace/project"),
