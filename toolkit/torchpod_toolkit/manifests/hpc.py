@@ -545,7 +545,8 @@ def _slurm_directives(spec: JobSpec) -> list[str]:
     lines.append(f"#SBATCH --time={spec.walltime}")
     if spec.queue:
         lines.append(f"#SBATCH --partition={spec.queue}")
-    for name in ("account", "qos", "constraint", "reservation", "exclude", "switches"):  # each in its grammar (spec.check)
+    # spec.check held each to its grammar
+    for name in ("account", "qos", "constraint", "reservation", "exclude", "switches"):
         if getattr(spec, name):
             lines.append(f"#SBATCH --{name}={getattr(spec, name)}")
     if spec.requeue_lead:
