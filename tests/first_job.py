@@ -133,16 +133,16 @@ def _ok(argv: list[str], env: dict[str, str], timeout: float = 120) -> str:
     return done.stdout
 
 
-def submit_page(cluster, kind: str, folder: Path, by_submit: bool = False) -> KubeJob:
+def submit_page(cluster, kind: str, folder: Path, by_submit: bool = False, image: str = "") -> KubeJob:
     """Steps 1 and 2 of the Kubernetes page for ``kind``: render (with --submit where
     ``by_submit``, as the page's "in one step" says), then the namespace, its Pod Security
-    level (the one the header states) and the apply."""
+    level (the one the header states) and the apply. ``image``: the cluster's unless named."""
     import sys
 
     env = _kubectl_env(cluster)
     namespace, out = f"ml-{kind}", folder / kind
     render = with_values(command(KUBERNETES, ("invoke", "manifests")),
-                         {"-s": kind, "-g": "0", "-i": cluster.image, "--namespace": namespace, "-o": str(out),
+                         {"-s": kind, "-g": "0", "-i": image or cluster.image, "--namespace": namespace, "-o": str(out),
                           "--steps": "2"})
     if by_submit:
         render.insert(render.index("--"), "--submit")
@@ -191,14 +191,19 @@ def wait_page(cluster, job: KubeJob, seconds: int) -> None:
     _ok(step, _kubectl_env(cluster), timeout=seconds + 30)
 
 
-def results_page(cluster, job: KubeJob) -> list[dict]:
-    """Step 4's logs line (its grep done here): every TORCHPOD_RESULT line the pods printed."""
+def results_page(cluster, job: KubeJob, churn: bool = False) -> list[dict]:
+    """Step 4's logs line (its grep done here): every TORCHPOD_RESULT line the pods printed.
+    ``churn``: the job's pods come and go (an LWS group is recreated after each run), so a
+    pod listed and gone before its log is read is no failure: nothing is read this time."""
     import json
 
     logs = command(KUBERNETES, ("kubectl", "-n", "ml", "logs", "-l"))
     logs = with_values(logs[:logs.index("|")], {"-n": job.namespace, "-l": job.row.selector})
-    out = _ok(logs, _kubectl_env(cluster))
-    return [json.loads(ln.split(" ", 1)[1]) for ln in out.splitlines() if ln.startswith("TORCHPOD_RESULT")]
+    done = _run(logs, _kubectl_env(cluster))
+    if churn and done.returncode != 0:
+        return []
+    assert done.returncode == 0, f"{shlex.join(logs)} exited {done.returncode}: {done.stderr[-2000:]}"
+    return [json.loads(ln.split(" ", 1)[1]) for ln in done.stdout.splitlines() if ln.startswith("TORCHPOD_RESULT")]
 
 
 def cancel_page(cluster, job: KubeJob) -> None:

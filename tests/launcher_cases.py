@@ -19,6 +19,7 @@ import yaml
 from torchpod.errors import InputError
 from torchpod.resolve import resolve
 from torchpod.schedulers.common import Facts
+from torchpod.stacks import SHIM_DIR
 from torchpod.torchrun_flags import split_command_line
 from torchpod_toolkit.cluster import topology
 
@@ -120,6 +121,16 @@ def materialise(case: Case, root: Path) -> tuple[dict[str, str], Facts]:
     env = {k: v.replace("{root}", str(root)) for k, v in case.env.items()}
     facts = Facts(hostname=case.hostname, root=root, sysfs_root=root / "sys")
     return env, facts
+
+
+# What every plan adds whatever the node: the stack-dump shim first on the workers' PYTHONPATH
+# (torchpod.stacks), so that a test of what a node's fabric or scheduler adds can leave it out.
+SHIM_PATH = ("PYTHONPATH", str(SHIM_DIR))
+
+
+def added_by_node(env_pairs) -> dict[str, str]:
+    """A plan's env without the shim's PYTHONPATH (when the caller had none)."""
+    return {k: v for k, v in env_pairs if (k, v) != SHIM_PATH}
 
 
 def plan_for(env, argv=(), facts: Facts | None = None, script="train.py"):

@@ -9,6 +9,7 @@ below takes those as arguments (see resolve.py).
     torchpod doctor [--sysfs-root DIR] [--nccl-log FILE] [--format text|json]
     torchpod bench allreduce [OPTIONS]
     torchpod preflight [OPTIONS] [--then script|module|program TARGET [ARGS...]]
+    torchpod stacks [--wait SECONDS] [--format text|json]
     torchpod SCRIPT [ARGS...]          (same as `run`: the image's ENTRYPOINT)
     torchpod [COMMAND] --help | torchpod --version
 
@@ -25,12 +26,13 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import stat
 import sys
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from . import __version__, doctor, gpus, preflight, script
+from . import __version__, doctor, gpus, preflight, script, stacks
 from .commands import (
     BENCH,
     BENCHES,
@@ -42,6 +44,8 @@ from .commands import (
     PLAN_FORMATS,
     PREFLIGHT_WORKLOAD,
     RUN,
+    STACKS,
+    STACKS_FORMATS,
     WORKLOADS,
     Command,
     Workload,
@@ -49,10 +53,30 @@ from .commands import (
     main_help,
     workload_help,
 )
-from .contract import ENV_DOCTOR, ENV_NODE_RANK, ENV_PREFLIGHT, check_settings, switch
+from .contract import (
+    ENV_DOCTOR,
+    ENV_HOSTNAME,
+    ENV_NODE_RANK,
+    ENV_PREFLIGHT,
+    ENV_STACKS_DIR,
+    check_settings,
+    setting,
+    switch,
+)
 from .errors import InputError, RuntimeFailure, TorchpodError, one_line
 from .facts import HELPER_TIMEOUT_S, configured_sysfs, gather_facts, gpu_count, sysfs_root, torchrun_lacks
-from .plan import REPLACES, THEN, LaunchPlan, command, is_preflight, preflight_first, to_json, to_shell, to_text
+from .plan import (
+    PREPENDS,
+    REPLACES,
+    THEN,
+    LaunchPlan,
+    command,
+    is_preflight,
+    preflight_first,
+    to_json,
+    to_shell,
+    to_text,
+)
 from .resolve import resolve
 from .supervise import supervise
 from .torchrun_flags import Invocation, split_command_line
@@ -69,11 +93,12 @@ NO_SCRIPT = ("no script given; expected `torchpod run [TORCHRUN OPTIONS] SCRIPT 
 def child_env(env: Mapping[str, str], plan: LaunchPlan) -> dict[str, str]:
     """torchrun's environment: the caller's, plus the plan's additions where unset (a HOME or
     TMPDIR the plan names replaces the unusable one, and TORCHPOD_NODE_RANK is the plan's
-    alone: plan.REPLACES)."""
+    alone: plan.REPLACES; a search path the plan prepends to, plan.PREPENDS, is the plan's
+    where it ends with the caller's)."""
     merged = dict(env)
     merged.pop(ENV_NODE_RANK, None)  # an outer launch's node is not this one's: the plan's, or none
     for key, value in plan.env:
-        if key in REPLACES:
+        if key in REPLACES or (key in PREPENDS and value.endswith(":" + merged.get(key, ""))):
             merged[key] = value
         else:
             merged.setdefault(key, value)
@@ -159,7 +184,7 @@ def _dispatch(args: list[str], env: dict[str, str]) -> int:
     if first in (*HELP_FLAGS, "help"):
         return _help(rest)
     handlers: dict[str, Callable[[list[str], dict[str, str]], int]] = {
-        "plan": _plan, "doctor": _doctor, "bench": _bench, "preflight": _preflight, "run": _run}
+        "plan": _plan, "doctor": _doctor, "bench": _bench, "preflight": _preflight, "stacks": _stacks, "run": _run}
     if first in handlers:
         return handlers[first](rest, env)
     if first.startswith("--") and first != "--":  # torchpod's own top-level option, misspelt?
@@ -286,25 +311,33 @@ def check_workload(inv: Invocation) -> Invocation:
     return inv
 
 
-def _doctor_options(args: list[str]) -> dict[str, str] | None:
-    """The doctor's options by flag; None when -h/--help asked for its help."""
+def _own_options(args: list[str], cmd: Command) -> dict[str, str] | None:
+    """A command's own options by flag (each takes a value); None when -h/--help asked for its help."""
     opts: dict[str, str] = {}
-    known = [flag for flag in DOCTOR.flags() if flag not in HELP_FLAGS]
+    known = [flag for flag in cmd.flags() if flag not in HELP_FLAGS]
     i = 0
     while i < len(args):
         name, eq, value = args[i].partition("=")
         if name in HELP_FLAGS:
             return None
         if name not in known:
-            hint = did_you_mean(name, DOCTOR.flags())
-            raise InputError(f"unknown doctor option {args[i]!r}{'; ' + hint if hint else ''}; expected "
+            hint = did_you_mean(name, cmd.flags())
+            raise InputError(f"unknown {cmd.name} option {args[i]!r}{'; ' + hint if hint else ''}; expected "
                              f"{', '.join(known)}")
         if not eq:
             if i + 1 >= len(args):
-                raise InputError(f"doctor option {name} needs a value; e.g. {name}=VALUE")
+                raise InputError(f"{cmd.name} option {name} needs a value; e.g. {name}=VALUE")
             value, i = args[i + 1], i + 1
         opts[name] = value
         i += 1
+    return opts
+
+
+def _doctor_options(args: list[str]) -> dict[str, str] | None:
+    """The doctor's options by flag; None when -h/--help asked for its help."""
+    opts = _own_options(args, DOCTOR)
+    if opts is None:
+        return None
     fmt = opts.get("--format", "text")
     if fmt not in DOCTOR_FORMATS:
         raise InputError(f"--format {fmt!r} is not a doctor format; expected {' or '.join(DOCTOR_FORMATS)}")
@@ -322,6 +355,46 @@ def _doctor(args: list[str], env: dict[str, str]) -> int:
     fabric, checks = doctor.preflight(env, doctor.gather(env, sysfs, gpus.visible(env, gpu_count(env))[0]))
     print(doctor.report(checks, verdict, opts.get("--format", "text")))
     return doctor.exit_code(fabric, checks, verdict)
+
+
+def _stacks(args: list[str], env: dict[str, str]) -> int:
+    opts = _own_options(args, STACKS)
+    if opts is None:
+        print(command_help(STACKS))
+        return 0
+    fmt = opts.get("--format", "text")
+    if fmt not in STACKS_FORMATS:
+        raise InputError(f"--format {fmt!r} is not a stacks format; expected {' or '.join(STACKS_FORMATS)}")
+    wait = stacks.check_wait(opts.get("--wait", str(stacks.WAIT_DEFAULT_S)))
+    check_settings(env, STACKS.name)
+    run_id = opts.get("--run-id", "")
+    found = stacks.workers(run_id=run_id)
+    if not found:
+        of = f" of run {run_id!r}" if run_id else ""
+        raise InputError(f"no worker of `torchpod run`{of} runs on this node as this user; expected to be run "
+                         "where the job runs (e.g. `kubectl exec POD -- torchpod stacks`), as the job's user")
+    answers = stacks.collect(found, wait)
+    print(stacks.report(answers, gather_host(env), fmt))
+    return 0 if all(a.dump is not None for a in answers) else 1
+
+
+def gather_host(env: Mapping[str, str]) -> str:
+    """This node's name as the plan names it (TORCHPOD_HOSTNAME, else the hostname)."""
+    import socket
+
+    return setting(env, ENV_HOSTNAME) or socket.gethostname()
+
+
+def stacks_folder(env: dict[str, str]) -> str:
+    """A private folder for the workers' stack dumps (torchpod.stacks), in the workers' TMPDIR."""
+    import tempfile
+
+    try:
+        return tempfile.mkdtemp(prefix="torchpod-stacks-", dir=env.get("TMPDIR") or None)
+    except OSError as exc:
+        raise RuntimeFailure(f"cannot create a folder for the workers' stack dumps in "
+                             f"{env.get('TMPDIR') or tempfile.gettempdir()} ({exc.strerror or exc}); expected a "
+                             "writable TMPDIR") from None
 
 
 def with_preflight(env: Mapping[str, str], plan: LaunchPlan) -> LaunchPlan:
@@ -363,4 +436,11 @@ def run(inv: Invocation, env: dict[str, str], cwd: Path) -> int:
     )
     print(summary, file=sys.stderr, flush=True)
     private_home(plan)
-    return supervise(argv, child_env(env, plan), handled=plan.handled_signals)
+    workers = child_env(env, plan)
+    folder = workers[ENV_STACKS_DIR] = stacks_folder(workers)
+    code = supervise(argv, workers, handled=plan.handled_signals)
+    if code == 0:
+        shutil.rmtree(folder, ignore_errors=True)
+    elif any(Path(folder).glob("rank-*.stacks")):
+        print(f"torchpod: the workers' stack dumps are kept in {folder}", file=sys.stderr, flush=True)
+    return code

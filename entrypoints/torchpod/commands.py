@@ -90,7 +90,19 @@ PREFLIGHT = Command(
     f"{PREFLIGHT_MODULE}` does: every node's doctor checks, pairs of nodes timed, the slow node "
     "named.",
     (HELP,))
-COMMANDS: tuple[Command, ...] = (RUN, PLAN, DOCTOR, BENCH, PREFLIGHT)
+STACKS_FORMATS = ("text", "json")
+STACKS = Command(
+    "stacks", f"stacks [--run-id ID] [--wait SECONDS] [--format {'|'.join(STACKS_FORMATS)}]",
+    "every worker's Python stacks on this node, now",
+    "Print the Python stacks of every thread of every worker `torchpod run` started on this "
+    "node (as this user), with the line each rank is at, without stopping them; name a worker "
+    "that does not answer (frozen). Exit 0 when all answered, 1 when one did not, 2 when no "
+    "worker runs here.",
+    (Option("--run-id", "ID", "only the workers of this run (the rendezvous id `torchpod run` prints), where "
+                              "two jobs share the node"),
+     Option("--wait", "SECONDS", "how long to wait for the workers' answers (default 5)"),
+     Option("--format", "|".join(STACKS_FORMATS), "text (the default) or json"), HELP))
+COMMANDS: tuple[Command, ...] = (RUN, PLAN, DOCTOR, BENCH, PREFLIGHT, STACKS)
 BY_NAME = {c.name: c for c in COMMANDS}
 
 

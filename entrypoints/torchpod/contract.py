@@ -140,7 +140,7 @@ TEXT = Form("text", "printable text, without control characters", _printable)
 # The launcher's commands, and which of them read a setting. bench and preflight are
 # `run` with a workload of torchpod's own, so they read everything `run` reads; `plan` is
 # the plan of a run, so it checks those too: a value `run` would refuse, `plan` refuses.
-COMMANDS = ("plan", "run", "doctor", "bench", "preflight")
+COMMANDS = ("plan", "run", "doctor", "bench", "preflight", "stacks")
 _LAUNCHING = ("plan", "run", "bench", "preflight")
 _FABRIC = (*_LAUNCHING, "doctor")
 
@@ -165,7 +165,7 @@ ENV_RDZV_PORT = Setting("TORCHPOD_RDZV_PORT", "port of the rendezvous endpoints 
 ENV_RDZV_TIMEOUT = Setting("TORCHPOD_RDZV_TIMEOUT", "seconds to wait for all nodes to join the rendezvous",
                            form=SECONDS, commands=_LAUNCHING)
 ENV_HOSTNAME = Setting("TORCHPOD_HOSTNAME", "this node's name as the scheduler's host list spells it",
-                       "the hostname", form=HOST, commands=_LAUNCHING)
+                       "the hostname", form=HOST, commands=(*_LAUNCHING, "stacks"))
 ENV_SYSFS_ROOT = Setting("TORCHPOD_SYSFS_ROOT", "where sysfs is read for RDMA devices", SYSFS_ROOT_DEFAULT,
                          form=PATHS, commands=_FABRIC)
 ENV_PRESET = Setting("TORCHPOD_PRESET", "a machine shape whose NCCL fabric settings to apply "
@@ -210,12 +210,14 @@ GPU_VARS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 # Names torchpod writes, never reads as a setting: `torchpod plan --format shell`'s command
 # variable; the node number the plan names, in the workers' environment, so that a workload
 # (torchpod.preflight) names a node as the plan did where torch's GROUP_RANK differs (a
-# topology order); and the prefix of the result line workloads print for the
-# containers-as-nodes harness.
+# topology order); the private folder `torchpod run` made for its workers' stack dumps
+# (torchpod.stacks, read by `torchpod stacks`); and the prefix of the result line workloads
+# print for the containers-as-nodes harness.
 ENV_COMMAND = "TORCHPOD_COMMAND"
 ENV_NODE_RANK = "TORCHPOD_NODE_RANK"
+ENV_STACKS_DIR = "TORCHPOD_STACKS_DIR"
 RESULT_PREFIX = "TORCHPOD_RESULT "
-OUTPUTS = (ENV_COMMAND, ENV_NODE_RANK, RESULT_PREFIX.strip())
+OUTPUTS = (ENV_COMMAND, ENV_NODE_RANK, ENV_STACKS_DIR, RESULT_PREFIX.strip())
 
 
 def setting(env: Mapping[str, str], which: Setting) -> str:

@@ -102,6 +102,9 @@ def torchrun_args(plan: LaunchPlan) -> list[str]:
 # TMPDIR only when the user's value is unusable (a HOME the user cannot write), said in a
 # note; TORCHPOD_NODE_RANK is this launch's own (one inherited from an outer launch is stale).
 REPLACES = frozenset({"HOME", "TMPDIR", ENV_NODE_RANK})
+# Search paths a plan's env puts its folders in front of: its value ends with the user's,
+# which it then replaces (torchpod.cli.child_env), as `plan --format shell` exports it.
+PREPENDS = frozenset({"LD_LIBRARY_PATH", "PYTHONPATH"})
 
 # TORCHPOD_PREFLIGHT=1: the workers run torchpod.preflight, which execs the user's command
 # only when no node failed. How that command was given: a script (python -u SCRIPT), a

@@ -23,8 +23,9 @@ from .fabric import detect_fabric
 from .gpus import default_nproc
 from .options import Given, UserOptions, read_user_options
 from .order import ORDER_KEY, ORDERED_BACKENDS, domain_order, order_text, parse_order
-from .plan import LaunchPlan
+from .plan import PREPENDS, LaunchPlan
 from .schedulers.common import LOOPBACK, Detection, Facts, stable_id
+from .stacks import SHIM_DIR
 from .supervise import FORWARDED_NAMES, TERMINATING_NAMES
 from .torchrun_flags import Invocation
 from .values import Endpoint, NodeCount, check_host
@@ -344,8 +345,15 @@ def decide_env(env: Mapping[str, str], facts: Facts, backend: str, max_restarts:
         # group never re-forms. The opt-out republishes it every round.
         suggested.append(("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1"))
         notes.append("max_restarts > 0: TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 so a replaced node can rejoin")
+    # every worker's stacks on demand (torchpod.stacks): the shim's sitecustomize first on its path
+    shim = str(SHIM_DIR)
+    if (env.get("PYTHONPATH") or "").split(":")[0] != shim:
+        suggested.append(("PYTHONPATH", shim + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")))
+        notes.append("workers dump their Python stacks when `torchpod stacks` asks: torchpod's "
+                     "sitecustomize first on PYTHONPATH, then the image's own")
+
     def extends(k: str, v: str) -> bool:  # a prepend to the user's search path keeps their value
-        return k == "LD_LIBRARY_PATH" and (not env.get(k) or v.endswith(":" + env[k]))
+        return k in PREPENDS and (not env.get(k) or v.endswith(":" + env[k]))
 
     kept = [k for k, v in suggested if k in env and not extends(k, v)]
     if kept:

@@ -1,6 +1,7 @@
-"""The grammar of an OCI image reference, written once for every check of one: a job's
-``--image`` (manifests.spec.image_problem, manifests.policy) and an image definition's
-``base.image`` and names (definitions).
+"""The grammars torchpod checks values against, each written once: an OCI image reference
+(a job's ``--image``, manifests.spec.image_problem and manifests.policy; an image
+definition's ``base.image`` and names, definitions) and Kubernetes' object names (below the
+reference grammar).
 
 It is the grammar of the distribution project's reference package (distribution/reference,
 regexp.go), which Docker, containerd and the kubelet parse references with, translated to
@@ -57,3 +58,20 @@ def is_reference(value: object) -> bool:
         return False
     match = REFERENCE.fullmatch(value)
     return match is not None and len(match["name"]) <= NAME_MAX
+
+
+# --- Kubernetes names (k8s.io/apimachinery pkg/util/validation/validation.go, v0.37) ---------
+
+# IsDNS1123Label: a Namespace's or a node's name, at most 63
+DNS1123_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?", _A)
+DNS1123_LABEL_MAX = 63
+# IsDNS1035Label: a Service's name, which must start with a letter (so does a TrainJob's, by its CEL rule)
+DNS1035_LABEL = re.compile(r"[a-z](?:[-a-z0-9]*[a-z0-9])?", _A)
+# IsDNS1123Subdomain: most objects' names, a label key's prefix, at most 253
+DNS1123_SUBDOMAIN = re.compile(rf"{DNS1123_LABEL.pattern}(?:\.{DNS1123_LABEL.pattern})*", _A)
+DNS1123_SUBDOMAIN_MAX = 253
+# IsQualifiedName's name part (a label key after its prefix), at most 63
+QUALIFIED_NAME = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?", _A)
+QUALIFIED_NAME_MAX = 63
+# IsValidLabelValue: empty, or a qualified name's form, at most 63
+LABEL_VALUE = re.compile(rf"(?:{QUALIFIED_NAME.pattern})?", _A)

@@ -73,3 +73,16 @@ def test_both_checks_refuse_what_the_grammar_refuses():
     assert "is not an image reference" in spec.image_problem(ref)
     with pytest.raises(InputError, match=r"img\.yaml: base\.image="):
         definitions.check_image_ref(Path("img.yaml"), "base.image", ref)
+
+
+# k8s.io/apimachinery pkg/util/validation/validation_test.go's own good and bad examples
+@pytest.mark.parametrize("pattern, good, bad", [
+    (grammars.DNS1123_LABEL, ["a", "ab", "a-b", "0", "1-2", "a--b"], ["", "A", "-a", "a-", "a.b", "a_b", "ü"]),
+    (grammars.DNS1035_LABEL, ["a", "a-b", "a1"], ["0", "1a", "-a", "a-", "A"]),
+    (grammars.DNS1123_SUBDOMAIN, ["a", "a.b", "a-b.c-d", "0.a"], ["", "a..b", ".a", "a.", "A.b", "a_b"]),
+    (grammars.QUALIFIED_NAME, ["a", "A", "a.b", "a_b", "A-B.c_d", "9"], ["", "-a", "a-", "a/b", "a b"]),
+    (grammars.LABEL_VALUE, ["", "a", "A.b-c_d"], ["-", "a-", "a b", "a/b"]),
+])
+def test_each_kubernetes_name_grammar_takes_what_apimachinery_takes(pattern, good, bad):
+    assert all(pattern.fullmatch(v) for v in good), [v for v in good if not pattern.fullmatch(v)]
+    assert not any(pattern.fullmatch(v) for v in bad), [v for v in bad if pattern.fullmatch(v)]

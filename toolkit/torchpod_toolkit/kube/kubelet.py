@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchpod.errors import RuntimeFailure, one_line
+from torchpod_toolkit import grammars
 from torchpod_toolkit.manifests import spec as spec_mod
 
 from . import kubeletlogs, podargs
@@ -48,7 +49,7 @@ LEASE_NAMESPACE = "kube-node-lease"
 LEASE_SECONDS = 40  # the kubelet's default nodeLeaseDurationSeconds
 RENEW_SECONDS = 10.0  # a quarter of it, as the kubelet renews
 ARCH = "amd64"
-NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
+NODE_NAME = grammars.DNS1123_LABEL
 
 
 def rdma_resources() -> tuple[str, ...]:

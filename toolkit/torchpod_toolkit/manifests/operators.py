@@ -85,6 +85,8 @@ from typing import Any, Mapping, Sequence
 from torchpod.contract import PYTORCHJOB_PORT, TRAINER_PORT
 from torchpod.errors import InputError
 
+from .. import grammars
+
 # What Kubernetes sets in every container (the API server's Service); the harness's
 # non-manifest scenarios (cluster/topology.py) set the same.
 K8S_ENV = (("KUBERNETES_SERVICE_HOST", "10.96.0.1"), ("KUBERNETES_SERVICE_PORT", "443"))
@@ -335,7 +337,7 @@ def pytorchjob(job: Obj, node_names: Sequence[str] = ()) -> list[Pod]:
 
 # What the torch plugin sets and so refuses in trainer.env (pkg/constants TorchRunReservedEnvNames).
 TRAINER_RESERVED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
-_TRAINJOB_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?", re.ASCII)  # the TrainJob's CEL rule
+_TRAINJOB_NAME = grammars.DNS1035_LABEL  # the TrainJob's CEL rule
 _QUANTITY = re.compile(r"([0-9]+)(?:\.([0-9]+))?(m?)", re.ASCII)
 
 

@@ -17,10 +17,12 @@ from dataclasses import dataclass
 
 from torchpod.errors import InputError
 
+from .. import grammars
+
 _A = re.ASCII
-_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", _A)
-_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", _A)
-_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?", _A)
+_SUBDOMAIN = grammars.DNS1123_SUBDOMAIN
+_NAME = grammars.QUALIFIED_NAME
+_VALUE = grammars.LABEL_VALUE
 # A path inside the container or on the host: absolute, and only characters that no bind
 # syntax (',' ':'), shell or comment reads as anything else.
 _PATH = re.compile(r"/[A-Za-z0-9/._+@-]*", _A)

@@ -14,6 +14,7 @@ import re
 
 from torchpod.errors import InputError
 
+from .. import grammars
 from .kinds.record import JobKind, NameRule
 
 _A = re.ASCII
@@ -22,7 +23,7 @@ _A = re.ASCII
 # (k8s.io/apimachinery pkg/util/validation IsDNS1035Label), held to 40 characters so that
 # every pod an operator derives from it stays a label (spec.pod_name_room). A kind whose
 # batch system has its own grammar declares it (JobKind.job_name).
-DNS_NAME = NameRule(r"[a-z]([-a-z0-9]*[a-z0-9])?", 40, "a DNS label starting with a letter (lower-case letters, "
+DNS_NAME = NameRule(grammars.DNS1035_LABEL.pattern, 40, "a DNS label starting with a letter (lower-case letters, "
                                                          "digits, '-')")
 # A queue, partition, account, QoS or reservation name: no scheduler's list separator in it
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*", _A)
@@ -41,7 +42,7 @@ _GPU_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", _A)
 # minutes:seconds, hours:minutes:seconds, days-hours, days-hours:minutes, days-hours:minutes:seconds
 _SWITCHES = re.compile(r"[1-9][0-9]{0,4}(?:@(?:[0-9]{1,6}(?::[0-5][0-9]){0,2}|[0-9]{1,3}-[0-9]{1,2}"
                        r"(?::[0-5][0-9]){0,2}))?", _A)
-_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", _A)
+_SUBDOMAIN = grammars.DNS1123_SUBDOMAIN
 
 
 def _flag(name: str) -> str:

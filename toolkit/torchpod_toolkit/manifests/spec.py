@@ -70,16 +70,16 @@ NODE_RANGE_KINDS = tuple(sorted(jobs.having("node_range")))
 _A = re.ASCII
 # Kubernetes names: a DNS-1123 label (k8s.io/apimachinery pkg/util/validation IsDNS1123Label,
 # at most 63). The job name also names Services, so it must start with a letter (DNS-1035).
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", _A)
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", _A)
-_QUALIFIED_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", _A)
+_DNS1123_LABEL = grammars.DNS1123_LABEL
+_DNS1123_SUBDOMAIN = grammars.DNS1123_SUBDOMAIN
+_QUALIFIED_NAME = grammars.QUALIFIED_NAME
 # An image reference: distribution/reference's grammar, written once in torchpod_toolkit.grammars.
 _HEX = re.compile(r"[0-9a-f]+", _A)
 _WALLTIME = re.compile(r"([0-9]{1,5}):([0-5][0-9]):([0-5][0-9])", _A)
 # Slurm's days form, D-HH:MM:SS (sbatch(1) --time "days-hours:minutes:seconds"), which the
 # check turns into hours (HH:MM:SS) so that PBS's walltime and LSF's -W take it too
 _WALLTIME_DAYS = re.compile(r"([0-9]{1,3})-([0-9]{1,2}):([0-5][0-9]):([0-5][0-9])", _A)
-_HOSTNAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", _A)
+_HOSTNAME = grammars.QUALIFIED_NAME  # a host of letters, digits and inner '-', '_', '.'
 _DIGITS = re.compile(r"[0-9]+", _A)
 # A host path that goes into an Apptainer --bind, Docker -v, enroot --mount or pyxis
 # --container-mounts: those split on ',' and ':', and the path also reaches a shell and a
