@@ -81,6 +81,8 @@ def cluster(kube, docker_client, cluster_image, session_id, tmp_path_factory) ->
 # The kinds of the Kubernetes first-job page whose operators this module runs (Volcano's are
 # test_kube_volcano's), each trained side by side on the one plane.
 PAGE_KINDS = ("kubeflow", "kubeflow-elastic", "trainer", "jobset", "lws", "runai")
+SUBMITTED = "trainer"  # the kind submitted in one step (--submit), as the page offers
+OWN_IMAGE_KIND = "jobset"  # the kind whose job runs an image of the user's own
 
 # An image of the user's own: torchpod installed in it, and an ENTRYPOINT of its own, as NVIDIA's
 # NGC images have (/opt/nvidia/nvidia_entrypoint.sh: a banner, then `exec "$@"`)
@@ -117,21 +119,22 @@ def test_the_kubernetes_first_job_page_holds_for_each_kind_it_names(cluster, tmp
 
 
 def page_kinds(cluster: Cluster, tmp_path) -> None:
-    jobs_ = {k: first_job.submit_page(cluster, k, tmp_path, by_submit=k == "trainer",
-                                      image=OWN_IMAGE if k == "jobset" else "") for k in PAGE_KINDS}
+    jobs_ = {k: first_job.submit_page(cluster, k, tmp_path, by_submit=k == SUBMITTED,
+                                      image=OWN_IMAGE if k == OWN_IMAGE_KIND else "") for k in PAGE_KINDS}
     for job in jobs_.values():
         first_job.watch_page(cluster, job)
     for kind, job in jobs_.items():
-        if kind == "runai":
-            continue
-        if kind == "lws":
-            wait(cluster, job.namespace, "leaderworkersets.leaderworkerset.x-k8s.io", "train", "leader and worker "
+        if f"schedulerName: {model_operators.RUNAI_SCHEDULER}" in job.path.read_text():
+            continue  # its pods wait for a scheduler no module here runs
+        serves = first_job.done_command(job.row, job.namespace, int(WAIT)) is None  # the table: it never ends
+        if serves:
+            wait(cluster, job.namespace, job.row.watch[job.row.watch.index("get") + 1], "train", "every pod's run "
                  "exit 0", lambda ns=job.namespace: len(first_success(runs(cluster, ns))) == 2)
         else:
             first_job.wait_page(cluster, job, int(WAIT))
-        # an LWS group is recreated after each run: any moment's logs hold at least one rank's line
-        want = 1 if kind == "lws" else 2
-        results = settled(lambda job=job: [r for r in first_job.results_page(cluster, job, churn=job.kind == "lws")
+        # a serving group (LWS) is recreated after each run: any moment's logs hold at least one rank's line
+        want = 1 if serves else 2
+        results = settled(lambda job=job, serves=serves: [r for r in first_job.results_page(cluster, job, churn=serves)
                                            if r.get("workload") == "ddp_resnet"],
                           lambda found, want=want: len(found) >= want, EXITING)
         assert len(results) >= want and all(r["ok"] and r["steps"] == 2 for r in results), (kind, results)
@@ -144,7 +147,7 @@ def page_kinds(cluster: Cluster, tmp_path) -> None:
         assert len({r["hostname"] for r in ddp}) == 2, ddp
         assert_ranks_follow_the_named_nodes(done, text, "ddp_resnet")
         assert_model_agrees(cluster, job.namespace, job.path)
-        if kind == "jobset":  # the pods named their command: the image's own ENTRYPOINT never ran
+        if kind == OWN_IMAGE_KIND:  # the pods named their command: the image's own ENTRYPOINT never ran
             assert "- torchpod\n" in job.path.read_text() and all(OWN_BANNER not in r.log for r in done), text[-3000:]
     # the Worker waited for the Master's name in the operator's own init container
     inits = cluster.docker.containers.list(all=True, filters={"label": [

@@ -10,11 +10,12 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
 import time
+
+from torchpod_toolkit.kube.plane import free_ports
 
 HUNG = textwrap.dedent("""
     import time
@@ -33,18 +34,12 @@ HUNG = textwrap.dedent("""
 ALL_REDUCE_LINE = 13  # `dist.all_reduce(...)` above, counting the blank first line
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_stacks_names_where_each_rank_of_a_hung_job_is(tmp_path):
     script = tmp_path / "hung.py"
     script.write_text(HUNG)
     assert script.read_text().splitlines()[ALL_REDUCE_LINE - 1].strip().startswith("dist.all_reduce")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "TORCHPOD_", "SLURM_", "PBS_"))}
-    env.update(CUDA_VISIBLE_DEVICES="", GLOO_SOCKET_IFNAME="lo", TORCHPOD_RDZV_PORT=str(_free_port()),
+    env.update(CUDA_VISIBLE_DEVICES="", GLOO_SOCKET_IFNAME="lo", TORCHPOD_RDZV_PORT=str(free_ports(1)[0]),
                TMPDIR=str(tmp_path))
     run = subprocess.Popen([sys.executable, "-m", "torchpod", "run", "--nproc-per-node", "2", str(script)],
                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
