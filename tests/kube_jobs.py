@@ -33,7 +33,8 @@ from cluster_helpers import EXAMPLES, LABEL, label_value
 from kube_helpers import Kube, require_operator, settled, until
 
 NODES = 3
-WAIT = 180.0  # seconds a job has to succeed: pods start in seconds, the check trains in a few
+WAIT = 300.0  # seconds a job has to succeed: pods start in seconds, the check trains in a few (a bound: a
+# passing job never waits it out; a plane beside the tier's other tests on two cores once took 190 s)
 EXITING = 60.0  # seconds a pod's run has to end once its job succeeded
 REFUSED = ("FailedCreate", "FailedCreatePod")  # a controller's event: the API refused a pod it made
 # ...except that it exists: a controller that names its pods (training-operator v1.8.1 names

@@ -128,9 +128,15 @@ def materialise(case: Case, root: Path) -> tuple[dict[str, str], Facts]:
 SHIM_PATH = ("PYTHONPATH", str(SHIM_DIR))
 
 
+# what every plan adds whatever the node: the hang watch's window (its default) and torch's
+# flight recorder (torchpod.watch)
+WATCH_ENV = {("TORCHPOD_STALL_WINDOW", "300"), ("TORCH_FR_BUFFER_SIZE", "2000")}
+
+
 def added_by_node(env_pairs) -> dict[str, str]:
-    """A plan's env without the shim's PYTHONPATH (when the caller had none)."""
-    return {k: v for k, v in env_pairs if (k, v) != SHIM_PATH}
+    """A plan's env without what every plan adds: the shim's PYTHONPATH (when the caller had
+    none) and WATCH_ENV."""
+    return {k: v for k, v in env_pairs if (k, v) != SHIM_PATH and (k, v) not in WATCH_ENV}
 
 
 def plan_for(env, argv=(), facts: Facts | None = None, script="train.py"):

@@ -59,6 +59,7 @@ from .contract import (
     ENV_NODE_RANK,
     ENV_PREFLIGHT,
     ENV_STACKS_DIR,
+    ENV_STALL_WINDOW,
     check_settings,
     setting,
     switch,
@@ -80,6 +81,7 @@ from .plan import (
 from .resolve import resolve
 from .supervise import supervise
 from .torchrun_flags import Invocation, split_command_line
+from .watch import EXIT_HANG, node
 from .words import did_you_mean
 
 # The launcher's entry, and the facts it gathers (torchpod.facts) under the names callers
@@ -438,7 +440,15 @@ def run(inv: Invocation, env: dict[str, str], cwd: Path) -> int:
     private_home(plan)
     workers = child_env(env, plan)
     folder = workers[ENV_STACKS_DIR] = stacks_folder(workers)
-    code = supervise(argv, workers, handled=plan.handled_signals)
+    # the hang watch: the workers' threads write a verdict here; this ends the job on it
+    watcher = node.Watcher(folder).start() if setting(workers, ENV_STALL_WINDOW) not in ("", "off") else None
+    try:
+        code = supervise(argv, workers, handled=plan.handled_signals)
+    finally:
+        if watcher is not None:
+            watcher.close()
+    if watcher is not None and watcher.verdict is not None:
+        return EXIT_HANG
     if code == 0:
         shutil.rmtree(folder, ignore_errors=True)
     elif any(Path(folder).glob("rank-*.stacks")):

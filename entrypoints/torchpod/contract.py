@@ -135,6 +135,8 @@ NAME = Form("a name", "letters, digits, '.', '_' and '-'", _matching(r"[A-Za-z0-
 HOST = Form("a host name", "a name as the host list spells it: letters, digits, '.', '-', '_' and ':'",
             _matching(r"[A-Za-z0-9_.:-]{1,253}"))
 PATHS = Form("a path", "paths (':'-separated where several are taken) without control characters", _printable)
+WINDOW = Form("a stall window", "off, or a whole number of seconds from 10 to 86400",
+              lambda text: text == "off" or _whole(10, 86_400)(text))
 TEXT = Form("text", "printable text, without control characters", _printable)
 
 # The launcher's commands, and which of them read a setting. bench and preflight are
@@ -184,11 +186,15 @@ ENV_SITE_LIB = Setting("TORCHPOD_SITE_LIB", "':'-separated directories holding t
                        form=PATHS, commands=_FABRIC)
 ENV_NET_PIN = Setting("TORCHPOD_NCCL_NET_PIN", "1: on InfiniBand/RoCE pin NCCL_NET=IB so a job that cannot use "
                       "RDMA fails at init; 0: let NCCL fall back to sockets", "1", form=SWITCH, commands=_FABRIC)
+ENV_STALL_WINDOW = Setting("TORCHPOD_STALL_WINDOW", "seconds without a rank going past a collective others wait in "
+                           "(or without its beat) before the job's stacks and flight recorder are gathered, the "
+                           "culprit named and the job ended with exit code 124 (torchpod.watch); off: not watched",
+                           "300", form=WINDOW, commands=_LAUNCHING)
 
 # Every variable torchpod reads, in the order --help lists them.
 SETTINGS: tuple[Setting, ...] = (ENV_SCHEDULER, ENV_RDZV_PORT, ENV_RDZV_TIMEOUT, ENV_HOSTNAME, ENV_SYSFS_ROOT,
                                  ENV_PRESET, ENV_DOCTOR, ENV_PREFLIGHT, ENV_PREFLIGHT_UNDECIDED, ENV_SITE_LIB,
-                                 ENV_NET_PIN)
+                                 ENV_NET_PIN, ENV_STALL_WINDOW)
 
 # The variables each batch system's detector reads (torchpod.schedulers.<name>.READS is this
 # entry; tests/unit/torchpod/schedulers check that the detector reads no other). A job script

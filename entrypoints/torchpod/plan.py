@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 from . import __version__
-from .contract import ENV_DOCTOR, ENV_NODE_RANK, ENV_PREFLIGHT, PREFLIGHT_MODULE
+from .contract import ENV_DOCTOR, ENV_NODE_RANK, ENV_PREFLIGHT, ENV_STALL_WINDOW, PREFLIGHT_MODULE
 from .errors import InputError
 from .supervise import FORWARDED_NAMES, TERMINATING_NAMES
 from .values import Endpoint, NodeCount
@@ -100,8 +100,9 @@ def torchrun_args(plan: LaunchPlan) -> list[str]:
 
 # The variables a plan's env replaces rather than leaves alone: torchpod.home adds HOME and
 # TMPDIR only when the user's value is unusable (a HOME the user cannot write), said in a
-# note; TORCHPOD_NODE_RANK is this launch's own (one inherited from an outer launch is stale).
-REPLACES = frozenset({"HOME", "TMPDIR", ENV_NODE_RANK})
+# note; TORCHPOD_NODE_RANK is this launch's own (one inherited from an outer launch is stale);
+# the stall window is the setting as the launcher read it (a blank one reads as its default).
+REPLACES = frozenset({"HOME", "TMPDIR", ENV_NODE_RANK, ENV_STALL_WINDOW.name})
 # Search paths a plan's env puts its folders in front of: its value ends with the user's,
 # which it then replaces (torchpod.cli.child_env), as `plan --format shell` exports it.
 PREPENDS = frozenset({"LD_LIBRARY_PATH", "PYTHONPATH"})

@@ -17,18 +17,27 @@ from dataclasses import dataclass
 from typing import Generic, Mapping, TypeVar
 
 from . import home, schedulers
-from .contract import ENV_NODE_RANK, ENV_RDZV_TIMEOUT, ENV_SCHEDULER, TORCHRUN_MASTER_PORT, number
+from .contract import (
+    ENV_NODE_RANK,
+    ENV_RDZV_TIMEOUT,
+    ENV_SCHEDULER,
+    ENV_STALL_WINDOW,
+    TORCHRUN_MASTER_PORT,
+    number,
+    setting,
+)
 from .errors import InputError
 from .fabric import detect_fabric
 from .gpus import default_nproc
 from .options import Given, UserOptions, read_user_options
 from .order import ORDER_KEY, ORDERED_BACKENDS, domain_order, order_text, parse_order
-from .plan import PREPENDS, LaunchPlan
+from .plan import PREPENDS, REPLACES, LaunchPlan
 from .schedulers.common import LOOPBACK, Detection, Facts, stable_id
 from .stacks import SHIM_DIR
 from .supervise import FORWARDED_NAMES, TERMINATING_NAMES
 from .torchrun_flags import Invocation
 from .values import Endpoint, NodeCount, check_host
+from .watch import EXIT_HANG, FR_BUFFER_SIZE
 from .words import plural
 
 T = TypeVar("T")
@@ -352,8 +361,16 @@ def decide_env(env: Mapping[str, str], facts: Facts, backend: str, max_restarts:
         notes.append("workers dump their Python stacks when `torchpod stacks` asks: torchpod's "
                      "sitecustomize first on PYTHONPATH, then the image's own")
 
+    # the hang watch (torchpod.watch): its window for the workers' watch threads, and torch's
+    # flight recorder armed, where the job set neither
+    stall = setting(env, ENV_STALL_WINDOW) or ENV_STALL_WINDOW.default or "off"
+    if stall != "off":
+        suggested += [(ENV_STALL_WINDOW.name, stall), ("TORCH_FR_BUFFER_SIZE", FR_BUFFER_SIZE)]
+        notes.append(f"hang watch: a rank that keeps the others waiting {stall} s is named and the job ends "
+                     f"(exit {EXIT_HANG}); torch's flight recorder keeps the last {FR_BUFFER_SIZE} collectives")
+
     def extends(k: str, v: str) -> bool:  # a prepend to the user's search path keeps their value
-        return k in PREPENDS and (not env.get(k) or v.endswith(":" + env[k]))
+        return (k in PREPENDS and (not env.get(k) or v.endswith(":" + env[k]))) or k in REPLACES
 
     kept = [k for k, v in suggested if k in env and not extends(k, v)]
     if kept:

@@ -48,6 +48,8 @@ WAIT_MAX_S = 600.0
 _FRAME = re.compile(r'\s*File "(?P<file>[^"]*)", line (?P<line>[0-9]+) in (?P<func>\S+)')
 # where the interpreter and installed packages live: not the script's own frames
 _LIBRARY = re.compile(r"/(?:site-packages|dist-packages)/|/lib/python3\.[0-9]+/|^<frozen ")
+# the launcher's own frames (the hang watch's thread, torchpod.watch.worker), wherever it is installed
+_LAUNCHER = str(Path(__file__).resolve().parent) + os.sep
 
 
 @dataclass(frozen=True)
@@ -166,11 +168,11 @@ def collect(found: Sequence[Worker], wait: float, clock=time.monotonic, sleep=ti
 
 def innermost(dump: str) -> str:
     """``FILE:LINE in FUNC``, the innermost frame of the first thread that has one outside
-    the interpreter and its packages (faulthandler prints each thread innermost first); ""
-    when every frame is the library's."""
+    the interpreter, its packages and torchpod (faulthandler prints each thread innermost
+    first); "" when every frame is the library's."""
     for line in dump.splitlines():
         frame = _FRAME.match(line)
-        if frame and not _LIBRARY.search(frame["file"]):
+        if frame and not _LIBRARY.search(frame["file"]) and not frame["file"].startswith(_LAUNCHER):
             return f"{frame['file']}:{frame['line']} in {frame['func']}"
     return ""
 

@@ -43,6 +43,18 @@ def module_scoped(item) -> bool:
                if defs and defs[-1].argname != "request")
 
 
+# A test of this many containers as nodes or more starts a torch process group each: two of
+# them side by side on two cores (24 processes importing torch at once) held a twelve-node
+# rendezvous past its join timeout. They share a group, so one runs at a time.
+MANY_NODES = 8
+
+
+def many_nodes(item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    count = callspec.params.get("nodes", 0) if callspec is not None else 0
+    return isinstance(count, int) and count >= MANY_NODES
+
+
 # first: pytest-xdist reads the groups in its own hook of this name, on each worker
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
@@ -54,6 +66,8 @@ def pytest_collection_modifyitems(items):
             # fixture share a worker; every other test goes to whichever worker is free
             if module_scoped(item):
                 item.add_marker(pytest.mark.xdist_group(name=item.path.name))
+            elif many_nodes(item):
+                item.add_marker(pytest.mark.xdist_group(name="many-nodes"))
             if item.path.name in SOLO:
                 item.add_marker(pytest.mark.solo)
 

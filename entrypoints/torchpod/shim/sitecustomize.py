@@ -1,5 +1,6 @@
 """torchpod's sitecustomize for torchrun's workers: every thread's Python stack to a file on
-a signal (SIGRTMIN+5), then the sitecustomize this one shadows.
+a signal (SIGRTMIN+5), the hang watch's thread where a stall window is set, then the
+sitecustomize this one shadows.
 
 Armed only in a worker torchrun started for `torchpod run`: TORCHPOD_STACKS_DIR set, and the
 RANK, LOCAL_RANK and ROLE_RANK torchrun gives each worker (a pod's own RANK, which Kubeflow
@@ -19,11 +20,11 @@ import os
 import sys
 
 
-def _arm() -> None:
+def _arm() -> bool:
     folder, rank = os.environ.get("TORCHPOD_STACKS_DIR"), os.environ.get("RANK", "")
     numbers = (rank, os.environ.get("LOCAL_RANK", ""), os.environ.get("ROLE_RANK", ""))
     if not folder or not all(n.isascii() and n.isdigit() for n in numbers):
-        return
+        return False
     import faulthandler
     import signal
 
@@ -31,7 +32,7 @@ def _arm() -> None:
         fd = os.open(os.path.join(folder, f"rank-{int(rank)}.pid-{os.getpid()}.stacks"),
                      os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
     except OSError:
-        return
+        return False
     # a descriptor, not a file object: nothing can close it under the handler (Python 3.5+ takes one).
     # A real-time signal: torchrun forwards none, and no training stack uses it, where SIGUSR1 and
     # SIGUSR2 are the schedulers' (Slurm --signal) and torchrun's --signals-to-handle
@@ -39,6 +40,18 @@ def _arm() -> None:
     # said only once armed: `torchpod stacks` signals no process whose file lacks this line, as
     # the signal's default action would end it
     os.write(fd, f"torchpod: rank {int(rank)} pid {os.getpid()} armed\n".encode())
+    return True
+
+
+def _watch() -> None:
+    """The hang watch (torchpod.watch.worker), which starts its thread where `torchpod run`
+    set a stall window: a daemon that waits for torch.distributed, so nothing of torch is
+    imported here."""
+    try:
+        from torchpod.watch import worker
+    except ImportError:  # a worker whose Python is not the launcher's
+        return
+    worker.start()
 
 
 def _chain() -> None:
@@ -53,5 +66,6 @@ def _chain() -> None:
     found.loader.exec_module(module)
 
 
-_arm()
+if _arm():
+    _watch()
 _chain()

@@ -286,7 +286,7 @@ def test_main_help_names_every_scheduler_of_the_registry(capsys):
 # --- the settings a command reads are the ones its help lists ---------------------------------
 
 BAD = {"a switch": "yes", "a TCP port": "http", "a number of seconds": "soon", "a name": "a b",
-       "a host name": "a b", "a path": "a\x1bb", "text": "a\x1bb"}
+       "a host name": "a b", "a path": "a\x1bb", "text": "a\x1bb", "a stall window": "0"}
 
 
 def _command_line(command: str) -> list[str]:

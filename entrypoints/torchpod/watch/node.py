@@ -1,0 +1,103 @@
+"""What `torchpod run` does with a hang verdict its workers wrote.
+
+A worker's watch thread (torchpod.watch.worker) writes the job's verdict as
+``verdict.json`` into the node's private folder (TORCHPOD_STACKS_DIR). ``Watcher`` polls
+for it beside the supervised torchrun; once there it prints the verdict on stderr (the HPC
+job's output, the pod's log), writes it as the container's termination message where
+Kubernetes gave one (``/dev/termination-log``, the default terminationMessagePath, which
+`kubectl describe pod` shows as the container's Message; the kubelet keeps its first 4096
+bytes: kubernetes pkg/kubelet/kuberuntime, ``maxContainerTerminationMessageLength``), and
+only then stops torchrun with SIGTERM, as `docker stop` would: every rank's stacks and
+flight recorder are already on disk. `torchpod run` then exits EXIT_HANG.
+
+The verdict file is read as any file the launcher did not write: bounded and checked
+(torchpod.readers); one that is not a verdict is one line, and the job goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Callable
+
+from .. import readers
+from ..errors import InputError
+
+VERDICT = "verdict.json"
+VERDICT_CAP = 64 * readers.KiB
+TERMINATION_LOG = "/dev/termination-log"
+TERMINATION_CAP = 4096  # what the kubelet keeps of a container's message
+POLL_S = 1.0
+
+
+def parse(data: str) -> list[str]:
+    """The verdict's lines, or InputError naming what the file holds instead."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        raise InputError("the hang verdict is not JSON") from None
+    said = value.get("lines") if isinstance(value, dict) else None
+    if not (isinstance(said, list) and said and len(said) <= 1000
+            and all(isinstance(x, str) and x.isprintable() for x in said)):
+        raise InputError("the hang verdict holds no lines of printable text")
+    return said
+
+
+def termination_message(said: list[str], path: str = TERMINATION_LOG) -> bool:
+    """The verdict as the container's termination message, where the file Kubernetes made is."""
+    try:
+        if not Path(path).is_file():
+            return False
+        data = "\n".join(said).encode()[:TERMINATION_CAP]
+        with open(path, "wb") as out:
+            out.write(data)
+        return True
+    except OSError:
+        return False
+
+
+class Watcher:
+    """Polls ``folder`` for the verdict; on one, says it and calls ``stop`` once."""
+
+    def __init__(self, folder: str, stop: Callable[[], None] | None = None,
+                 termination_log: str = TERMINATION_LOG, poll_s: float = POLL_S):
+        self.path = Path(folder) / VERDICT
+        self.stop_job = stop or (lambda: os.kill(os.getpid(), signal.SIGTERM))
+        self.termination_log, self.poll_s = termination_log, poll_s
+        self.verdict: list[str] | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="torchpod-hang", daemon=True)
+
+    def start(self) -> "Watcher":
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._done.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        while not self._done.wait(self.poll_s):
+            if not self.path.exists():
+                continue
+            try:
+                said = parse(readers.read_text(self.path, what="the hang verdict", expected="a verdict its "
+                                               "workers wrote", cap=VERDICT_CAP))
+            except InputError as exc:
+                print(f"torchpod: {exc}; the job goes on", file=sys.stderr, flush=True)
+                self.path.unlink(missing_ok=True)
+                continue
+            self.verdict = said
+            for line in said:
+                print(line, file=sys.stderr, flush=True)
+            if termination_message(said, self.termination_log):
+                print(f"torchpod: hang: the verdict is the container's termination message "
+                      f"({self.termination_log})", file=sys.stderr, flush=True)
+            print(f"torchpod: hang: evidence kept in {self.path.parent}; stopping the job", file=sys.stderr,
+                  flush=True)
+            self.stop_job()
+            return

@@ -1,0 +1,49 @@
+"""torchpod.watch.worker's pure parts: the flight recorder's default group and a stack's own
+frame are read as torch 2.13 writes them; the beat's period follows the window; a worker
+without its window, folder or ranks starts no thread (the thread itself runs on real gloo
+ranks in tests/integration/torchpod/watch/test_worker.py)."""
+
+from __future__ import annotations
+
+import traceback
+
+import pytest
+
+from torchpod.watch import worker
+
+
+# torch 2.13's _dump_fr_trace_json for a gloo group (entries trimmed to the fields read)
+def entry(seq, op="gloo:all_reduce", sizes=((10,),), group=("0", "default_pg"), p2p=False):
+    return {"collective_seq_id": seq, "profiling_name": op, "input_sizes": [list(s) for s in sizes],
+            "process_group": list(group), "is_p2p": p2p, "state": "scheduled"}
+
+
+def test_the_default_groups_highest_collective_is_read_from_the_flight_recorder():
+    dump = {"entries": [entry(1), entry(3, "gloo:broadcast", ((4, 2),)), entry(2),
+                        entry(9, group=("1", "sub")), entry(8, p2p=True)]}
+    assert worker.last_collective(dump) == (3, "gloo:broadcast", "[[4,2]]")
+    assert worker.last_collective({}) == (0, "", "")
+    assert worker.last_collective({"entries": [None, 5, {"collective_seq_id": True}, entry("7")]}) == (0, "", "")
+
+
+def test_the_innermost_own_frame_skips_the_interpreters_and_packages_frames(tmp_path):
+    roots = ("/usr/lib/python3.11", "/venv/lib/python3.11/site-packages")
+    frames = traceback.StackSummary.from_list([
+        ("/work/train.py", 30, "<module>", None), ("/work/train.py", 12, "step", None),
+        ("/venv/lib/python3.11/site-packages/torch/distributed/c10d.py", 900, "all_reduce", None),
+        ("/usr/lib/python3.11/threading.py", 320, "wait", None)])
+    assert worker.innermost(frames, roots) == "/work/train.py:12 in step"
+    assert worker.innermost(frames[2:], roots).startswith("/usr/lib/python3.11/threading.py:320")
+    assert worker.innermost(traceback.StackSummary(), roots) == "no Python frame"
+
+
+@pytest.mark.parametrize("window, seconds", [(10, 1.0), (30, 3.0), (300, 5.0), (86400, 5.0)])
+def test_beats_come_a_tenth_of_the_window_apart_between_one_and_five_seconds(window, seconds):
+    assert worker.period(window) == seconds
+
+
+@pytest.mark.parametrize("env", [{}, {"TORCHPOD_STACKS_DIR": "/x"}, {"TORCHPOD_STALL_WINDOW": "off"},
+                                 {"TORCHPOD_STALL_WINDOW": "0", "TORCHPOD_STACKS_DIR": "/x"},
+                                 {"TORCHPOD_STALL_WINDOW": "30", "TORCHPOD_STACKS_DIR": "/x"}])
+def test_a_worker_without_a_window_a_folder_or_its_ranks_is_not_watched(env):
+    assert worker.start(env) is None
