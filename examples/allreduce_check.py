@@ -29,6 +29,11 @@ import torch.distributed as dist  # noqa: E402
 from common import first_allreduce, gather_hostnames, log, result, setup  # noqa: E402
 
 
+def stall_before_the_collective(seconds: float) -> None:
+    log(f"stalling {seconds:g} s before the all-reduce the others wait in")
+    time.sleep(seconds)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--expect-world", type=int, default=None, help="fail unless the world has this many ranks")
@@ -39,6 +44,9 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="collective timeout, seconds")
     parser.add_argument("--report-env", action="append", default=[], metavar="NAME",
                         help="put this variable's value in the result (did the job's environment reach the worker?)")
+    parser.add_argument("--stall-rank", type=int, default=None, metavar="RANK",
+                        help="this rank stalls before the checked all-reduce (a hang for torchpod's watch to name)")
+    parser.add_argument("--stall-seconds", type=float, default=600.0, help="how long --stall-rank stalls")
     args = parser.parse_args(argv)
 
     device = setup(args.timeout)
@@ -50,6 +58,8 @@ def main(argv=None) -> int:
     index = torch.arange(args.size, dtype=torch.float32, device=device)
     expected = world * (world + 1) / 2 + world * index
     ok, bad = True, 0
+    if rank == args.stall_rank:
+        stall_before_the_collective(args.stall_seconds)
     for step in range(args.steps):
         t = rank + 1 + index
         dist.all_reduce(t)

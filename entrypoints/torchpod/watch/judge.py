@@ -12,8 +12,9 @@ on every backend:
 - **behind**: some ranks entered collective S a whole stall window ago and no rank has
   entered a later one since, while other ranks are still before S. Those others keep the
   job waiting: a straggler catches up within the window, a hang does not.
-- **silent**: a rank's beat has not moved for a whole stall window (its process is frozen,
-  its node paused or cut off from the store).
+- **silent**: a rank's beat has not moved for a whole stall window and SILENT_GRACE_S more
+  (its process is frozen, its node paused or cut off from the store); the grace keeps a
+  rank whose thread was starved of CPU for a while, on an overloaded node, from being named.
 - **mismatch**: every rank entered collective S a window ago, nobody went further, and the
   ranks disagree on its op or sizes: the ranks outside the largest agreeing group called
   something else (on a tie, the groups without the lowest rank).
@@ -40,6 +41,7 @@ REPORT_CAP = 64 * 1024  # bytes of one report (its stack is cut to STACK_CAP fir
 STACK_CAP = 16 * 1024
 TEXT_CAP = 300  # one field's characters (an op, sizes, a frame, a host)
 WINDOW_MIN_S, WINDOW_MAX_S = 10, 86_400
+SILENT_GRACE_S = 30
 
 
 def _text(value: object, cap: int = TEXT_CAP) -> str | None:
@@ -165,11 +167,12 @@ class Judge:
         return self._suspect(now)
 
     def silent(self, now: float) -> list[int]:
-        """Ranks whose beat has not moved for a window (never beat: since the judge started)."""
-        if now - self.started < self.window_s:
+        """Ranks whose beat has not moved for a window and the grace (never beat: since the
+        judge started)."""
+        quiet = self.window_s + SILENT_GRACE_S
+        if now - self.started < quiet:
             return []
-        return [r for r in range(self.world)
-                if now - self._moved.get(r, (0, self.started))[1] >= self.window_s]
+        return [r for r in range(self.world) if now - self._moved.get(r, (0, self.started))[1] >= quiet]
 
     def _culprit(self, rank: int, why: str) -> Culprit:
         beat = self.last.get(rank)

@@ -5,8 +5,10 @@ A worker's watch thread (torchpod.watch.worker) writes the job's verdict as
 for it beside the supervised torchrun; once there it prints the verdict on stderr (the HPC
 job's output, the pod's log), writes it as the container's termination message where
 Kubernetes gave one (``/dev/termination-log``, the default terminationMessagePath, which
-`kubectl describe pod` shows as the container's Message; the kubelet keeps its first 4096
-bytes: kubernetes pkg/kubelet/kuberuntime, ``maxContainerTerminationMessageLength``), and
+`kubectl describe pod` shows as the container's Message; the kubelet reads the file's last
+4096 bytes, kubernetes v1.37.2 pkg/kubelet/kuberuntime/kuberuntime_container.go
+``getTerminationMessage`` with ``MaxContainerTerminationMessageLength``, so at most that
+much is written and the verdict's first lines are kept), and
 only then stops torchrun with SIGTERM, as `docker stop` would: every rank's stacks and
 flight recorder are already on disk. `torchpod run` then exits EXIT_HANG.
 
@@ -30,7 +32,7 @@ from ..errors import InputError
 VERDICT = "verdict.json"
 VERDICT_CAP = 64 * readers.KiB
 TERMINATION_LOG = "/dev/termination-log"
-TERMINATION_CAP = 4096  # what the kubelet keeps of a container's message
+TERMINATION_CAP = 4096  # what the kubelet reads of a container's message
 POLL_S = 1.0
 
 

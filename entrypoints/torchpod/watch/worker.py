@@ -29,6 +29,7 @@ unwatched with one line, never a failed worker: watching must not break training
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import socket
@@ -99,6 +100,7 @@ class Watch:
         self.stem = os.path.join(folder, f"rank-{self.rank}.pid-{os.getpid()}")
         self.n = 0
         self.store: Any = None
+        self.stopping = threading.Event()
         self.roots = _library_roots()
 
     # --- torch, only once the script imported it -------------------------------------------
@@ -183,10 +185,15 @@ class Watch:
         os.replace(tmp, os.path.join(self.folder, "verdict.json"))
 
     # --- the loop ----------------------------------------------------------------------------
+    def close(self, thread: threading.Thread) -> None:
+        self.stopping.set()
+        thread.join(timeout=STORE_TIMEOUT_S)
+
     def run(self) -> None:
         step = period(self.window_s)
         while not self.initialised():
-            time.sleep(step)
+            if self.stopping.wait(step):
+                return
         self.connect()
         judging = judge.Judge(self.world, self.window_s, time.monotonic()) if self.rank in (0, 1) else None
         answered = claimed = False
@@ -210,7 +217,8 @@ class Watch:
             if verdict is not None:
                 self.deliver(verdict)
                 return
-            time.sleep(step)
+            if self.stopping.wait(step):
+                return
 
 
 def start(env: dict[str, str] | None = None) -> threading.Thread | None:
@@ -233,4 +241,8 @@ def start(env: dict[str, str] | None = None) -> threading.Thread | None:
 
     thread = threading.Thread(target=guarded, name="torchpod-watch", daemon=True)
     thread.start()
+    # stopped before the interpreter finalises: a daemon thread still inside a C++ call of
+    # torch's (a store request) when the interpreter tears down would be unwound by
+    # pthread_exit through C++ frames, which aborts the process on its way out
+    atexit.register(watch.close, thread)
     return thread

@@ -23,6 +23,7 @@ from fractions import Fraction
 from typing import Any
 
 from .podenv import ConfigError, quantity
+from .podstatus import TERMINATION_LOG
 
 Obj = Mapping[str, Any]
 ZONE = "cluster.local"
@@ -218,10 +219,13 @@ def mount_args(container: Obj, sources: Mapping[str, Source]) -> list[str]:
 
 def container_argv(pod: Obj, container: Obj, *, name: str, sandbox: str, env: Mapping[str, str],
                    command: Sequence[str], args: Sequence[str], sources: Mapping[str, Source],
-                   labels: Mapping[str, str], image_user: str = "", host_cpus: int = 0) -> list[str]:
+                   labels: Mapping[str, str], image_user: str = "", host_cpus: int = 0,
+                   message_file: str = "") -> list[str]:
     """One container, in the sandbox's network namespace: its environment, user, limits,
-    mounts, and the command and args as Kubernetes means them (a command replaces the
-    image's entrypoint and its default arguments; args alone replace only the arguments)."""
+    mounts (``message_file`` at its terminationMessagePath, as the kubelet binds the file it
+    made for the container's termination message), and the command and args as Kubernetes
+    means them (a command replaces the image's entrypoint and its default arguments; args
+    alone replace only the arguments)."""
     image = str(container.get("image", ""))
     if not image or image.startswith("-"):
         raise ConfigError(f"image {image[:80]!r} is not an image reference")
@@ -232,6 +236,11 @@ def container_argv(pod: Obj, container: Obj, *, name: str, sandbox: str, env: Ma
         argv.append(f"--env={key}={value}")
     argv += security_args(pod, container, image_user) + resource_args(container, host_cpus)
     argv += mount_args(container, sources)
+    if message_file:
+        target = str(container.get("terminationMessagePath") or TERMINATION_LOG)
+        if not target.startswith("/"):
+            raise ConfigError(f"terminationMessagePath {target[:80]!r} is not absolute")
+        argv.append(f"--mount={_csv(['type=bind', f'source={message_file}', f'target={target}'])}")
     if container.get("workingDir"):
         argv.append(f"--workdir={container['workingDir']}")
     if container.get("stdin") is True:

@@ -6,18 +6,24 @@ conditions from pkg/kubelet/status/generate.go (Initialized, ContainersReady and
 their reasons ContainersNotInitialized, ContainersNotReady and PodCompleted) and
 ``PodReadyToStartContainers`` once the sandbox has an address; a container's states from
 pkg/kubelet/kuberuntime (a terminated container's reason is ``Completed`` for exit 0,
-``OOMKilled`` when the kernel killed it for memory, else ``Error``). Without readiness probes a
+``OOMKilled`` when the kernel killed it for memory, else ``Error``; its message is what it
+wrote at its terminationMessagePath). Without readiness probes a
 running container is ready, as the kubelet treats a container with no probe.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 Obj = Mapping[str, Any]
 CONFIG_ERROR = "CreateContainerConfigError"
+# A container's termination message (kubernetes v1.37.2, pkg/kubelet/container/runtime.go): at
+# most this much of its file, or of its log's last lines under FallbackToLogsOnError
+MAX_MESSAGE, MAX_LOG_BYTES, MAX_LOG_LINES = 4 * 1024, 2 * 1024, 80
+TERMINATION_LOG = "/dev/termination-log"  # the API's default terminationMessagePath
 CREATING = "ContainerCreating"
 INITIALIZING = "PodInitializing"
 
@@ -33,6 +39,7 @@ class Record:
     restarts: int = 0
     container_id: str = ""
     image_id: str = ""
+    message_file: str = ""  # the host file bound at its terminationMessagePath
 
     @property
     def ready(self) -> bool:
@@ -48,12 +55,35 @@ def running(started_at: str) -> dict[str, Any]:
 
 
 def terminated(exit_code: int, started_at: str, finished_at: str, oom: bool = False,
-               container_id: str = "") -> dict[str, Any]:
+               container_id: str = "", message: str = "") -> dict[str, Any]:
     reason = "OOMKilled" if oom else ("Completed" if exit_code == 0 else "Error")
     out: dict[str, Any] = {"exitCode": exit_code, "reason": reason, "startedAt": started_at, "finishedAt": finished_at}
     if container_id:
         out["containerID"] = container_id
+    if message:
+        out["message"] = message
     return {"terminated": out}
+
+
+def termination_message(path: str, policy: str, exit_code: int, logs: Callable[[], bytes]) -> str:
+    """What the kubelet reports as a terminated container's message (kuberuntime_container.go,
+    ``getTerminationMessage`` and its caller): the last MAX_MESSAGE bytes of the file bound at
+    its terminationMessagePath (``tail.ReadAtMost``); a file gone is none. Under
+    FallbackToLogsOnError, a failed container with an empty file gets its log's last
+    MAX_LOG_LINES lines, at most their last MAX_LOG_BYTES (``readLastStringFromContainerLogs``)."""
+    data = b""
+    if path:
+        try:
+            with open(path, "rb") as f:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - MAX_MESSAGE))
+                data = f.read(MAX_MESSAGE)
+        except FileNotFoundError:
+            data = b""
+        except OSError as exc:
+            return f"Error on reading termination log {path}: {exc}"
+    if not data and policy == "FallbackToLogsOnError" and exit_code != 0:
+        data = logs()[-MAX_LOG_BYTES:]
+    return data.decode("utf-8", "replace")
 
 
 def restarts_made(record: Record) -> int:

@@ -364,10 +364,11 @@ class PodWorker(threading.Thread):
             env = self._env(container)
             command, args = podenv.expand_command(container, env)
             name = self.name_of(record.name, record.restarts)
+            record.message_file = self._message_file(name)
             argv = podargs.container_argv(self.pod, container, name=name, sandbox=self.sandbox, env=env,
                                           command=command, args=args, sources=self.sources,
                                           labels=self._labels(record.name), image_user=self._image_user(container),
-                                          host_cpus=self.runtime.host_cpus)
+                                          host_cpus=self.runtime.host_cpus, message_file=record.message_file)
         except (podenv.ConfigError, ValueError, RuntimeFailure) as exc:  # the API's refusals too, as the kubelet's
             record.state = podstatus.waiting(podstatus.CONFIG_ERROR, one_line(exc))
             return False
@@ -387,6 +388,17 @@ class PodWorker(threading.Thread):
         record.state = podstatus.running(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         return True
 
+    def _message_file(self, name: str) -> str:
+        """An empty file, writable by any user, for one attempt's termination message, as the
+        kubelet makes it (kuberuntime_container.go: Create, then Chmod 0666)."""
+        if self.folder is None:
+            self.folder = Path(tempfile.mkdtemp(prefix="torchpod-pod-"))
+        path = self.folder / "termination" / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"")
+        path.chmod(0o666)
+        return str(path)
+
     def _image_user(self, container: Mapping[str, Any]) -> str:
         try:
             image = self.runtime.docker.images.get(str(container.get("image", "")))
@@ -402,9 +414,14 @@ class PodWorker(threading.Thread):
         state = self.runtime.docker.containers.get(record.container_id.split("//", 1)[1]).attrs["State"]
         if state.get("Running") or state.get("Status") in ("created", "restarting"):
             return False
-        record.state = podstatus.terminated(int(state.get("ExitCode", -1)), docker_time(state.get("StartedAt", "")),
+        code, container = int(state.get("ExitCode", -1)), self.specs[record.name]
+        message = podstatus.termination_message(
+            record.message_file, str(container.get("terminationMessagePolicy") or "File"), code,
+            lambda: self.runtime.docker.containers.get(record.container_id.split("//", 1)[1]).logs(
+                tail=podstatus.MAX_LOG_LINES))
+        record.state = podstatus.terminated(code, docker_time(state.get("StartedAt", "")),
                                             docker_time(state.get("FinishedAt", "")), bool(state.get("OOMKilled")),
-                                            record.container_id)
+                                            record.container_id, message)
         return True
 
     def _restart_due(self, record: Record, policy: str) -> bool:

@@ -62,23 +62,24 @@ def test_a_long_step_all_ranks_share_and_a_long_first_step_name_nobody():
                          (300, {r: 2 for r in range(4)})]) is None
 
 
-def test_a_rank_whose_beat_stops_is_silent_after_a_window_whatever_its_collective():
+def test_a_rank_whose_beat_stops_is_silent_after_a_window_and_the_grace_whatever_its_collective():
     judging = Judge(world=3, window_s=W, started=0.0)
     n = 0
-    for t in range(0, 100):
+    for t in range(0, 200):
         n += 1
         seqs = {0: 5, 1: 5} if t >= 10 else {0: 5, 1: 5, 2: 5}  # rank 2 stops beating at 10 s
         found = judging.feed(float(t), beats(seqs, n))
         if found is not None:
             break
-    assert t == 10 - 1 + W  # its last beat at 9 s
+    assert t == 10 - 1 + W + judge.SILENT_GRACE_S  # its last beat at 9 s
     assert [(c.rank, c.why, c.host) for c in found.culprits] == [(2, "silent", "node-2")]
 
 
-def test_a_rank_that_never_beats_is_silent_once_the_judge_has_watched_a_window():
+def test_a_rank_that_never_beats_is_silent_once_the_judge_has_watched_a_window_and_the_grace():
     judging = Judge(world=2, window_s=W, started=0.0)
-    assert judging.feed(W - 1, beats({0: 0}, 1)) is None
-    found = judging.feed(W, beats({0: 0}, 2))
+    quiet = W + judge.SILENT_GRACE_S
+    assert judging.feed(quiet - 1, beats({0: 0}, 1)) is None
+    found = judging.feed(quiet, beats({0: 0}, 2))
     assert [(c.rank, c.why, c.host, c.seq) for c in found.culprits] == [(1, "silent", "", 0)]
 
 
@@ -169,3 +170,10 @@ def test_a_window_out_of_its_form_is_refused(text):
 @pytest.mark.parametrize("text, seconds", [("off", None), ("10", 10), ("300", 300), ("86400", 86400)])
 def test_a_window_in_its_form_is_read(text, seconds):
     assert judge.window(text) == seconds
+
+
+def test_a_judge_starved_of_cpu_names_no_rank_silent_for_the_beats_it_missed():
+    judging = Judge(world=2, window_s=W, started=0.0)
+    assert judging.feed(1.0, beats({0: 1, 1: 1}, 1)) is None
+    # the judge's own thread ran again only 35 s later: every beat moved meanwhile
+    assert judging.feed(36.0, beats({0: 2, 1: 2}, 9)) is None

@@ -167,3 +167,13 @@ def test_mounts_are_csv_records_and_paths_stay_inside_their_volume():
                 {"name": "absent", "mountPath": "/x"}, {"name": "shm", "mountPath": "/x", "subPath": "y"}):
         with pytest.raises(ConfigError):
             podargs.mount_args({"name": "c", "volumeMounts": [bad]}, sources)
+
+
+def test_the_termination_message_file_is_bound_at_the_containers_path():
+    bound = argv({}, message_file="/pod/t/k8s_main")
+    assert "--mount=type=bind,source=/pod/t/k8s_main,target=/dev/termination-log" in bound
+    custom = argv({"terminationMessagePath": "/var/run/msg,x"}, message_file="/pod/t/m")
+    assert '--mount=type=bind,source=/pod/t/m,"target=/var/run/msg,x"' in custom  # one CSV field, comma and all
+    with pytest.raises(ConfigError, match="terminationMessagePath 'msg' is not absolute"):
+        argv({"terminationMessagePath": "msg"}, message_file="/pod/t/m")
+    assert not any("termination" in w for w in argv({}))

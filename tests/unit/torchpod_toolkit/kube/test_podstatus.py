@@ -84,3 +84,24 @@ def test_a_container_waiting_out_its_back_off_counts_only_the_restarts_made():
     assert podstatus.container_status(restarted)["restartCount"] == 1
     config = rec("a", podstatus.waiting(podstatus.CONFIG_ERROR), restarts=2)  # no back-off: as numbered
     assert podstatus.container_status(config)["restartCount"] == 2
+
+
+def test_a_termination_message_is_the_files_last_4096_bytes_or_the_logs_on_error(tmp_path):
+    file = tmp_path / "msg"
+    never = lambda: pytest.fail("the log is read only under FallbackToLogsOnError with an empty file")  # noqa: E731
+    file.write_bytes(b"culprit rank 3\n")
+    assert podstatus.termination_message(str(file), "File", 124, never) == "culprit rank 3\n"
+    file.write_bytes(b"h" * 10 + b"t" * podstatus.MAX_MESSAGE)
+    assert podstatus.termination_message(str(file), "File", 1, never) == "t" * podstatus.MAX_MESSAGE
+    file.write_bytes(b"\xff ok")
+    assert podstatus.termination_message(str(file), "File", 0, never) == "\ufffd ok"
+    assert podstatus.termination_message(str(tmp_path / "gone"), "File", 1, never) == ""
+    file.write_bytes(b"")
+    assert podstatus.termination_message(str(file), "File", 1, never) == ""
+    log = b"x" * 5000 + b"last line\n"
+    assert podstatus.termination_message(str(file), "FallbackToLogsOnError", 1, lambda: log) == \
+        log[-podstatus.MAX_LOG_BYTES:].decode()
+    assert podstatus.termination_message(str(file), "FallbackToLogsOnError", 0, never) == ""
+    assert podstatus.termination_message(str(tmp_path), "File", 1, never).startswith("Error on reading termination log")
+    assert podstatus.terminated(124, "a", "b", message="m")["terminated"]["message"] == "m"
+    assert "message" not in podstatus.terminated(0, "a", "b")["terminated"]

@@ -1,24 +1,34 @@
-"""Kueue's topology-aware scheduling on the real control plane: a site's nodes labelled by
-block, Kueue v0.17.0 with a Topology, a ResourceFlavor and a ClusterQueue, and jobs as
-`invoke manifests` renders them, edited as their user asks Kueue for a placement. Kueue
-decides where the pods go; torchpod's ranks must keep each placed slice together. The
-module has a plane, Kueue, training-operator and JobSet of its own, beside
-test_kube_jobs.py's, so that the two share the tier's time (tests/kube_jobs.py holds what
-both use).
+"""Two things on a second real control plane, beside test_kube_jobs.py's so that the tier's
+workers share them: Kueue's topology-aware scheduling, and the hang watch's verdict where
+Kubernetes shows it.
 
-Without the control plane's or an operator's programs the tests fail under CI
-(TORCHPOD_REQUIRE_TOOLS=1) and skip elsewhere, naming `invoke kube.build`."""
+Kueue: a site's nodes labelled by block, Kueue v0.17.0 with a Topology, a ResourceFlavor and
+a ClusterQueue, and jobs as `invoke manifests` renders them, edited as their user asks Kueue
+for a placement. Kueue decides where the pods go; torchpod's ranks must keep each placed
+slice together.
+
+The hang watch (torchpod.watch): a JobSet and a PyTorchJob whose rank 1 stalls before the
+collective; every pod's torchpod names it, its host and its frame, and ends with 124; the
+kubelet stand-in reads each container's termination message as the kubelet does, so the
+pods' status (`kubectl describe pod`) shows the verdict.
+
+The plane runs Kueue, training-operator and JobSet (tests/kube_jobs.py holds what both
+modules use). Without the control plane's or an operator's programs the tests fail under
+CI (TORCHPOD_REQUIRE_TOOLS=1) and skip elsewhere, naming `invoke kube.build`."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
 
-from kube_jobs import Cluster, assert_one_group, condition, hostname, start, submit, wait
+from cluster_helpers import EXAMPLES
+from kube_helpers import until
+from kube_jobs import WAIT, Cluster, assert_one_group, condition, hostname, start, submit, wait
 
 OPERATORS = ("training-operator", "jobset", "kueue")
 # The nodes' topology, as a site labels its nodes for Kueue's topology-aware scheduling: three
@@ -139,3 +149,58 @@ def test_kueue_places_a_pytorchjob_that_requires_one_block_and_it_trains_there(k
     assert [r["hostname"] for r in sorted(results, key=lambda r: r["rank"])] == ["tasp-master-0", "tasp-worker-0"]
     blocks = placed(kueue, "tasp", results)
     assert len(set(blocks)) == 1, blocks
+
+
+# the verdict's lines (torchpod.watch.judge.lines), for a culprit that stalled in allreduce_check
+CULPRIT = re.compile(r"torchpod: hang: culprit rank 1 on (?P<host>[^:\s]+): never entered it; last in collective "
+                     r"\d+ \([^)]*\); now in /opt/torchpod/examples/allreduce_check.py:\d+ in "
+                     r"stall_before_the_collective")
+
+
+def hang_messages(cluster: Cluster, namespace: str) -> dict[str, str]:
+    """Each pod's termination message of an attempt that ended 124 (its state or, once
+    restarted in place, its last state), by the pod's hostname."""
+    pods = json.loads(cluster.kube.kubectl("-n", namespace, "get", "pods", "-o", "json").stdout)["items"]
+    found = {}
+    for pod in pods:
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            for state in (status.get("state") or {}, status.get("lastState") or {}):
+                ended = state.get("terminated") or {}
+                if ended.get("exitCode") == 124:
+                    found[hostname(pod)] = ended.get("message", "")
+    return found
+
+
+def test_a_hung_rank_is_named_in_every_pods_termination_message(cluster):
+    """A JobSet and a PyTorchJob of two nodes, side by side, TORCHPOD_STALL_WINDOW=10 set
+    through the render (--env): rank 1 stalls before the all-reduce rank 0 waits in. Each
+    pod's container ends with 124, and its termination message, read by the kubelet
+    stand-in from the file bound at /dev/termination-log (kubernetes v1.37.2,
+    kuberuntime_container.go), names rank 1, the host it runs on (the stalled pod's) and its
+    frame. The JobSet's restarts are set to none, as a user who wants the evidence kept
+    would; the PyTorchJob restarts in place, keeping the message in its last state."""
+    stall = (f"{EXAMPLES}/allreduce_check.py", "--stall-rank", "1")
+
+    def no_restart(docs):
+        for doc in docs:
+            if doc["kind"] == "JobSet":
+                doc["spec"]["failurePolicy"]["maxRestarts"] = 0
+        return docs
+
+    jobs = {"hang-js": "jobset", "hang-pt": "kubeflow"}
+    for namespace, kind in jobs.items():
+        submit(cluster, kind, namespace, 2, stall, edit=no_restart, env=("TORCHPOD_STALL_WINDOW=10",))
+    try:
+        for namespace in jobs:
+            until(f"{namespace}: both pods ended 124 with a message", lambda ns=namespace: len(
+                [m for m in hang_messages(cluster, ns).values() if m]) == 2, seconds=WAIT)
+            messages = hang_messages(cluster, namespace)
+            stalled = {h for h, m in messages.items()
+                       if (found := CULPRIT.search(m)) and found["host"].split(".")[0] == h}
+            assert len(stalled) == 1, messages  # named by both pods, on the stalled pod's host
+            assert all(CULPRIT.search(m) and m.startswith("torchpod: hang: no rank went past collective")
+                       for m in messages.values()), messages
+    finally:
+        for namespace, kind in jobs.items():
+            cluster.kube.kubectl("-n", namespace, "delete", {"jobset": "jobsets.jobset.x-k8s.io",
+                                                             "kubeflow": "pytorchjobs.kubeflow.org"}[kind], "--all")
