@@ -26,6 +26,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "entrypoints"))
+
+from torchpod.contract import EXAMPLES_DIR  # noqa: E402
+
 ARMS = {"off": "off", "on": "300"}
 
 
@@ -36,7 +40,7 @@ def one(image: str, window: str, steps: int, nproc: int) -> float:
                            "-v", f"{ROOT / 'entrypoints' / 'torchpod'}:{site}:ro",
                            "-e", f"TORCHPOD_STALL_WINDOW={window}", "-e", "CUDA_VISIBLE_DEVICES=",
                            "-e", "GLOO_SOCKET_IFNAME=lo", "-e", "OMP_NUM_THREADS=1", image,
-                           "run", "--nproc-per-node", str(nproc), "/opt/torchpod/examples/ddp_resnet.py",
+                           "run", "--nproc-per-node", str(nproc), f"{EXAMPLES_DIR}/ddp_resnet.py",
                            "--steps", str(steps)], capture_output=True, text=True, timeout=600)
     results = [json.loads(ln.split(" ", 1)[1]) for ln in done.stdout.splitlines() if ln.startswith("TORCHPOD_RESULT")]
     rank0 = [r for r in results if r.get("rank") == 0 and r.get("workload") == "ddp_resnet"]

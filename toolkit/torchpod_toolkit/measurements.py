@@ -440,6 +440,23 @@ def _ranks(r: Result) -> list[Row]:
              f"`python bench/ranks.py --seed {r.count('seed')}`")]
 
 
+def _hang_watch(r: Result) -> list[Row]:
+    """The DDP example's steps/s with the hang watch off and on, side by side (bench/hang_watch.py)."""
+    median = r.mapping(r.get("median"), "median")
+    off, on = r.number("off", median, "median"), r.number("on", median, "median")
+    runs = r.mapping(r.get("steps_per_s"), "steps_per_s")
+    spread = {}
+    for arm in ("off", "on"):
+        values = {str(i): v for i, v in enumerate(r.items(arm, list, runs, "steps_per_s"))}
+        seen = [r.number(i, values, f"steps_per_s.{arm}") for i in values]
+        spread[arm] = f"{min(seen):.3f}-{max(seen):.3f}"
+    what = (f"the DDP example's steps/s with the hang watch off / on (the flight recorder and the watch "
+            f"thread; {r.count('rounds')} rounds alternating, {r.text('machine')})")
+    cells = (f"median {off:.3f} / {on:.3f} (on/off {on / off:.3f}; off {spread['off']}, on {spread['on']}); "
+             "goal: on/off at least 0.98")
+    return [(what, cells, f"`python bench/hang_watch.py --rounds {r.count('rounds')}`")]
+
+
 # One entry per result file, in the table's order; a file with no entry is an error, so
 # a new bench cannot be committed without its row.
 ROWS: dict[str, Callable[[Result], list[Row]]] = {
@@ -456,6 +473,7 @@ ROWS: dict[str, Callable[[Result], list[Row]]] = {
     "loop.json": _loop,
     "kube.json": _kube,
     "ranks.json": _ranks,
+    "hang_watch.json": _hang_watch,
 }
 
 
