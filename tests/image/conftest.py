@@ -35,15 +35,17 @@ def pytest_collection_modifyitems(items):
     of one image and arch runs on one worker: its containers and its one ``import torch``
     (under QEMU, a minute) are not repeated on another, and the workers split the images."""
     for item in items:
-        if item.path.name == "test_registry.py":  # one registry (module-scoped) for its tests
-            item.add_marker(pytest.mark.xdist_group(name="registry"))
-            continue
         spec = getattr(item, "callspec", None)
-        for name in ("built", "variant", "built_native"):
-            if spec is not None and name in spec.params:
-                defn, arch = spec.params[name]
-                item.add_marker(pytest.mark.xdist_group(name=f"{defn.name}-{arch.name}"))
-                break
+        image = next((spec.params[n] for n in ("built", "variant", "built_native")
+                      if spec is not None and n in spec.params), None)
+        if image is not None:
+            defn, arch = image
+            item.add_marker(pytest.mark.xdist_group(name=f"{defn.name}-{arch.name}"))
+        elif any(defs[-1].scope == "module" for defs in item._fixtureinfo.name2fixturedefs.values() if defs):
+            # a module whose tests share a module-scoped fixture (one registry, one set of tagged
+            # images) keeps them on one worker: on two, each would build the same tags and one's
+            # teardown would remove what the other's tests still use
+            item.add_marker(pytest.mark.xdist_group(name=item.path.name))
 
 
 def pytest_generate_tests(metafunc):
