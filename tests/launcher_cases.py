@@ -128,7 +128,7 @@ def materialise(case: Case, root: Path) -> tuple[dict[str, str], Facts]:
 SHIM_PATH = ("PYTHONPATH", str(SHIM_DIR))
 
 
-# what a plan adds whatever the node once the hang watch is on: its window and torch's
+# what every plan adds whatever the node: the hang watch's window (its default) and torch's
 # flight recorder (torchpod.watch)
 WATCH_ENV = {("TORCHPOD_STALL_WINDOW", "300"), ("TORCH_FR_BUFFER_SIZE", "2000")}
 

@@ -189,7 +189,7 @@ ENV_NET_PIN = Setting("TORCHPOD_NCCL_NET_PIN", "1: on InfiniBand/RoCE pin NCCL_N
 ENV_STALL_WINDOW = Setting("TORCHPOD_STALL_WINDOW", "seconds without a rank going past a collective others wait in "
                            "(or without its beat) before the job's stacks and flight recorder are gathered, the "
                            "culprit named and the job ended with exit code 124 (torchpod.watch); off: not watched",
-                           "off", form=WINDOW, commands=_LAUNCHING)
+                           "300", form=WINDOW, commands=_LAUNCHING)
 
 # Every variable torchpod reads, in the order --help lists them.
 SETTINGS: tuple[Setting, ...] = (ENV_SCHEDULER, ENV_RDZV_PORT, ENV_RDZV_TIMEOUT, ENV_HOSTNAME, ENV_SYSFS_ROOT,

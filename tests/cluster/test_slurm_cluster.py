@@ -20,6 +20,7 @@ from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import JobSpec
 
 from cluster_helpers import EXAMPLES, LABEL, NODE_ENV, label_value
+from paths import ROOT
 from tasks_cli import invoke
 
 NODES = 2
@@ -209,3 +210,29 @@ def test_the_slurm_first_job_page_runs_as_written(slurm_cluster, cluster_image, 
     again = re.search(r"Submitted batch job ([0-9]+)", run(sbatch)).group(1)
     run(first_job.slurm_step(("scancel",), again))
     assert slurm_cluster.wait(again, timeout=120) == "CANCELLED"
+
+
+STALL_LINE = (ROOT / "examples" / "allreduce_check.py").read_text().splitlines().index("    time.sleep(seconds)") + 1
+
+
+def test_a_hung_job_ends_with_its_culprit_named_in_the_jobs_output_and_exit_124(slurm_cluster):
+    """Rank 1 stalls before the checked all-reduce (allreduce_check.py --stall-rank 1); with
+    a 10 s stall window in the job's environment (the script's --env), the watch names rank 1
+    on its Slurm node with its frame in the job's output, every node's launcher ends its
+    step with 124, and Slurm records the job as failed with that exit code."""
+    check = (f"{EXAMPLES}/allreduce_check.py", "--stall-rank", "1", "--stall-seconds", "600")
+    (script,) = render(JobSpec("slurm", NODES, IMAGE, check, name="hang", gpus_per_node=0, runtime="none",
+                               walltime="00:10:00", env=("TORCHPOD_STALL_WINDOW=10",)))
+    jobid = slurm_cluster.submit(script.text, script.name)
+    state = slurm_cluster.wait(jobid, timeout=240)
+    out = slurm_cluster.read(f"{slurm.SHARED}/hang-{jobid}.out")
+    said = [ln for ln in out.splitlines() if ln.startswith("torchpod: hang: ")]
+    assert state == "FAILED" and said, f"job {jobid}: {state}\n{out[-6000:]}\n{slurm_cluster.logs()}"
+    assert re.fullmatch(r"torchpod: hang: no rank went past collective (\d+) \(gloo:all_reduce, sizes \[\[1024\]\]\) "
+                        r"for 10 s; 1 of 2 ranks wait in it \(ranks 0\)", said[0]), said
+    seq = int(said[0].split("collective ", 1)[1].split(" ")[0])
+    assert re.fullmatch(rf"torchpod: hang: culprit rank 1 on {slurm.node_names(NODES)[1]}: never entered it; last in "
+                        rf"collective {seq - 1} \([^)]*\); now in {EXAMPLES}/allreduce_check.py:{STALL_LINE} in "
+                        r"stall_before_the_collective", said[1]), said
+    assert said.count("torchpod: hang: 2 of 2 ranks reported their stacks") == NODES, said  # both nodes said it
+    assert "ExitCode=124:0" in slurm_cluster.show_job(jobid), slurm_cluster.show_job(jobid)

@@ -4,10 +4,14 @@ Started by torchpod's sitecustomize (torchpod/shim) in each worker `torchpod run
 when TORCHPOD_STALL_WINDOW holds a window. It imports nothing of torch itself: it waits
 until the script has initialised torch.distributed, then every PERIOD:
 
-1. beats: reads torch's flight recorder (``_dump_fr_trace_json``, armed by
+1. beats: the default group's collective sequence number (its process group's counter,
+   the ``collective_seq_id`` torch's flight recorder stamps), with the op and sizes of that
+   collective from the flight recorder (``_dump_fr_trace_json``, armed by
    TORCH_FR_BUFFER_SIZE, which the launcher sets unless the job did; torch 2.13 records
-   gloo's collectives as NCCL's) for the default group's highest ``collective_seq_id``, and
-   writes it with its op and sizes as ``beat/<rank>`` in the job's store;
+   gloo's collectives as NCCL's) once the number stands still between two beats, written as
+   ``beat/<rank>`` in the job's store. A training job's number moves every beat, so its
+   beats read no dump: the dump (a JSON text of the whole buffer, about a megabyte and
+   40 ms of CPU for 2,000 collectives) is read where a hang is possible, not every beat;
 2. judges, on rank 0 (rank 1 while rank 0's beat is silent): reads every beat into a
    torchpod.watch.judge.Judge and, on a suspicion, claims ``hang`` (compare_set: one
    claim per job);
@@ -19,6 +23,11 @@ until the script has initialised torch.distributed, then every PERIOD:
    it as ``verdict``, with the evidence bundle (every report) in its own folder;
 5. every rank that reads the verdict writes it as ``verdict.json`` in its folder and stops:
    `torchpod run` on its node (torchpod.watch.node) prints it and ends the job.
+
+Every ARRIVALS_EVERY beats each rank also sends the wall-clock stamps of the collectives it
+entered since its last message (``arrive/<rank>``, torchpod.watch.straggle), and rank 0 names
+the rank that keeps the others waiting while it does, and over the whole run when its
+worker exits.
 
 The store is the job's own: a client of its own on MASTER_ADDR:MASTER_PORT, which torchrun
 gives every worker (the rendezvous store's host under c10d, rank 0's store otherwise), under
@@ -43,10 +52,11 @@ from typing import Any
 
 from ..contract import ENV_HOSTNAME, ENV_STACKS_DIR, ENV_STALL_WINDOW, setting
 from ..errors import InputError
-from . import judge
+from . import judge, straggle
 
 GATHER_S = 20.0  # the longest the claiming rank waits for the reports
 STORE_TIMEOUT_S = 10.0
+ARRIVALS_EVERY = 6  # beats between two arrivals messages: 30 s at the default window
 
 
 def period(window_s: int) -> float:
@@ -99,9 +109,13 @@ class Watch:
         self.addr, self.port = env["MASTER_ADDR"], int(env["MASTER_PORT"])
         self.stem = os.path.join(folder, f"rank-{self.rank}.pid-{os.getpid()}")
         self.n = 0
+        self._seen: int | None = None
         self.store: Any = None
         self.stopping = threading.Event()
         self.roots = _library_roots()
+        self.detail: tuple[int, str, str] = (0, "", "")  # the last collective read from a dump
+        self.sent = 0  # the newest collective whose arrival this rank sent
+        self.stragglers = straggle.Stragglers(self.world) if self.rank == 0 else None
 
     # --- torch, only once the script imported it -------------------------------------------
     def initialised(self) -> bool:
@@ -120,23 +134,70 @@ class Watch:
 
         return _dump_fr_trace_json()
 
+    def recorder(self) -> dict[str, Any]:
+        """The flight recorder's dump as an object; empty where it is not a JSON object (a
+        torch whose dump has another form is read as recording nothing)."""
+        try:
+            value = json.loads(self.dump())
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            return {}
+        return value if isinstance(value, dict) else {}
+
     # --- the store ---------------------------------------------------------------------------
     def _get(self, key: str) -> bytes | None:
         return bytes(self.store.get(key)) if self.store.check([key]) else None
 
+    def sequence(self) -> int | None:
+        """The default group's collective sequence number, without a dump; None where this
+        torch's group does not say."""
+        try:
+            from torch.distributed import distributed_c10d
+
+            return int(distributed_c10d._get_default_group()._get_sequence_number_for_group())
+        except Exception:  # noqa: BLE001 - a torch without it beats from the dump
+            return None
+
+    def progress(self) -> tuple[int, str, str]:
+        """(seq, op, sizes) of the newest collective entered; op and sizes only once the
+        number stood still since the last beat (read from a dump, once per number)."""
+        seq = self.sequence()
+        if seq is not None and seq != self._seen:  # moving: a job at work
+            self._seen = seq
+            return self.detail if seq == self.detail[0] else (seq, "", "")
+        self._seen = seq
+        if seq is None or seq != self.detail[0]:
+            read = last_collective(self.recorder())
+            self.detail = read if seq is None or read[0] == seq else (seq, "", "")
+        return self.detail
+
     def beat(self) -> None:
         self.n += 1
-        seq, op, sizes = last_collective(json.loads(self.dump()))
+        seq, op, sizes = self.progress()
         self.store.set(f"beat/{self.rank}", judge.Beat(self.rank, self.host, self.n, seq, op, sizes,
                                                        self.job).encode())
 
+    def arrive(self) -> None:
+        """This rank's arrivals since its last message; on rank 0, the stragglers they close."""
+        at = straggle.arrivals(self.recorder(), self.sent)
+        if at:
+            self.sent = at[-1][0]
+        self.store.set(f"arrive/{self.rank}", straggle.Arrivals(self.rank, self.host, self.job, at).encode())
+        if self.stragglers is None:
+            return
+        messages = [straggle.parse_arrivals(raw, self.job, self.world)[0] for raw in self.every("arrive")]
+        for found in self.stragglers.feed(m for m in messages if m is not None):
+            print(found.line(), file=sys.stderr, flush=True)
+
+    def every(self, kind: str) -> list[bytes]:
+        """Every rank's ``kind/<rank>`` key that is there: one request where all are."""
+        keys = [f"{kind}/{r}" for r in range(self.world)]
+        raws = self.store.multi_get(keys) if self.store.check(keys) else [self._get(k) for k in keys]
+        return [bytes(raw) for raw in raws if raw is not None]
+
     def beats(self) -> dict[int, judge.Beat]:
-        keys = [f"beat/{r}" for r in range(self.world)]
-        raws = (self.store.multi_get(keys) if self.store.check(keys)
-                else [self._get(k) for k in keys])
         found = {}
-        for raw in raws:
-            beat, _ = judge.parse_beat(bytes(raw), self.job, self.world) if raw is not None else (None, "")
+        for raw in self.every("beat"):
+            beat, _ = judge.parse_beat(raw, self.job, self.world)
             if beat is not None:
                 found[beat.rank] = beat
         return found
@@ -161,10 +222,13 @@ class Watch:
         self.store.set(f"report/{self.rank}", report.encode())
 
     def gather(self, found: judge.Suspicion) -> None:
-        """The claiming rank: every report within GATHER_S, then the verdict for all."""
+        """The claiming rank: every report within GATHER_S (a rank named silent is not waited
+        for: its beat already stopped), then the verdict for all."""
         keys = [f"report/{r}" for r in range(self.world)]
+        silent = {c.rank for c in found.culprits if c.why == "silent"}
+        awaited = [k for r, k in enumerate(keys) if r not in silent]
         deadline = time.monotonic() + GATHER_S
-        while not self.store.check(keys) and time.monotonic() < deadline:
+        while not self.store.check(awaited) and time.monotonic() < deadline:
             time.sleep(0.5)
         reports = {}
         for key in keys:
@@ -188,6 +252,8 @@ class Watch:
     def close(self, thread: threading.Thread) -> None:
         self.stopping.set()
         thread.join(timeout=STORE_TIMEOUT_S)
+        for line in self.stragglers.summary() if self.stragglers is not None else ():
+            print(line, file=sys.stderr, flush=True)
 
     def run(self) -> None:
         step = period(self.window_s)
@@ -199,6 +265,8 @@ class Watch:
         answered = claimed = False
         while True:
             self.beat()
+            if self.n % ARRIVALS_EVERY == 0 and not claimed and not answered:
+                self.arrive()
             if judging is not None and not claimed:
                 found = judging.feed(time.monotonic(), self.beats())
                 acting = self.rank == 0 or 0 in judging.silent(time.monotonic())

@@ -34,6 +34,10 @@ SCRIPT = textwrap.dedent("""
     time.sleep(float(sys.argv[2]))  # the first step: loading data, every rank alike
     for _ in range(3):
         dist.all_reduce(x)
+    if sys.argv[1] in ("straggle", "steady"):  # 60 steps of 0.25 s; rank 1's 0.5 s where it straggles
+        for _ in range(60):
+            time.sleep(0.5 if sys.argv[1] == "straggle" and rank == 1 else 0.25)
+            dist.all_reduce(x)
     if sys.argv[1] == "sleep" and rank == 1:
         load_the_next_batch()
     if sys.argv[1] == "mismatch" and rank == 1:
@@ -42,7 +46,7 @@ SCRIPT = textwrap.dedent("""
         dist.all_reduce(x)
     print(f"rank {rank} done", flush=True)
 """)
-SLEEP_LINE, BROADCAST_LINE = 6, 16  # counting the blank first line
+SLEEP_LINE, BROADCAST_LINE = 6, 20  # counting the blank first line
 
 
 def launch(tmp_path: Path, *args: str, window: str = str(WINDOW)) -> subprocess.CompletedProcess[str]:
@@ -55,8 +59,8 @@ def launch(tmp_path: Path, *args: str, window: str = str(WINDOW)) -> subprocess.
                           env=env, capture_output=True, text=True, timeout=240)
 
 
-def said(done: subprocess.CompletedProcess[str]) -> list[str]:
-    return [ln for ln in done.stderr.splitlines() if ln.startswith("torchpod: hang: ")]
+def said(done: subprocess.CompletedProcess[str], what: str = "hang") -> list[str]:
+    return [ln for ln in done.stderr.splitlines() if ln.startswith(f"torchpod: {what}")]
 
 
 @pytest.mark.parametrize("fault, culprit", [
@@ -89,6 +93,26 @@ def test_a_clean_job_whose_first_step_is_longer_than_half_the_window_names_nobod
     done = launch(tmp_path, "clean", str(WINDOW * 0.7))
     assert done.returncode == 0 and said(done) == [], done.stderr[-3000:]
     assert "rank 0 done" in done.stdout and "rank 1 done" in done.stdout
+
+
+def test_a_rank_that_keeps_the_other_waiting_is_named_while_it_does_and_over_the_run(tmp_path):
+    done = launch(tmp_path, "straggle", "0")
+    assert done.returncode == 0 and said(done) == [], done.stderr[-3000:]
+    host, named = socket.gethostname(), said(done, "straggler")
+    # a stretch of 20 or more collectives is judged each time the arrivals come (every 6 s)
+    assert len(named) >= 3, done.stderr[-3000:]
+    for line in named:
+        counts = line.split(" entered ", 1)[1].split(" collectives")[0]
+        last, judged = map(int, counts.split(" of "))
+        late_ms = int(line.split("a median ", 1)[1].split(" ms")[0])
+        assert line.startswith(f"torchpod: straggler{' over the run' if line is named[-1] else ''}: rank 1 on "
+                               f"{host} entered ") and last >= 0.75 * judged >= 15 and 150 <= late_ms <= 400, line
+    assert named[-1].endswith("after the first rank; the others waited for it"), named
+
+
+def test_a_steady_job_names_no_straggler(tmp_path):
+    done = launch(tmp_path, "steady", "0")
+    assert done.returncode == 0 and said(done) == [] and said(done, "straggler") == [], done.stderr[-3000:]
 
 
 @pytest.mark.parametrize("window", ["0", "-5", "9", "86401", "1e3", "30s", "\u0663\u0660"])

@@ -5,6 +5,7 @@ ranks in tests/integration/torchpod/watch/test_worker.py)."""
 
 from __future__ import annotations
 
+import json
 import traceback
 
 import pytest
@@ -47,3 +48,42 @@ def test_beats_come_a_tenth_of_the_window_apart_between_one_and_five_seconds(win
                                  {"TORCHPOD_STALL_WINDOW": "30", "TORCHPOD_STACKS_DIR": "/x"}])
 def test_a_worker_without_a_window_a_folder_or_its_ranks_is_not_watched(env):
     assert worker.start(env) is None
+
+
+class Counted(worker.Watch):
+    """A Watch whose torch answers from a script: the sequence numbers its group gives, and
+    a dump of the flight recorder that counts its readings."""
+
+    def __init__(self, numbers):
+        super().__init__({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, 30, "/x")
+        self.numbers, self.dumps, self.recorded = iter(numbers), 0, 7
+
+    def sequence(self):
+        number = next(self.numbers)
+        self.recorded = number or self.recorded
+        return number
+
+    def dump(self):
+        self.dumps += 1
+        return json.dumps({"entries": [entry(self.recorded, op="gloo:broadcast")]}).encode()
+
+
+def test_a_moving_job_beats_without_reading_the_flight_recorder_and_a_still_one_reads_it_once():
+    watch = Counted([1, 2, 3, 4, 4, 4, 4, 5])
+    assert [watch.progress() for _ in range(4)] == [(1, "", ""), (2, "", ""), (3, "", ""), (4, "", "")]
+    assert watch.dumps == 0
+    assert [watch.progress() for _ in range(3)] == [(4, "gloo:broadcast", "[[10]]")] * 3 and watch.dumps == 1
+    assert watch.progress() == (5, "", "")
+
+
+def test_a_group_without_its_number_beats_from_the_dump_every_time():
+    watch = Counted([None, None])
+    assert [watch.progress() for _ in range(2)] == [(7, "gloo:broadcast", "[[10]]")] * 2 and watch.dumps == 2
+
+
+@pytest.mark.parametrize("dump", [b'{"entries": [', b"\xff\xfe", b"[1, 2]", b"null", b"[" * 100_000])
+def test_a_flight_recorder_dump_out_of_its_form_reads_as_recording_nothing(dump):
+    watch = Counted([4, 4])
+    watch.dump = lambda: dump
+    assert watch.progress() == (4, "", "") and watch.progress() == (4, "", "")
+    assert watch.recorder() == {}
