@@ -111,6 +111,8 @@ class Culprit:
     seq: int  # the collective it last entered
     op: str = ""
     sizes: str = ""
+    beat: bool = True  # False: the judge never read a beat of it (no host, no collective known)
+    quiet: bool = False  # its beat has not moved for a whole window either
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,8 @@ def parse_suspicion(raw: bytes) -> tuple[Suspicion | None, str]:
     if value is None:
         return None, problem
     try:
-        culprits = tuple(Culprit(**{k: c[k] for k in ("rank", "host", "why", "seq", "op", "sizes")})
+        culprits = tuple(Culprit(**{k: c[k] for k in ("rank", "host", "why", "seq", "op", "sizes")},
+                                 beat=c.get("beat", True) is not False, quiet=c.get("quiet") is True)
                          for c in value["culprits"])
         found = Suspicion(int(value["seq"]), str(value["op"]), str(value["sizes"]),
                           tuple(int(r) for r in value["waiting"]), culprits, int(value["window_s"]))
@@ -174,11 +177,12 @@ class Judge:
             return []
         return [r for r in range(self.world) if now - self._moved.get(r, (0, self.started))[1] >= quiet]
 
-    def _culprit(self, rank: int, why: str) -> Culprit:
+    def _culprit(self, rank: int, why: str, now: float) -> Culprit:
         beat = self.last.get(rank)
         if beat is None:
-            return Culprit(rank, "", why, 0)
-        return Culprit(rank, beat.host, why, beat.seq, beat.op, beat.sizes)
+            return Culprit(rank, "", why, 0, beat=False, quiet=True)
+        quiet = now - self._moved.get(rank, (0, self.started))[1] >= self.window_s
+        return Culprit(rank, beat.host, why, beat.seq, beat.op, beat.sizes, quiet=quiet)
 
     def _suspect(self, now: float) -> Suspicion | None:
         front, since = self._front
@@ -186,12 +190,16 @@ class Judge:
         lead = self.last[at_front[0]] if at_front else None
         silent = self.silent(now)
         stuck = front > 0 and now - since >= self.window_s
+        if stuck:  # every rank passed init_process_group (some entered a collective): a rank
+            # with no beat since then for a whole window is as silent as one whose beat stopped
+            silent = sorted({*silent, *(r for r in range(self.world) if r not in self.last)})
         behind = [r for r in range(self.world) if r not in at_front and r not in silent] if stuck else []
         mismatch = _minority([self.last[r] for r in at_front]) if stuck and len(at_front) == self.world else []
         if not (silent or behind or mismatch):
             return None
-        culprits = ([self._culprit(r, "silent") for r in silent] + [self._culprit(r, "behind") for r in behind]
-                    + [self._culprit(r, "mismatch") for r in mismatch])
+        culprits = ([self._culprit(r, "silent", now) for r in silent]
+                    + [self._culprit(r, "behind", now) for r in behind]
+                    + [self._culprit(r, "mismatch", now) for r in mismatch])
         blamed = {c.rank for c in culprits}
         if mismatch:  # the collective the others agree on
             lead = self.last[min(r for r in at_front if r not in blamed)]
@@ -252,7 +260,10 @@ def _ranks(ranks: tuple[int, ...] | list[int]) -> str:
 
 
 def _collective(seq: int, op: str, sizes: str) -> str:
-    return f"collective {seq} ({op or 'no op'}, sizes {sizes or 'none'})" if seq else "no collective yet"
+    if not seq:
+        return "no collective yet"
+    # op and sizes are known once a rank's number stood still between two beats
+    return f"collective {seq} ({op}, sizes {sizes or 'none'})" if op else f"collective {seq}"
 
 
 def lines(found: Suspicion, reports: Mapping[int, Report], world: int) -> list[str]:
@@ -264,14 +275,23 @@ def lines(found: Suspicion, reports: Mapping[int, Report], world: int) -> list[s
     for c in found.culprits:
         report = reports.get(c.rank)
         host = (report.host if report else c.host) or "an unknown host"
-        if c.why == "silent":
+        if c.why == "silent" and not c.beat:
+            said = "did not answer: no beat came from it (frozen, or cut off from the store)"
+        elif c.why == "silent":
             said = "did not answer: its beat stopped (frozen, or cut off from the store)"
         elif c.why == "behind":
             said = "never entered it"
         else:
             said = f"entered it as {c.op or 'no op'}, sizes {c.sizes or 'none'}"
-        last = f"last in {_collective(c.seq, c.op, c.sizes)}" if c.why != "mismatch" else ""
-        doing = f"now in {report.frame}" if report else ("" if c.why == "silent" else "did not answer")
+        last = f"last in {_collective(c.seq, c.op, c.sizes)}" if c.why != "mismatch" and c.beat else ""
+        if report is not None:
+            doing = f"now in {report.frame}"
+        elif c.why == "silent":
+            doing = ""
+        elif c.quiet:  # behind, and its own thread silent as long: the whole process is stuck
+            doing = "did not answer: its beat stopped too (frozen, or cut off from the store)"
+        else:
+            doing = "did not answer"
         out.append(f"torchpod: hang: culprit rank {c.rank} on {host}: "
                    + "; ".join(part for part in (said, last, doing) if part))
     out.append(f"torchpod: hang: {len(reports)} of {plural(world, 'rank')} reported their stacks")

@@ -10,7 +10,9 @@ Kubernetes gave one (``/dev/termination-log``, the default terminationMessagePat
 ``getTerminationMessage`` with ``MaxContainerTerminationMessageLength``, so at most that
 much is written and the verdict's first lines are kept), and
 only then stops torchrun with SIGTERM, as `docker stop` would: every rank's stacks and
-flight recorder are already on disk. `torchpod run` then exits EXIT_HANG.
+flight recorder are already on disk. `torchpod run` then exits EXIT_HANG. The node whose
+agent hosts the job's store (node 0) lingers LINGER_S first, so every other node's watcher,
+which reads its own verdict file within POLL_S, has read the verdict before the store goes.
 
 The verdict file is read as any file the launcher did not write: bounded and checked
 (torchpod.readers); one that is not a verdict is one line, and the job goes on.
@@ -34,6 +36,7 @@ VERDICT_CAP = 64 * readers.KiB
 TERMINATION_LOG = "/dev/termination-log"
 TERMINATION_CAP = 4096  # what the kubelet reads of a container's message
 POLL_S = 1.0
+LINGER_S = 5.0
 
 
 def parse(data: str) -> list[str]:
@@ -66,10 +69,10 @@ class Watcher:
     """Polls ``folder`` for the verdict; on one, says it and calls ``stop`` once."""
 
     def __init__(self, folder: str, stop: Callable[[], None] | None = None,
-                 termination_log: str = TERMINATION_LOG, poll_s: float = POLL_S):
+                 termination_log: str = TERMINATION_LOG, poll_s: float = POLL_S, linger_s: float = 0.0):
         self.path = Path(folder) / VERDICT
         self.stop_job = stop or (lambda: os.kill(os.getpid(), signal.SIGTERM))
-        self.termination_log, self.poll_s = termination_log, poll_s
+        self.termination_log, self.poll_s, self.linger_s = termination_log, poll_s, linger_s
         self.verdict: list[str] | None = None
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="torchpod-hang", daemon=True)
@@ -101,5 +104,6 @@ class Watcher:
                       f"({self.termination_log})", file=sys.stderr, flush=True)
             print(f"torchpod: hang: evidence kept in {self.path.parent}; stopping the job", file=sys.stderr,
                   flush=True)
+            self._done.wait(self.linger_s)
             self.stop_job()
             return

@@ -55,6 +55,8 @@ from ..errors import InputError
 from . import judge, straggle
 
 GATHER_S = 20.0  # the longest the claiming rank waits for the reports
+DELIVER_S = 10.0
+FIRST_LOOK_S = 0.2  # how often a worker looks for the script's init_process_group  # the longest a rank waits for the others to have read the verdict
 STORE_TIMEOUT_S = 10.0
 ARRIVALS_EVERY = 6  # beats between two arrivals messages: 30 s at the default window
 
@@ -119,8 +121,14 @@ class Watch:
 
     # --- torch, only once the script imported it -------------------------------------------
     def initialised(self) -> bool:
+        """Whether the script's process group is up; False while torch.distributed is still
+        being imported (it is in sys.modules, partly initialised, before it defines
+        is_initialized)."""
         dist = sys.modules.get("torch.distributed")
-        return bool(dist is not None and dist.is_available() and dist.is_initialized())
+        try:
+            return bool(dist is not None and dist.is_available() and dist.is_initialized())
+        except AttributeError:
+            return False
 
     def connect(self) -> None:
         from torch.distributed import PrefixStore, TCPStore
@@ -240,10 +248,23 @@ class Watch:
         bundle = {"suspicion": json.loads(found.encode()), "reports": [r.__dict__ for r in reports.values()],
                   "verdict": said}
         self._write(os.path.join(self.folder, "hang-bundle.json"), json.dumps(bundle, indent=1).encode())
-        self.store.set("verdict", json.dumps({"lines": said, "judge": self.rank, "host": self.host}).encode())
+        self.store.set("verdict", json.dumps({"lines": said, "judge": self.rank, "host": self.host,
+                                              "silent": sorted(silent)}).encode())
 
     def deliver(self, raw: bytes) -> None:
-        """The verdict into this node's folder, atomically, for `torchpod run` to read."""
+        """The verdict into this node's folder, atomically, for `torchpod run` to read, once
+        every rank that can answer has read it (within DELIVER_S): the first node to stop
+        its torchrun may be the one whose agent hosts the store, and a node that had not read
+        the verdict by then would lose the store and end as a crash, not a hang."""
+        self.store.set(f"delivered/{self.rank}", b"1")
+        try:
+            silent = {int(r) for r in json.loads(raw).get("silent") or ()}
+        except (ValueError, TypeError, AttributeError):
+            silent = set()
+        awaited = [f"delivered/{r}" for r in range(self.world) if r not in silent]
+        deadline = time.monotonic() + DELIVER_S
+        while not self.store.check(awaited) and time.monotonic() < deadline:
+            time.sleep(0.2)
         tmp = os.path.join(self.folder, f".verdict.{self.rank}.{os.getpid()}")
         self._write(tmp, raw)
         os.replace(tmp, os.path.join(self.folder, "verdict.json"))
@@ -257,8 +278,8 @@ class Watch:
 
     def run(self) -> None:
         step = period(self.window_s)
-        while not self.initialised():
-            if self.stopping.wait(step):
+        while not self.initialised():  # looked for often: the first beat soon after init
+            if self.stopping.wait(FIRST_LOOK_S):
                 return
         self.connect()
         judging = judge.Judge(self.world, self.window_s, time.monotonic()) if self.rank in (0, 1) else None

@@ -113,6 +113,7 @@ def test_a_rank_that_keeps_the_other_waiting_is_named_while_it_does_and_over_the
 def test_a_steady_job_names_no_straggler(tmp_path):
     done = launch(tmp_path, "steady", "0")
     assert done.returncode == 0 and said(done) == [] and said(done, "straggler") == [], done.stderr[-3000:]
+    assert "the hang watch stopped" not in done.stderr, done.stderr[-3000:]  # both ranks were watched
 
 
 @pytest.mark.parametrize("window", ["0", "-5", "9", "86401", "1e3", "30s", "\u0663\u0660"])

@@ -83,6 +83,33 @@ def test_a_rank_that_never_beats_is_silent_once_the_judge_has_watched_a_window_a
     assert [(c.rank, c.why, c.host, c.seq) for c in found.culprits] == [(1, "silent", "", 0)]
 
 
+def test_a_rank_without_a_beat_while_the_others_sit_in_a_collective_a_window_is_silent_and_said_so():
+    judging = Judge(world=3, window_s=W, started=0.0)
+    assert run(judging, [(0, {0: 7, 1: 7}), (W - 1, {})]) is None  # a window not yet over
+    at, found = run(judging, [(0, {0: 7, 1: 7}), (100, {})])
+    assert at == W and [(c.rank, c.why, c.beat) for c in found.culprits] == [(2, "silent", False)]
+    assert judge.lines(found, {}, 3)[:2] == [
+        f"torchpod: hang: no rank went past collective 7 ({AR}, sizes {SIZES}) for {W} s; 2 of 3 ranks wait in it "
+        "(ranks 0,1)",
+        "torchpod: hang: culprit rank 2 on an unknown host: did not answer: no beat came from it (frozen, or cut "
+        "off from the store)"]
+    assert judge.parse_suspicion(found.encode()) == (found, "")
+
+
+def test_a_rank_behind_whose_own_beat_stopped_too_is_said_frozen_at_the_window_before_its_grace():
+    judging = Judge(world=3, window_s=W, started=0.0)
+    at, found = run(judging, [(0, {0: 3, 1: 3, 2: 3}), (10, {0: 4, 1: 4}), (100, {})])  # rank 2 paused at 10
+    assert at == 10 + W and [(c.rank, c.why, c.quiet) for c in found.culprits] == [(2, "behind", True)]
+    assert judge.lines(found, {}, 3)[1] == (
+        f"torchpod: hang: culprit rank 2 on node-2: never entered it; last in collective 3 ({AR}, sizes {SIZES}); "
+        "did not answer: its beat stopped too (frozen, or cut off from the store)")
+    assert judge.parse_suspicion(found.encode()) == (found, "")
+    moving = Judge(world=3, window_s=W, started=0.0)  # behind, but its thread beats: not frozen
+    _, found = run(moving, [(0, {0: 3, 1: 3, 2: 3}), (10, {0: 4, 1: 4, 2: 3}), (100, {})])
+    assert [(c.rank, c.quiet) for c in found.culprits] == [(2, False)]
+    assert judge.lines(found, {}, 3)[1].endswith("; did not answer")
+
+
 def test_ranks_that_entered_another_op_or_size_are_named_against_the_majority():
     judging = Judge(world=4, window_s=W, started=0.0)
     ops = {3: ("gloo:broadcast", SIZES)}

@@ -72,3 +72,17 @@ def test_a_fifo_in_place_of_the_verdict_never_blocks_the_watcher(tmp_path, capsy
     until(lambda: not (tmp_path / node.VERDICT).exists())
     watcher.close()
     assert stops == [] and "FIFO" in capsys.readouterr().err
+
+
+def test_the_node_hosting_the_store_lingers_before_it_stops_the_job(tmp_path):
+    stops: list[float] = []
+    watcher = node.Watcher(str(tmp_path), stop=lambda: stops.append(time.monotonic()),
+                           termination_log=str(tmp_path / "none"), poll_s=0.05, linger_s=0.6)
+    watcher.start()
+    written = time.monotonic()
+    (tmp_path / node.VERDICT).write_text(json.dumps({"lines": LINES}))
+    until(lambda: watcher.verdict is not None)
+    assert stops == []  # said, not yet stopped
+    until(lambda: stops)
+    watcher.close()
+    assert len(stops) == 1 and stops[0] - written >= 0.6

@@ -6,7 +6,9 @@ ranks in tests/integration/torchpod/watch/test_worker.py)."""
 from __future__ import annotations
 
 import json
+import sys
 import traceback
+import types
 
 import pytest
 
@@ -87,3 +89,13 @@ def test_a_flight_recorder_dump_out_of_its_form_reads_as_recording_nothing(dump)
     watch.dump = lambda: dump
     assert watch.progress() == (4, "", "") and watch.progress() == (4, "", "")
     assert watch.recorder() == {}
+
+
+def test_a_torch_distributed_still_being_imported_is_not_initialised(monkeypatch):
+    partial = types.ModuleType("torch.distributed")  # in sys.modules before its names are defined
+    partial.is_available = lambda: True
+    monkeypatch.setitem(sys.modules, "torch.distributed", partial)
+    watch = Counted([])
+    assert watch.initialised() is False
+    partial.is_initialized = lambda: True
+    assert watch.initialised() is True
