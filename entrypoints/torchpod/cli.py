@@ -441,8 +441,7 @@ def run(inv: Invocation, env: dict[str, str], cwd: Path) -> int:
     workers = child_env(env, plan)
     folder = workers[ENV_STACKS_DIR] = stacks_folder(workers)
     # the hang watch: the workers' threads write a verdict here; this ends the job on it
-    watcher = (node.Watcher(folder, linger_s=node.LINGER_S if plan.node_rank == 0 else 0.0).start()
-               if setting(workers, ENV_STALL_WINDOW) not in ("", "off") else None)
+    watcher = node.Watcher(folder).start() if setting(workers, ENV_STALL_WINDOW) not in ("", "off") else None
     try:
         code = supervise(argv, workers, handled=plan.handled_signals)
     finally:

@@ -17,7 +17,9 @@ import pytest
 
 from cluster_helpers import wait_for_log
 
-pytestmark = pytest.mark.xdist_group(name="hang-watch")
+# eight torch processes each: one at a time beside the tier's other many-node tests
+# (tests/cluster/conftest.py's MANY_NODES)
+pytestmark = pytest.mark.xdist_group(name="many-nodes")
 
 NODES, WINDOW, SCRIPT_PATH = 8, 15, "/opt/faults/hang_faults.py"
 CULPRIT = 5  # a rank on a node other than node 0, whose agent hosts the job's store
@@ -29,10 +31,10 @@ SCRIPT = textwrap.dedent("""\
     def load_the_next_batch():
         time.sleep(3600)
 
-    def compute():
-        a = torch.rand(192, 192)
-        for _ in range(8):
-            a = torch.tanh(a @ a)
+    def compute():  # 20 ms of this process's CPU: what a throttle slows (a matmul is too quick)
+        start = time.process_time()
+        while time.process_time() - start < 0.02:
+            pass
 
     dist.init_process_group("gloo", timeout=timedelta(seconds=900))
     rank, x = dist.get_rank(), torch.ones(10)
@@ -139,7 +141,8 @@ def test_a_frozen_or_cut_off_node_is_named_as_not_answering(make_cluster, docker
         if fault == "pause":
             container.unpause()
     assert re.fullmatch(rf"torchpod: hang: no rank went past collective \d+ \(gloo:all_reduce, sizes \[\[10\]\]\) "
-                        rf"for {WINDOW} s; {NODES - 1} of {NODES} ranks wait in it \(ranks 0-4,6,7\)", said[0]), said
+                        rf"for {WINDOW} s; {NODES - 1} of {NODES} ranks wait in it( or an earlier one)? "
+                        r"\(ranks 0-4,6,7\)", said[0]), said
     # named at the window, before its own beat's grace is over: behind, and silent as long
     assert re.fullmatch(rf"torchpod: hang: culprit rank {CULPRIT} on {host}: never entered it; last in collective "
                         r"\d+( \(gloo:all_reduce, sizes \[\[10\]\]\))?; did not answer: its beat stopped too "
@@ -160,9 +163,10 @@ def test_a_throttled_node_is_named_as_a_straggler_while_the_job_finishes(make_cl
     container.update(cpu_quota=-1)  # then given its CPUs back: the job finishes
     assert cl.wait(300) == [0] * NODES, cl.all_logs()[-8000:]
     named = [ln for ln in cl.logs(0).splitlines() if ln.startswith("torchpod: straggler")]
-    assert named[-1].startswith("torchpod: straggler over the run: "), cl.logs(0)[-6000:]
+    assert named[-1].startswith("torchpod: straggler over the run (named in "), cl.logs(0)[-6000:]
     for line in named:
-        assert re.fullmatch(rf"torchpod: straggler( over the run)?: rank {CULPRIT} on {host} entered \d+ of \d+ "
+        assert re.fullmatch(rf"torchpod: straggler( over the run \(named in \d+ of \d+ stretch(es)?\))?: rank "
+                            rf"{CULPRIT} on {host} entered \d+ of \d+ "
                             r"collectives last \(\d+ %\), a median \d+ ms after the first rank; the others "
                             r"wait(ed)? for it", line), line
     assert not any("torchpod: hang: " in cl.logs(i) for i in range(NODES))

@@ -235,4 +235,4 @@ def test_a_hung_job_ends_with_its_culprit_named_in_the_jobs_output_and_exit_124(
                         rf"collective {seq - 1} \([^)]*\); now in {EXAMPLES}/allreduce_check.py:{STALL_LINE} in "
                         r"stall_before_the_collective", said[1]), said
     assert said.count("torchpod: hang: 2 of 2 ranks reported their stacks") == NODES, said  # both nodes said it
-    assert "ExitCode=124:0" in slurm_cluster.show_job(jobid), slurm_cluster.show_job(jobid)
+    assert "ExitCode=124:0" in slurm_cluster.show_job(jobid), slurm_cluster.show_job(jobid) + out[-5000:]

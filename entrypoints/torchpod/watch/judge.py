@@ -125,10 +125,11 @@ class Suspicion:
     waiting: tuple[int, ...]
     culprits: tuple[Culprit, ...]
     window_s: int
+    earlier: tuple[int, ...] = ()  # alive ranks in an earlier collective, waiting on a frozen one
 
     def encode(self) -> bytes:
         return json.dumps({"seq": self.seq, "op": self.op, "sizes": self.sizes, "waiting": list(self.waiting),
-                           "window_s": self.window_s,
+                           "window_s": self.window_s, "earlier": list(self.earlier),
                            "culprits": [c.__dict__ for c in self.culprits]}, separators=(",", ":")).encode()
 
 
@@ -141,7 +142,8 @@ def parse_suspicion(raw: bytes) -> tuple[Suspicion | None, str]:
                                  beat=c.get("beat", True) is not False, quiet=c.get("quiet") is True)
                          for c in value["culprits"])
         found = Suspicion(int(value["seq"]), str(value["op"]), str(value["sizes"]),
-                          tuple(int(r) for r in value["waiting"]), culprits, int(value["window_s"]))
+                          tuple(int(r) for r in value["waiting"]), culprits, int(value["window_s"]),
+                          tuple(int(r) for r in value.get("earlier") or ()))
     except (KeyError, TypeError, ValueError):
         return None, "a suspicion whose fields are not what the judge writes"
     return found, ""
@@ -177,12 +179,15 @@ class Judge:
             return []
         return [r for r in range(self.world) if now - self._moved.get(r, (0, self.started))[1] >= quiet]
 
+    def _quiet(self, rank: int, now: float) -> bool:
+        """Whether the rank's own beat has not moved for a whole window (or never came)."""
+        return rank not in self.last or now - self._moved.get(rank, (0, self.started))[1] >= self.window_s
+
     def _culprit(self, rank: int, why: str, now: float) -> Culprit:
         beat = self.last.get(rank)
         if beat is None:
             return Culprit(rank, "", why, 0, beat=False, quiet=True)
-        quiet = now - self._moved.get(rank, (0, self.started))[1] >= self.window_s
-        return Culprit(rank, beat.host, why, beat.seq, beat.op, beat.sizes, quiet=quiet)
+        return Culprit(rank, beat.host, why, beat.seq, beat.op, beat.sizes, quiet=self._quiet(rank, now))
 
     def _suspect(self, now: float) -> Suspicion | None:
         front, since = self._front
@@ -194,6 +199,13 @@ class Judge:
             # with no beat since then for a whole window is as silent as one whose beat stopped
             silent = sorted({*silent, *(r for r in range(self.world) if r not in self.last)})
         behind = [r for r in range(self.world) if r not in at_front and r not in silent] if stuck else []
+        earlier: list[int] = []
+        if any(self._quiet(r, now) for r in (*silent, *behind)):
+            # a frozen rank (its thread silent too) stops every collective it is in: the live
+            # ranks still in an earlier one (its ring neighbours, in the middle of the last
+            # exchange) wait on it, and are not named beside it
+            earlier = [r for r in behind if not self._quiet(r, now)]
+            behind = [r for r in behind if self._quiet(r, now)]
         mismatch = _minority([self.last[r] for r in at_front]) if stuck and len(at_front) == self.world else []
         if not (silent or behind or mismatch):
             return None
@@ -205,7 +217,7 @@ class Judge:
             lead = self.last[min(r for r in at_front if r not in blamed)]
         waiting = tuple(r for r in at_front if r not in blamed)
         return Suspicion(front, lead.op if lead else "", lead.sizes if lead else "", waiting,
-                         tuple(sorted(culprits, key=lambda c: c.rank)), self.window_s)
+                         tuple(sorted(culprits, key=lambda c: c.rank)), self.window_s, tuple(earlier))
 
 
 def _minority(beats: list[Beat]) -> list[int]:
@@ -270,8 +282,8 @@ def lines(found: Suspicion, reports: Mapping[int, Report], world: int) -> list[s
     """The verdict, a line each: the collective and who waits in it, then each culprit with
     its host and what it is doing (its report's frame) or that it did not answer."""
     out = [f"torchpod: hang: no rank went past {_collective(found.seq, found.op, found.sizes)} for "
-           f"{found.window_s} s; {len(found.waiting)} of {plural(world, 'rank')} wait in it "
-           f"(ranks {_ranks(found.waiting)})"]
+           f"{found.window_s} s; {len(found.waiting) + len(found.earlier)} of {plural(world, 'rank')} wait in it"
+           f"{' or an earlier one' if found.earlier else ''} (ranks {_ranks((*found.waiting, *found.earlier))})"]
     for c in found.culprits:
         report = reports.get(c.rank)
         host = (report.host if report else c.host) or "an unknown host"

@@ -10,9 +10,10 @@ Kubernetes gave one (``/dev/termination-log``, the default terminationMessagePat
 ``getTerminationMessage`` with ``MaxContainerTerminationMessageLength``, so at most that
 much is written and the verdict's first lines are kept), and
 only then stops torchrun with SIGTERM, as `docker stop` would: every rank's stacks and
-flight recorder are already on disk. `torchpod run` then exits EXIT_HANG. The node whose
-agent hosts the job's store (node 0) lingers LINGER_S first, so every other node's watcher,
-which reads its own verdict file within POLL_S, has read the verdict before the store goes.
+flight recorder are already on disk. `torchpod run` then exits EXIT_HANG. Every rank wrote
+its node's verdict file before any node could stop (torchpod.watch.worker waits for them
+all), so a node whose job ended before its poll came round (the node hosting the store
+stopped first) reads the file as it closes, and ends as a hang too.
 
 The verdict file is read as any file the launcher did not write: bounded and checked
 (torchpod.readers); one that is not a verdict is one line, and the job goes on.
@@ -36,7 +37,6 @@ VERDICT_CAP = 64 * readers.KiB
 TERMINATION_LOG = "/dev/termination-log"
 TERMINATION_CAP = 4096  # what the kubelet reads of a container's message
 POLL_S = 1.0
-LINGER_S = 5.0
 
 
 def parse(data: str) -> list[str]:
@@ -69,10 +69,10 @@ class Watcher:
     """Polls ``folder`` for the verdict; on one, says it and calls ``stop`` once."""
 
     def __init__(self, folder: str, stop: Callable[[], None] | None = None,
-                 termination_log: str = TERMINATION_LOG, poll_s: float = POLL_S, linger_s: float = 0.0):
+                 termination_log: str = TERMINATION_LOG, poll_s: float = POLL_S):
         self.path = Path(folder) / VERDICT
         self.stop_job = stop or (lambda: os.kill(os.getpid(), signal.SIGTERM))
-        self.termination_log, self.poll_s, self.linger_s = termination_log, poll_s, linger_s
+        self.termination_log, self.poll_s = termination_log, poll_s
         self.verdict: list[str] | None = None
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="torchpod-hang", daemon=True)
@@ -82,28 +82,38 @@ class Watcher:
         return self
 
     def close(self) -> None:
+        """Stop polling; a verdict its workers wrote that the poll had not read yet (the job
+        ended first: another node stopped, and with it the job's store) is read now, so the
+        job still ends as a hang."""
         self._done.set()
         self._thread.join(timeout=5)
+        if self.verdict is None and not self._thread.is_alive():
+            self._look(stop=False)
 
     def _loop(self) -> None:
         while not self._done.wait(self.poll_s):
-            if not self.path.exists():
-                continue
-            try:
-                said = parse(readers.read_text(self.path, what="the hang verdict", expected="a verdict its "
-                                               "workers wrote", cap=VERDICT_CAP))
-            except InputError as exc:
-                print(f"torchpod: {exc}; the job goes on", file=sys.stderr, flush=True)
-                self.path.unlink(missing_ok=True)
-                continue
-            self.verdict = said
-            for line in said:
-                print(line, file=sys.stderr, flush=True)
-            if termination_message(said, self.termination_log):
-                print(f"torchpod: hang: the verdict is the container's termination message "
-                      f"({self.termination_log})", file=sys.stderr, flush=True)
-            print(f"torchpod: hang: evidence kept in {self.path.parent}; stopping the job", file=sys.stderr,
-                  flush=True)
-            self._done.wait(self.linger_s)
+            if self._look(stop=True):
+                return
+
+    def _look(self, stop: bool) -> bool:
+        """Read the verdict file if there is one: say it, then stop the job (``stop``)."""
+        if not self.path.exists():
+            return False
+        try:
+            said = parse(readers.read_text(self.path, what="the hang verdict", expected="a verdict its "
+                                           "workers wrote", cap=VERDICT_CAP))
+        except InputError as exc:
+            print(f"torchpod: {exc}; the job goes on", file=sys.stderr, flush=True)
+            self.path.unlink(missing_ok=True)
+            return False
+        self.verdict = said
+        for line in said:
+            print(line, file=sys.stderr, flush=True)
+        if termination_message(said, self.termination_log):
+            print(f"torchpod: hang: the verdict is the container's termination message "
+                  f"({self.termination_log})", file=sys.stderr, flush=True)
+        print(f"torchpod: hang: evidence kept in {self.path.parent}{'; stopping the job' if stop else ''}",
+              file=sys.stderr, flush=True)
+        if stop:
             self.stop_job()
-            return
+        return True

@@ -67,7 +67,8 @@ def parse_arrivals(raw: bytes, job: str, world: int) -> tuple[Arrivals | None, s
     value, problem = _object(raw, ARRIVALS_BYTES, "an arrivals message")
     if value is None:
         return None, problem
-    rank, host, their, at = _whole(value.get("rank")), _text(value.get("host")), _text(value.get("job")), value.get("at")
+    rank, host, their = _whole(value.get("rank")), _text(value.get("host")), _text(value.get("job"))
+    at = value.get("at")
     pairs = [(_whole(a[0]), _whole(a[1])) if isinstance(a, list) and len(a) == 2 else (None, None)
              for a in at] if isinstance(at, list) and len(at) <= ARRIVALS_CAP else [(None, None)]
     if rank is None or host is None or their is None or any(None in p for p in pairs):
@@ -87,8 +88,12 @@ class Straggler:
     judged: int  # collectives judged
     median_ms: float  # its median lateness behind the first rank, where it was last
 
+    stretches: tuple[int, int] = (1, 1)  # over the run: stretches it was named in, of those judged
+
     def line(self, run: bool = False) -> str:
-        over, wait = (" over the run", "waited") if run else ("", "wait")
+        named, judged = self.stretches
+        over, wait = (f" over the run (named in {named} of {plural(judged, 'stretch', 'stretches')})",
+                      "waited") if run else ("", "wait")
         return (f"torchpod: straggler{over}: rank {self.rank} on {self.host or 'an unknown host'} entered "
                 f"{self.last} of {plural(self.judged, 'collective')} last ({round(100 * self.last / self.judged)} %), "
                 f"a median {self.median_ms:.0f} ms after the first rank; the others {wait} for it")
@@ -122,8 +127,9 @@ class Stragglers:
     pending: dict[int, dict[int, int]] = field(default_factory=dict)  # seq -> rank -> ns
     hosts: dict[int, str] = field(default_factory=dict)
     stretch: Tally = field(default_factory=Tally)
-    run: Tally = field(default_factory=Tally)
     judged_upto: int = 0
+    stretches: int = 0  # stretches judged
+    named: dict[int, list[Straggler]] = field(default_factory=dict)  # rank -> each stretch it was named in
 
     def feed(self, messages: Iterable[Arrivals]) -> list[Straggler]:
         """The stragglers of the stretch these messages close, if they close one."""
@@ -136,16 +142,24 @@ class Stragglers:
             ranks = self.pending.pop(seq)
             first = min(ranks.values())
             last = max(ranks, key=lambda r: (ranks[r], -r))
-            for tally in (self.stretch, self.run):
-                tally.add(last, (ranks[last] - first) / 1e6)
+            self.stretch.add(last, (ranks[last] - first) / 1e6)
             self.judged_upto = max(self.judged_upto, seq)
         for seq in sorted(self.pending)[:-PENDING_CAP] + [s for s in self.pending if s <= self.judged_upto]:
             self.pending.pop(seq, None)
         if self.stretch.judged < MIN_COLLECTIVES:
             return []
         named, self.stretch = self.stretch.named(self.hosts), Tally()
+        self.stretches += 1
+        for s in named:
+            self.named.setdefault(s.rank, []).append(s)
         return named
 
     def summary(self) -> list[str]:
-        """The run's stragglers, a line each; nothing for a run without one."""
-        return [s.line(run=True) for s in self.run.named(self.hosts)]
+        """Each rank named in any stretch, a line each, over the stretches it was named in
+        (its median: the median of theirs); nothing for a run that named nobody."""
+        out = []
+        for rank, found in sorted(self.named.items()):
+            merged = Straggler(rank, found[-1].host, sum(s.last for s in found), sum(s.judged for s in found),
+                               statistics.median(s.median_ms for s in found), (len(found), self.stretches))
+            out.append(merged.line(run=True))
+        return out

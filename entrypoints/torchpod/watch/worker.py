@@ -55,8 +55,8 @@ from ..errors import InputError
 from . import judge, straggle
 
 GATHER_S = 20.0  # the longest the claiming rank waits for the reports
-DELIVER_S = 10.0
-FIRST_LOOK_S = 0.2  # how often a worker looks for the script's init_process_group  # the longest a rank waits for the others to have read the verdict
+DELIVER_S = 10.0  # the longest a rank waits for the others to have read the verdict
+FIRST_LOOK_S = 0.2  # how often a worker looks for the script's init_process_group
 STORE_TIMEOUT_S = 10.0
 ARRIVALS_EVERY = 6  # beats between two arrivals messages: 30 s at the default window
 
@@ -230,11 +230,11 @@ class Watch:
         self.store.set(f"report/{self.rank}", report.encode())
 
     def gather(self, found: judge.Suspicion) -> None:
-        """The claiming rank: every report within GATHER_S (a rank named silent is not waited
-        for: its beat already stopped), then the verdict for all."""
+        """The claiming rank: every report within GATHER_S (a culprit whose own beat stopped is
+        not waited for: its thread cannot answer), then the verdict for all."""
         keys = [f"report/{r}" for r in range(self.world)]
-        silent = {c.rank for c in found.culprits if c.why == "silent"}
-        awaited = [k for r, k in enumerate(keys) if r not in silent]
+        frozen = {c.rank for c in found.culprits if c.quiet}
+        awaited = [k for r, k in enumerate(keys) if r not in frozen]
         deadline = time.monotonic() + GATHER_S
         while not self.store.check(awaited) and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -249,22 +249,26 @@ class Watch:
                   "verdict": said}
         self._write(os.path.join(self.folder, "hang-bundle.json"), json.dumps(bundle, indent=1).encode())
         self.store.set("verdict", json.dumps({"lines": said, "judge": self.rank, "host": self.host,
-                                              "silent": sorted(silent)}).encode())
+                                              "answered": sorted(reports)}).encode())
 
     def deliver(self, raw: bytes) -> None:
         """The verdict into this node's folder, atomically, for `torchpod run` to read, once
-        every rank that can answer has read it (within DELIVER_S): the first node to stop
-        its torchrun may be the one whose agent hosts the store, and a node that had not read
-        the verdict by then would lose the store and end as a crash, not a hang."""
-        self.store.set(f"delivered/{self.rank}", b"1")
+        every rank that answered the claim has read it too (within DELIVER_S): the first node
+        to stop its torchrun may be the one whose agent hosts the store, and a node that had
+        not read the verdict by then could not read it any more. A store that fails meanwhile
+        (that node stopped) ends the wait, never the delivery."""
         try:
-            silent = {int(r) for r in json.loads(raw).get("silent") or ()}
-        except (ValueError, TypeError, AttributeError):
-            silent = set()
-        awaited = [f"delivered/{r}" for r in range(self.world) if r not in silent]
-        deadline = time.monotonic() + DELIVER_S
-        while not self.store.check(awaited) and time.monotonic() < deadline:
-            time.sleep(0.2)
+            self.store.set(f"delivered/{self.rank}", b"1")
+            try:
+                answered = [int(r) for r in json.loads(raw).get("answered") or ()]
+            except (ValueError, TypeError, AttributeError):
+                answered = []
+            awaited = [f"delivered/{r}" for r in answered if 0 <= r < self.world]
+            deadline = time.monotonic() + DELIVER_S
+            while not self.store.check(awaited) and time.monotonic() < deadline:
+                time.sleep(0.2)
+        except Exception:  # noqa: BLE001 - the store is gone: the verdict is still this node's
+            pass
         tmp = os.path.join(self.folder, f".verdict.{self.rank}.{os.getpid()}")
         self._write(tmp, raw)
         os.replace(tmp, os.path.join(self.folder, "verdict.json"))

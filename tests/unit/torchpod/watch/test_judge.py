@@ -110,6 +110,20 @@ def test_a_rank_behind_whose_own_beat_stopped_too_is_said_frozen_at_the_window_b
     assert judge.lines(found, {}, 3)[1].endswith("; did not answer")
 
 
+def test_a_frozen_rank_is_named_alone_while_its_live_neighbours_wait_in_the_collective_before():
+    judging = Judge(world=8, window_s=W, started=0.0)
+    # rank 5 freezes mid-exchange of collective 36: ranks 4 and 6 (its ring neighbours) never
+    # finish it, the others went on into 37; 4 and 6 keep beating, 5 does not
+    frozen = {r: 37 for r in (0, 1, 2, 3, 7)} | {4: 36, 6: 36}
+    at, found = run(judging, [(0, {r: 35 for r in range(8)}), (10, frozen), (100, {})])
+    assert [(c.rank, c.why, c.quiet) for c in found.culprits] == [(5, "behind", True)]
+    assert (found.waiting, found.earlier) == ((0, 1, 2, 3, 7), (4, 6))
+    assert judge.lines(found, {}, 8)[0] == (
+        f"torchpod: hang: no rank went past collective 37 ({AR}, sizes {SIZES}) for {W} s; 7 of 8 ranks wait in it "
+        "or an earlier one (ranks 0-4,6,7)")
+    assert judge.parse_suspicion(found.encode()) == (found, "")
+
+
 def test_ranks_that_entered_another_op_or_size_are_named_against_the_majority():
     judging = Judge(world=4, window_s=W, started=0.0)
     ops = {3: ("gloo:broadcast", SIZES)}

@@ -34,13 +34,14 @@ def test_a_rank_entering_last_by_300_ms_is_named_with_its_share_and_median():
         "after the first rank; the others wait for it"]
 
 
-def test_the_run_summary_adds_every_stretch_and_names_nobody_in_a_clean_run():
+def test_the_run_summary_adds_the_stretches_a_rank_was_named_in_and_names_nobody_in_a_clean_run():
     watch = Stragglers(2)
     watch.feed(job(2, 1, 120, n=20))
-    watch.feed(job(2, 1, 80, n=20, start=21))
+    watch.feed(job(2, 1, 0, n=20, start=21, jitter=lambda seq, rank: seq % 2 * rank * 3 * MS))  # caught up
+    watch.feed(job(2, 1, 80, n=20, start=41))
     assert watch.summary() == [
-        "torchpod: straggler over the run: rank 1 on node-1 entered 40 of 40 collectives last (100 %), a median "
-        "100 ms after the first rank; the others waited for it"]
+        "torchpod: straggler over the run (named in 2 of 3 stretches): rank 1 on node-1 entered 40 of 40 "
+        "collectives last (100 %), a median 100 ms after the first rank; the others waited for it"]
     assert Stragglers(2).summary() == []
 
 
