@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from ..words import plural
 from .judge import TEXT_CAP, _object, _text, _whole
@@ -47,17 +47,26 @@ class Arrivals:
                           separators=(",", ":")).encode()
 
 
+def default_group(dump: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The flight-recorder dump's entries of the default group's collectives (its
+    point-to-point sends and other groups' entries left out); nothing from a dump whose
+    entries are not a list."""
+    entries = dump.get("entries")
+    for entry in entries if isinstance(entries, list) else ():
+        if not isinstance(entry, dict) or entry.get("is_p2p"):
+            continue
+        group = entry.get("process_group")
+        if isinstance(group, list) and len(group) == 2 and group[1] == "default_pg":
+            yield entry
+
+
 def arrivals(dump: dict[str, Any], after: int) -> tuple[tuple[int, int], ...]:
     """The default group's collectives after ``after`` in a flight-recorder dump, as (seq, ns),
     the newest ARRIVALS_CAP of them."""
     found = {}
-    for entry in dump.get("entries") or ():
-        if not isinstance(entry, dict) or entry.get("is_p2p"):
-            continue
-        group = entry.get("process_group")
+    for entry in default_group(dump):
         seq, ns = _whole(entry.get("collective_seq_id")), _whole(entry.get("time_created_ns"))
-        if (isinstance(group, list) and len(group) == 2 and group[1] == "default_pg"
-                and seq is not None and ns is not None and seq > after):
+        if seq is not None and ns is not None and seq > after:
             found[seq] = ns
     return tuple(sorted(found.items()))[-ARRIVALS_CAP:]
 

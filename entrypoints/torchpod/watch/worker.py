@@ -87,12 +87,7 @@ def innermost(frames: traceback.StackSummary, roots: tuple[str, ...]) -> str:
 def last_collective(dump: dict[str, Any]) -> tuple[int, str, str]:
     """The default group's highest collective in a flight-recorder dump: (seq, op, sizes)."""
     best: tuple[int, str, str] = (0, "", "")
-    for entry in dump.get("entries") or ():
-        if not isinstance(entry, dict) or entry.get("is_p2p"):
-            continue
-        group = entry.get("process_group")
-        if not (isinstance(group, list) and len(group) == 2 and group[1] == "default_pg"):
-            continue
+    for entry in straggle.default_group(dump):
         seq = entry.get("collective_seq_id")
         if isinstance(seq, int) and not isinstance(seq, bool) and seq > best[0]:
             sizes = json.dumps(entry.get("input_sizes"), separators=(",", ":"))[:judge.TEXT_CAP]

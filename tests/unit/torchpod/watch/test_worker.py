@@ -99,3 +99,11 @@ def test_a_torch_distributed_still_being_imported_is_not_initialised(monkeypatch
     assert watch.initialised() is False
     partial.is_initialized = lambda: True
     assert watch.initialised() is True
+
+
+@pytest.mark.parametrize("dump", [b'{"entries": 5}', b'{"entries": "abc"}', b'{"entries": {"0": {}}}'])
+def test_a_dump_whose_entries_are_not_a_list_records_no_collective(dump):
+    watch = Counted([4, 4])
+    watch.dump = lambda: dump
+    assert watch.progress() == (4, "", "") and watch.progress() == (4, "", "")
+    assert worker.straggle.arrivals(watch.recorder(), 0) == ()
