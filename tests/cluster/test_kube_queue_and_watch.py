@@ -1,25 +1,34 @@
-"""Kueue's topology-aware scheduling on a second real control plane, beside
-test_kube_jobs.py's, so that the tier's workers share the two: a site's nodes labelled by
-block, Kueue v0.17.0 with a Topology, a ResourceFlavor and a ClusterQueue, and jobs as
-`invoke manifests` renders them, edited as their user asks Kueue for a placement. Kueue
-decides where the pods go; torchpod's ranks must keep each placed slice together. The
-module's plane runs Kueue, training-operator and JobSet (tests/kube_jobs.py holds what both
-modules use); the hang watch's verdict in a pod's termination message is to be proven here
-next.
+"""Two things on a second real control plane, beside test_kube_jobs.py's so that the tier's
+workers share them: Kueue's topology-aware scheduling, and the hang watch's verdict where
+Kubernetes shows it.
 
-Without the control plane's or an operator's programs the tests fail under CI
-(TORCHPOD_REQUIRE_TOOLS=1) and skip elsewhere, naming `invoke kube.build`."""
+Kueue: a site's nodes labelled by block, Kueue v0.17.0 with a Topology, a ResourceFlavor and
+a ClusterQueue, and jobs as `invoke manifests` renders them, edited as their user asks Kueue
+for a placement. Kueue decides where the pods go; torchpod's ranks must keep each placed
+slice together.
+
+The hang watch (torchpod.watch): a JobSet and a PyTorchJob whose rank 1 stalls before the
+collective; every pod's torchpod names it, its host and its frame, and ends with 124; the
+kubelet stand-in reads each container's termination message as the kubelet does, so the
+pods' status, and `kubectl describe pod`, show the verdict.
+
+The plane runs Kueue, training-operator and JobSet (tests/kube_jobs.py holds what both
+modules use). Without the control plane's or an operator's programs the tests fail under
+CI (TORCHPOD_REQUIRE_TOOLS=1) and skip elsewhere, naming `invoke kube.build`."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
 
-from kube_jobs import Cluster, assert_one_group, condition, hostname, start, submit, wait
+from cluster_helpers import EXAMPLES
+from kube_helpers import until
+from kube_jobs import WAIT, Cluster, assert_one_group, condition, hostname, start, submit, wait
 
 OPERATORS = ("training-operator", "jobset", "kueue")
 # The nodes' topology, as a site labels its nodes for Kueue's topology-aware scheduling: three
@@ -140,3 +149,67 @@ def test_kueue_places_a_pytorchjob_that_requires_one_block_and_it_trains_there(k
     assert [r["hostname"] for r in sorted(results, key=lambda r: r["rank"])] == ["tasp-master-0", "tasp-worker-0"]
     blocks = placed(kueue, "tasp", results)
     assert len(set(blocks)) == 1, blocks
+
+
+# the verdict's lines (torchpod.watch.judge.lines), for a culprit that stalled in allreduce_check
+CULPRIT = re.compile(r"torchpod: hang: culprit rank 1 on (?P<host>[^:\s]+): never entered it; last in collective "
+                     r"\d+ \([^)]*\); now in /opt/torchpod/examples/allreduce_check.py:\d+ in "
+                     r"stall_before_the_collective")
+
+
+def hang_messages(cluster: Cluster, namespace: str) -> dict[tuple[str, str], str]:
+    """Each pod's termination message of an attempt that ended 124 (its state or, once
+    restarted in place, its last state), by the pod's (hostname, name)."""
+    pods = json.loads(cluster.kube.kubectl("-n", namespace, "get", "pods", "-o", "json").stdout)["items"]
+    found = {}
+    for pod in pods:
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            for state in (status.get("state") or {}, status.get("lastState") or {}):
+                ended = state.get("terminated") or {}
+                if ended.get("exitCode") == 124:
+                    found[hostname(pod), pod["metadata"]["name"]] = ended.get("message", "")
+    return found
+
+
+def test_a_hung_rank_is_named_in_the_pods_termination_messages(cluster):
+    """A JobSet and a PyTorchJob of two nodes, side by side, TORCHPOD_STALL_WINDOW=10 set
+    through the render (--env): rank 1 stalls before the all-reduce rank 0 waits in. The
+    pods' containers end with 124, and their termination messages, read by the kubelet
+    stand-in from the file bound at /dev/termination-log (kubernetes v1.37.2,
+    kuberuntime_container.go), name rank 1, the host it runs on (the JobSet's pod of index
+    1, the PyTorchJob's Worker) and its frame. The PyTorchJob restarts in place (OnFailure),
+    keeping each pod's message in its last state: both pods' are read. The JobSet's first
+    failed pod fails its one Job (backoffLimit 0) and the JobSet (restarts set to none, as a
+    user who wants the evidence kept would), and the Job controller ends the other pod, so
+    at least one pod's message is read. `kubectl describe pod` shows the message."""
+    stall = (f"{EXAMPLES}/allreduce_check.py", "--stall-rank", "1")
+
+    def no_restart(docs):
+        for doc in docs:
+            if doc["kind"] == "JobSet":
+                doc["spec"]["failurePolicy"]["maxRestarts"] = 0
+        return docs
+
+    # namespace: (kind, the object to delete, the pods read, rank 1's hostname)
+    jobs = {"hang-js": ("jobset", "jobsets.jobset.x-k8s.io", 1, "hang-js-node-0-1"),
+            "hang-pt": ("kubeflow", "pytorchjobs.kubeflow.org", 2, "hang-pt-worker-0")}
+    for namespace, (kind, *_) in jobs.items():
+        submit(cluster, kind, namespace, 2, stall, edit=no_restart, env=("TORCHPOD_STALL_WINDOW=10",))
+    try:
+        for namespace, (_, _, pods, culprit) in jobs.items():
+            messages = until(f"{namespace}: {pods} pod(s) ended 124 with a message", lambda ns=namespace, n=pods: (
+                found if len(found := {h: m for h, m in hang_messages(cluster, ns).items() if m}) >= n else None),
+                seconds=WAIT)
+            for message in messages.values():
+                named = CULPRIT.search(message)
+                assert named and named["host"].split(".")[0] == culprit, messages
+                assert message.startswith("torchpod: hang: no rank went past collective"), messages
+            # what its user reads: `kubectl describe pod` prints the last state's message
+            # (kubectl v1.37.2, pkg/describe/describe.go, describeContainerState: "Message:")
+            (_, pod), *_ = messages
+            described = cluster.kube.kubectl("-n", namespace, "describe", "pod", pod).stdout
+            assert re.search(r"Exit Code:\s+124", described), described
+            assert "torchpod: hang: culprit rank 1 on" in described, described
+    finally:
+        for namespace, (_, plural, *_) in jobs.items():
+            cluster.kube.kubectl("-n", namespace, "delete", plural, "--all")
