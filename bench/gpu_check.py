@@ -20,7 +20,14 @@ the reason). The steps:
   rank's result line must name the nccl backend; then ``torchpod doctor --nccl-log`` on each
   log (``allreduce-nccl-log``, ``ddp-nccl-log``);
 - ``preflight``: ``torchpod run -m torchpod.preflight`` on one node: it forms its NCCL group,
-  then must refuse in one line (its pair rounds need 2 nodes or more).
+  then must refuse in one line (its pair rounds need 2 nodes or more);
+- ``hang``: the hang watch with this machine's torch: two gloo ranks on the CPU
+  (``CUDA_VISIBLE_DEVICES=`` hides the GPU), rank 1 stalled before the all-reduce
+  (``examples/allreduce_check.py --stall-rank 1``), ``TORCHPOD_STALL_WINDOW=10``: the run
+  must end 124 with the verdict naming rank 1 and its frame;
+- ``watch-cost``: the DDP example on NCCL four times, the watch off, on, on, off
+  (``TORCHPOD_STALL_WINDOW`` ``off`` and ``300``): each arm's steps/s and the ratio of the
+  medians, on over off (recorded, not judged: one GPU's four runs are a figure, not a bound).
 
 With no CUDA device the GPU steps are skipped ("no CUDA device visible") and the others run
 (``--rehearse`` runs the GPU steps on the CPU with gloo, to prove this script before a GPU is
@@ -43,10 +50,11 @@ import re
 import shutil
 import signal
 import stat
+import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, NoReturn, Sequence
@@ -56,6 +64,7 @@ LAUNCHER = ROOT / "entrypoints"
 sys.path.insert(0, str(LAUNCHER))  # torchpod.contract: standard library only, as this script
 
 from torchpod.contract import RESULT_PREFIX  # noqa: E402  (the workloads' result lines)
+from torchpod.watch import EXIT_HANG  # noqa: E402  (standard library only, as this script)
 
 DDP_SCRIPT = ROOT / "examples" / "ddp_resnet.py"
 
@@ -143,6 +152,10 @@ STEPS: tuple[Spec, ...] = (
     Spec("ddp-nccl-log", "torchpod doctor --nccl-log on ddp's NCCL log", 20, gpu_only=True, log_of="ddp"),
     Spec("preflight", "torchpod run -m torchpod.preflight on one node (NCCL)", 90, gpu_only=True,
          needs=("numpy",)),
+    Spec("hang", "the hang watch: two gloo ranks, rank 1 stalled, a 10 s window: the verdict, exit 124", 90,
+         gpu_only=True),
+    Spec("watch-cost", "the DDP example on NCCL, the hang watch off, on, on, off: steps/s per arm", 200,
+         gpu_only=True, needs=("torchvision",)),
 )
 
 
@@ -469,6 +482,39 @@ def judge_preflight(rc: int | None, output: str) -> tuple[str, str, dict]:
 
 # -- the edge: processes, files, the clock ----------------------------------------------------
 
+HANG_FRAME = "in stall_before_the_collective"  # allreduce_check's stalling function
+
+
+def judge_hang(rc: int | None, stderr: str) -> tuple[str, str, dict]:
+    """Rank 1 stalled before the all-reduce: exit 124, and a verdict whose first line names
+    the collective the others wait in and whose culprit line names rank 1 and its frame."""
+    said = [ln for ln in stderr.splitlines() if ln.startswith("torchpod: hang: ")]
+    facts: dict[str, Any] = {"verdict": said[:6]}
+    if rc != EXIT_HANG:
+        return FAILED, f"exit {rc}, expected {EXIT_HANG} (the hang verdict): {last_error(stderr)}", facts
+    culprit = [ln for ln in said if ln.startswith("torchpod: hang: culprit rank ")]
+    if not said or not said[0].startswith("torchpod: hang: no rank went past collective"):
+        return FAILED, "exit 124 without the verdict's first line", facts
+    if len(culprit) != 1 or not culprit[0].startswith("torchpod: hang: culprit rank 1 on ") \
+            or HANG_FRAME not in culprit[0]:
+        return FAILED, f"the verdict does not name rank 1 {HANG_FRAME}: {culprit}", facts
+    return OK, culprit[0].removeprefix("torchpod: hang: "), facts
+
+
+def judge_watch_cost(arms: Mapping[str, Sequence[float]], failed: Sequence[str] = ()) -> tuple[str, str, dict]:
+    """Each arm's steps/s; ok once every run ended 0 and reported one (``failed``: the runs
+    that did not, as "N (arm): exit X"). The ratio is a figure, not a bound."""
+    medians = {arm: statistics.median(rates) for arm, rates in arms.items() if rates}
+    facts: dict[str, Any] = {"steps_per_s": {arm: list(rates) for arm, rates in arms.items()},
+                             "median_steps_per_s": medians}
+    if failed:
+        return FAILED, f"run {', '.join(failed)}", facts
+    if set(medians) != set(arms):
+        return FAILED, f"no steps/s from the {', '.join(sorted(set(arms) - set(medians)))} arm", facts
+    facts["on_over_off"] = round(medians["on"] / medians["off"], 4) if medians["off"] else None
+    return OK, f"on/off {facts['on_over_off']} (medians {medians['on']:.4g} and {medians['off']:.4g} steps/s)", facts
+
+
 def process_tree(root: int) -> list[tuple[int, str]]:
     """(pid, start time) of ``root`` and every descendant, read from /proc: torchrun starts
     its workers in sessions of their own, so a process group does not hold them."""
@@ -689,10 +735,43 @@ def step_preflight(ctx: Context, spec: Spec) -> Step:
     return _judged(step, judge_preflight(ran.exit_code, output))
 
 
+def step_hang(ctx: Context, spec: Spec) -> Step:
+    script = ROOT / "examples" / "allreduce_check.py"
+    step, ran = ctx.run(spec, ctx.launcher("run", "--nproc-per-node", "2", "--", str(script), "--stall-rank", "1",
+                                           "--stall-seconds", "120"),
+                        {"CUDA_VISIBLE_DEVICES": "", "TORCHPOD_STALL_WINDOW": "10"})
+    return _judged(step, judge_hang(ran.exit_code, read_tail(ran.stderr, READ_CAP)))
+
+
+WATCH_ARMS = ("off", "on", "on", "off")  # the order: each arm once early, once late
+WINDOWS = {"off": "off", "on": "300"}
+
+
+def step_watch_cost(ctx: Context, spec: Spec) -> Step:
+    """The DDP example four times; each run's logs under its own name (watch-cost.N.ARM)."""
+    arms: dict[str, list[float]] = {"off": [], "on": []}
+    runs = []
+    for i, arm in enumerate(WATCH_ARMS):
+        share = replace(spec, name=f"{spec.name}.{i}.{arm}", timeout_s=spec.timeout_s / len(WATCH_ARMS))
+        one, ran = ctx.run(share, ctx.launcher("run", str(DDP_SCRIPT), "--steps", "100"),
+                           {"TORCHPOD_STALL_WINDOW": WINDOWS[arm]})
+        found = results(read_head(ran.stdout)) if ran.exit_code == 0 else []
+        rate = found[0].get("steps_per_s") if found else None
+        if isinstance(rate, (int, float)) and rate > 0:
+            arms[arm].append(float(rate))
+        runs.append({"arm": arm, "exit_code": ran.exit_code, "wall_s": one.wall_s, "steps_per_s": rate,
+                     "logs": one.logs})
+    step = Step(spec.name, spec.what, FAILED, exit_code=0 if all(r["exit_code"] == 0 for r in runs) else 1,
+                wall_s=round(sum(r["wall_s"] for r in runs), 2), facts={"runs": runs})
+    failed = [f"{i} ({r['arm']}): exit {r['exit_code']}" for i, r in enumerate(runs) if r["exit_code"] != 0]
+    return _judged(step, judge_watch_cost(arms, failed))
+
+
 RUNNERS: dict[str, Callable[[Context, Spec], Step]] = {
     "nvidia-smi": step_nvidia_smi, "environment": step_environment, "doctor": step_doctor, "plan": step_plan,
     "preflight-first": step_preflight_first, "allreduce": step_allreduce, "allreduce-nccl-log": step_nccl_log,
-    "ddp": step_ddp, "ddp-nccl-log": step_nccl_log, "preflight": step_preflight,
+    "ddp": step_ddp, "ddp-nccl-log": step_nccl_log, "preflight": step_preflight, "hang": step_hang,
+    "watch-cost": step_watch_cost,
 }
 
 

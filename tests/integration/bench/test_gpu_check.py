@@ -135,6 +135,35 @@ def test_a_hanging_step_cannot_hold_the_check_past_its_limit(tmp_path, monkeypat
     assert gc.overall([s.as_dict() for s in steps], ctx.facts) == ("failed", gc.EXIT_FAILED)
 
 
+# A "Python" that answers the launcher's `run` with one DDP result line whose steps/s says the
+# watch's arm (TORCHPOD_STALL_WINDOW), and fails one run in the `on` arm when told to.
+ARMED_PYTHON = """#!/bin/sh
+case "$TORCHPOD_STALL_WINDOW" in off) rate=20.0 ;; *) rate=19.0 ;; esac
+if [ -n "$FAIL_ON" ] && [ "$TORCHPOD_STALL_WINDOW" != off ] && [ ! -e "$FAIL_ON" ]; then : > "$FAIL_ON"; exit 1; fi
+echo "TORCHPOD_RESULT {\\"workload\\": \\"ddp\\", \\"ok\\": true, \\"steps_per_s\\": $rate}"
+"""
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_the_watch_cost_runs_each_arm_twice_with_its_window_and_keeps_each_runs_logs(tmp_path, fail):
+    python = tmp_path / "python"
+    python.write_text(ARMED_PYTHON)
+    python.chmod(0o755)
+    (tmp_path / "out" / "logs").mkdir(parents=True)
+    env = {**_env(), **({"FAIL_ON": str(tmp_path / "failed-once")} if fail else {})}
+    ctx = gc.Context(tmp_path / "out", str(python), env, time.monotonic() + 60)
+    step = gc.step_watch_cost(ctx, SPECS["watch-cost"])
+    runs = step.facts["runs"]
+    assert [r["arm"] for r in runs] == list(gc.WATCH_ARMS)
+    assert all((tmp_path / "out" / r["logs"]["stdout"]).is_file() for r in runs)
+    if fail:  # one run of the `on` arm failed: the step fails naming it, the others' figures kept
+        assert [r["exit_code"] for r in runs] == [0, 1, 0, 0] and step.exit_code == 1
+        assert (step.verdict, step.reason) == ("failed", "run 1 (on): exit 1"), step
+        assert step.facts["steps_per_s"] == {"off": [20.0, 20.0], "on": [19.0]}
+    else:
+        assert step.verdict == "ok" and step.facts["on_over_off"] == 0.95, step
+
+
 SOCKET_LOG = """\
 gpu-box:4242:4242 [0] NCCL INFO Bootstrap : Using eth0:10.1.2.3<0>
 gpu-box:4242:4242 [0] NCCL INFO NCCL version 2.27.7+cuda12.9

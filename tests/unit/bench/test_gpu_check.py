@@ -375,3 +375,33 @@ def test_bad_options_exit_2_in_one_line_and_write_nothing(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.startswith("gpu_check: error: ") and err.count("\n") == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["full"]
+
+
+# -- the hang watch on the lent machine's torch ------------------------------------------------
+
+VERDICT = ("torchpod: hang: no rank went past collective 2 (gloo:all_gather, sizes [[256]]) for 10 s; "
+           "1 of 2 ranks wait in it (rank 0)\n"
+           "torchpod: hang: culprit rank 1 on gpu-box: never entered it; last in collective 2 "
+           "(gloo:all_gather, sizes [[256]]); now in /repo/examples/allreduce_check.py:34 in "
+           "stall_before_the_collective\n"
+           "torchpod: hang: 2 of 2 ranks reported their stacks\n")
+
+
+def test_the_hang_step_needs_exit_124_and_rank_1_named_in_its_frame():
+    verdict, reason, facts = gc.judge_hang(124, "torchrun noise\n" + VERDICT)
+    assert verdict == "ok" and reason.startswith("culprit rank 1 on gpu-box") and len(facts["verdict"]) == 3
+    assert gc.judge_hang(1, VERDICT)[0] == "failed"  # a crash is not a hang verdict
+    assert gc.judge_hang(0, "")[1].startswith("exit 0, expected 124")
+    assert gc.judge_hang(124, "")[0] == "failed"  # 124 from anything else (timeout(1)) says nothing
+    wrong_rank = VERDICT.replace("culprit rank 1", "culprit rank 0")
+    assert "does not name rank 1" in gc.judge_hang(124, wrong_rank)[1]
+    assert gc.judge_hang(124, VERDICT.replace("stall_before_the_collective", "main"))[0] == "failed"
+
+
+def test_the_watch_cost_is_a_ratio_of_medians_and_a_missing_arm_fails():
+    verdict, reason, facts = gc.judge_watch_cost({"off": [10.0, 12.0], "on": [9.9, 11.7]})
+    assert verdict == "ok" and facts["on_over_off"] == round(10.8 / 11.0, 4) and "on/off" in reason
+    verdict, reason, _ = gc.judge_watch_cost({"off": [10.0, 12.0], "on": []})
+    assert verdict == "failed" and "on arm" in reason
+    assert gc.judge_watch_cost({"off": [0.0], "on": [1.0]})[2]["on_over_off"] is None
+    assert gc.judge_watch_cost({"off": [1.0], "on": [1.0]}, ["2 (on): exit 1"])[:2] == ("failed", "run 2 (on): exit 1")
