@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from . import readers
+from . import frames, readers
 from .contract import ENV_STACKS_DIR
 from .errors import InputError
 
@@ -46,10 +46,6 @@ DUMP_CAP = 4 * readers.MiB  # a dump of thousands of threads still fits
 WAIT_DEFAULT_S = 5.0
 WAIT_MAX_S = 600.0
 _FRAME = re.compile(r'\s*File "(?P<file>[^"]*)", line (?P<line>[0-9]+) in (?P<func>\S+)')
-# where the interpreter and installed packages live: not the script's own frames
-_LIBRARY = re.compile(r"/(?:site-packages|dist-packages)/|/lib/python3\.[0-9]+/|^<frozen ")
-# the launcher's own frames (the hang watch's thread, torchpod.watch.worker), wherever it is installed
-_LAUNCHER = str(Path(__file__).resolve().parent) + os.sep
 
 
 @dataclass(frozen=True)
@@ -167,12 +163,12 @@ def collect(found: Sequence[Worker], wait: float, clock=time.monotonic, sleep=ti
 
 
 def innermost(dump: str) -> str:
-    """``FILE:LINE in FUNC``, the innermost frame of the first thread that has one outside
-    the interpreter, its packages and torchpod (faulthandler prints each thread innermost
-    first); "" when every frame is the library's."""
+    """``FILE:LINE in FUNC``, the innermost frame of the first thread that has one of the
+    user's own (torchpod.frames; faulthandler prints each thread innermost first); "" when
+    no frame is."""
     for line in dump.splitlines():
         frame = _FRAME.match(line)
-        if frame and not _LIBRARY.search(frame["file"]) and not frame["file"].startswith(_LAUNCHER):
+        if frame and frames.users(frame["file"]):
             return f"{frame['file']}:{frame['line']} in {frame['func']}"
     return ""
 

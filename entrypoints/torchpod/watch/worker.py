@@ -43,13 +43,13 @@ import json
 import os
 import socket
 import sys
-import sysconfig
 import threading
 import time
 import traceback
 from datetime import timedelta
 from typing import Any
 
+from .. import frames as frames_mod
 from ..contract import ENV_HOSTNAME, ENV_STACKS_DIR, ENV_STALL_WINDOW, setting
 from ..errors import InputError
 from . import judge, straggle
@@ -66,19 +66,10 @@ def period(window_s: int) -> float:
     return min(5.0, max(1.0, window_s / 10))
 
 
-def _library_roots() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    return tuple({os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths})
-
-
-def innermost(frames: traceback.StackSummary, roots: tuple[str, ...]) -> str:
-    """The innermost frame outside the interpreter and its packages, as file:line in function;
-    the innermost of all where every frame is the library's."""
-    def own(f: traceback.FrameSummary) -> bool:
-        path = os.path.realpath(f.filename)
-        return not f.filename.startswith("<") and not any(path.startswith(r + os.sep) for r in roots)
-
-    chosen = next((f for f in reversed(frames) if own(f)), frames[-1] if frames else None)
+def innermost(frames: traceback.StackSummary) -> str:
+    """The innermost frame that is the user's own (torchpod.frames), as file:line in
+    function; the innermost of all where no frame is."""
+    chosen = next((f for f in reversed(frames) if frames_mod.users(f.filename)), frames[-1] if frames else None)
     if chosen is None:
         return "no Python frame"
     return f"{chosen.filename}:{chosen.lineno} in {chosen.name}"[:2 * judge.TEXT_CAP]
@@ -109,7 +100,6 @@ class Watch:
         self._seen: int | None = None
         self.store: Any = None
         self.stopping = threading.Event()
-        self.roots = _library_roots()
         self.detail: tuple[int, str, str] = (0, "", "")  # the last collective read from a dump
         self.sent = 0  # the newest collective whose arrival this rank sent
         self.stragglers = straggle.Stragglers(self.world) if self.rank == 0 else None
@@ -220,7 +210,7 @@ class Watch:
         self._write(self.stem + ".fr.json", self.dump())
         main = frames.get(threading.main_thread().ident or -1)
         stack = traceback.extract_stack(main) if main is not None else traceback.StackSummary()
-        report = judge.Report(self.rank, self.host, os.getpid(), innermost(stack, self.roots),
+        report = judge.Report(self.rank, self.host, os.getpid(), innermost(stack),
                               "".join(stack.format())[-judge.STACK_CAP:])
         self.store.set(f"report/{self.rank}", report.encode())
 

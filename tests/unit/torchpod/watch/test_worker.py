@@ -30,14 +30,13 @@ def test_the_default_groups_highest_collective_is_read_from_the_flight_recorder(
 
 
 def test_the_innermost_own_frame_skips_the_interpreters_and_packages_frames(tmp_path):
-    roots = ("/usr/lib/python3.11", "/venv/lib/python3.11/site-packages")
     frames = traceback.StackSummary.from_list([
         ("/work/train.py", 30, "<module>", None), ("/work/train.py", 12, "step", None),
         ("/venv/lib/python3.11/site-packages/torch/distributed/c10d.py", 900, "all_reduce", None),
         ("/usr/lib/python3.11/threading.py", 320, "wait", None)])
-    assert worker.innermost(frames, roots) == "/work/train.py:12 in step"
-    assert worker.innermost(frames[2:], roots).startswith("/usr/lib/python3.11/threading.py:320")
-    assert worker.innermost(traceback.StackSummary(), roots) == "no Python frame"
+    assert worker.innermost(frames) == "/work/train.py:12 in step"
+    assert worker.innermost(frames[2:]).startswith("/usr/lib/python3.11/threading.py:320")
+    assert worker.innermost(traceback.StackSummary()) == "no Python frame"
 
 
 @pytest.mark.parametrize("window, seconds", [(10, 1.0), (30, 3.0), (300, 5.0), (86400, 5.0)])
