@@ -44,20 +44,24 @@ WINDOW_MIN_S, WINDOW_MAX_S = 10, 86_400
 SILENT_GRACE_S = 30
 
 
-def _text(value: object, cap: int = TEXT_CAP) -> str | None:
+def text_field(value: object, cap: int = TEXT_CAP) -> str | None:
     """A printable string of at most ``cap`` characters, else None."""
     if not isinstance(value, str) or len(value) > cap or not all(ch.isprintable() for ch in value):
         return None
     return value
 
 
-def _whole(value: object) -> int | None:
+def whole_number(value: object) -> int | None:
+    """A whole number from 0 to 2**62 (never a bool, which JSON's true would be), else None."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**62:
         return None
     return value
 
 
-def _object(raw: bytes, cap: int, what: str) -> tuple[dict | None, str]:
+def json_object(raw: bytes, cap: int, what: str) -> tuple[dict | None, str]:
+    """A JSON object from a message another rank sent (``what``: its name in the reason), or
+    None and why: over ``cap`` bytes, not UTF-8 JSON, nested past the parser's depth, or not
+    an object. Every message the watch reads from the store comes through here."""
     if len(raw) > cap:
         return None, f"{what} of {plural(len(raw), 'byte')}, over its {cap}"
     try:
@@ -89,11 +93,11 @@ class Beat:
 def parse_beat(raw: bytes, job: str, world: int) -> tuple[Beat | None, str]:
     """The beat in ``raw``, or None and why: too long, not JSON, a field out of its form, a
     rank outside the world, or another job's (a key left by an earlier attempt)."""
-    value, problem = _object(raw, BEAT_CAP, "a beat")
+    value, problem = json_object(raw, BEAT_CAP, "a beat")
     if value is None:
         return None, problem
-    rank, n, seq = _whole(value.get("rank")), _whole(value.get("n")), _whole(value.get("seq"))
-    host, op, sizes, their = (_text(value.get(k)) for k in ("host", "op", "sizes", "job"))
+    rank, n, seq = whole_number(value.get("rank")), whole_number(value.get("n")), whole_number(value.get("seq"))
+    host, op, sizes, their = (text_field(value.get(k)) for k in ("host", "op", "sizes", "job"))
     if rank is None or n is None or seq is None or None in (host, op, sizes, their):
         return None, "a beat whose fields are not whole numbers and printable text"
     if rank >= world:
@@ -134,7 +138,7 @@ class Suspicion:
 
 
 def parse_suspicion(raw: bytes) -> tuple[Suspicion | None, str]:
-    value, problem = _object(raw, REPORT_CAP, "a suspicion")
+    value, problem = json_object(raw, REPORT_CAP, "a suspicion")
     if value is None:
         return None, problem
     try:
@@ -247,11 +251,11 @@ class Report:
 
 
 def parse_report(raw: bytes, world: int) -> tuple[Report | None, str]:
-    value, problem = _object(raw, REPORT_CAP, "a report")
+    value, problem = json_object(raw, REPORT_CAP, "a report")
     if value is None:
         return None, problem
-    rank, pid = _whole(value.get("rank")), _whole(value.get("pid"))
-    host, frame = _text(value.get("host")), _text(value.get("frame"), 2 * TEXT_CAP)
+    rank, pid = whole_number(value.get("rank")), whole_number(value.get("pid"))
+    host, frame = text_field(value.get("host")), text_field(value.get("frame"), 2 * TEXT_CAP)
     stack = value.get("stack")
     if rank is None or pid is None or host is None or frame is None or not isinstance(stack, str):
         return None, "a report whose fields are not whole numbers and printable text"

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from ..words import plural
-from .judge import TEXT_CAP, _object, _text, _whole
+from .judge import TEXT_CAP, json_object, text_field, whole_number
 
 ARRIVALS_CAP = 512  # collectives in one rank's message
 ARRIVALS_BYTES = 64 * 1024
@@ -65,7 +65,7 @@ def arrivals(dump: dict[str, Any], after: int) -> tuple[tuple[int, int], ...]:
     the newest ARRIVALS_CAP of them."""
     found = {}
     for entry in default_group(dump):
-        seq, ns = _whole(entry.get("collective_seq_id")), _whole(entry.get("time_created_ns"))
+        seq, ns = whole_number(entry.get("collective_seq_id")), whole_number(entry.get("time_created_ns"))
         if seq is not None and ns is not None and seq > after:
             found[seq] = ns
     return tuple(sorted(found.items()))[-ARRIVALS_CAP:]
@@ -73,12 +73,12 @@ def arrivals(dump: dict[str, Any], after: int) -> tuple[tuple[int, int], ...]:
 
 def parse_arrivals(raw: bytes, job: str, world: int) -> tuple[Arrivals | None, str]:
     """The message in ``raw``, or None and why (as judge.parse_beat)."""
-    value, problem = _object(raw, ARRIVALS_BYTES, "an arrivals message")
+    value, problem = json_object(raw, ARRIVALS_BYTES, "an arrivals message")
     if value is None:
         return None, problem
-    rank, host, their = _whole(value.get("rank")), _text(value.get("host")), _text(value.get("job"))
+    rank, host, their = whole_number(value.get("rank")), text_field(value.get("host")), text_field(value.get("job"))
     at = value.get("at")
-    pairs = [(_whole(a[0]), _whole(a[1])) if isinstance(a, list) and len(a) == 2 else (None, None)
+    pairs = [(whole_number(a[0]), whole_number(a[1])) if isinstance(a, list) and len(a) == 2 else (None, None)
              for a in at] if isinstance(at, list) and len(at) <= ARRIVALS_CAP else [(None, None)]
     if rank is None or host is None or their is None or any(None in p for p in pairs):
         return None, "an arrivals message whose fields are not whole numbers and printable text"
