@@ -73,6 +73,16 @@ def json_object(raw: bytes, cap: int, what: str) -> tuple[dict | None, str]:
     return value, ""
 
 
+def answered(raw: bytes, world: int) -> list[int]:
+    """The ranks a verdict message says answered the claim (its "answered" list), each a
+    rank inside the world, at most ``world`` of them; [] for a message out of its form."""
+    value, _ = json_object(raw, REPORT_CAP, "a verdict")
+    ranks = value.get("answered") if value is not None else None
+    if not isinstance(ranks, list) or len(ranks) > world:
+        return []
+    return sorted({r for r in map(whole_number, ranks) if r is not None and r < world})
+
+
 @dataclass(frozen=True)
 class Beat:
     """One rank's beat: where it is in the default group's collectives."""

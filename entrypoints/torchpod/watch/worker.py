@@ -244,11 +244,7 @@ class Watch:
         (that node stopped) ends the wait, never the delivery."""
         try:
             self.store.set(f"delivered/{self.rank}", b"1")
-            try:
-                answered = [int(r) for r in json.loads(raw).get("answered") or ()]
-            except (ValueError, TypeError, AttributeError):
-                answered = []
-            awaited = [f"delivered/{r}" for r in answered if 0 <= r < self.world]
+            awaited = [f"delivered/{r}" for r in judge.answered(raw, self.world)]
             deadline = time.monotonic() + DELIVER_S
             while not self.store.check(awaited) and time.monotonic() < deadline:
                 time.sleep(0.2)

@@ -218,3 +218,17 @@ def test_a_judge_starved_of_cpu_names_no_rank_silent_for_the_beats_it_missed():
     assert judging.feed(1.0, beats({0: 1, 1: 1}, 1)) is None
     # the judge's own thread ran again only 35 s later: every beat moved meanwhile
     assert judging.feed(36.0, beats({0: 2, 1: 2}, 9)) is None
+
+
+@pytest.mark.parametrize("raw, ranks", [
+    (b'{"lines": ["x"], "answered": [3, 0, 1]}', [0, 1, 3]),
+    (b'{"answered": [1, 1, 2]}', [1, 2]),
+    (b'{"answered": [0, 4, true, "2"]}', [0]),  # outside the world, or not a whole number
+    (b'{"answered": [-1, 2.0, null, 99]}', []),
+    (b'{"answered": [0, 1, 2, 3, 0]}', []),  # more entries than ranks: not this job's verdict
+    (b'{"answered": "0,1"}', []), (b'{"answered": {"0": 1}}', []), (b"{}", []),
+    (b"[0, 1]", []), (b"\xff\xfe", []), (b"not json", []), (b"[" * 100_000, []),
+    (b'{"answered": [' + b"0," * 40_000 + b"0]}", []),  # over the message's cap
+])
+def test_who_answered_is_read_from_a_verdict_of_any_shape(raw, ranks):
+    assert judge.answered(raw, 4) == ranks
