@@ -63,7 +63,9 @@ ROOT = Path(__file__).resolve().parents[1]
 LAUNCHER = ROOT / "entrypoints"
 sys.path.insert(0, str(LAUNCHER))  # torchpod.contract: standard library only, as this script
 
+from torchpod import readers  # noqa: E402  (the bounded reader: standard library only)
 from torchpod.contract import RESULT_PREFIX  # noqa: E402  (the workloads' result lines)
+from torchpod.errors import InputError  # noqa: E402
 from torchpod.watch import EXIT_HANG  # noqa: E402  (standard library only, as this script)
 
 DDP_SCRIPT = ROOT / "examples" / "ddp_resnet.py"
@@ -523,9 +525,8 @@ def process_tree(root: int) -> list[tuple[int, str]]:
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if not entry.isdigit():
             continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+        fields = _proc_stat(entry)
+        if fields is None:
             continue
         pid, ppid = int(entry), int(fields[1])
         start_of[pid] = fields[19]
@@ -538,10 +539,22 @@ def process_tree(root: int) -> list[tuple[int, str]]:
     return tree
 
 
-def _alive(pid: int, started: str) -> bool:
+def _proc_stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (which may hold any bytes, ")" too),
+    through the bounded reader; None for a process gone or a line not of that form."""
+    path = f"/proc/{pid}/stat"
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
+        text = readers.read_bytes(path, what=path, expected="procfs's stat", cap=readers.ATTR_CAP)
+    except InputError:
+        return None
+    _, paren, tail = text.decode("utf-8", "replace").rpartition(")")
+    fields = tail.split()
+    return fields if paren and len(fields) > 19 else None
+
+
+def _alive(pid: int, started: str) -> bool:
+    fields = _proc_stat(pid)
+    if fields is None:
         return False
     return fields[0] != "Z" and (not started or fields[19] == started)  # the same process, not a reused pid
 
@@ -600,16 +613,24 @@ def execute(argv: Sequence[str], env: Mapping[str, str], cwd: Path, limit_s: flo
     return Ran(tuple(argv), proc.returncode, time.monotonic() - started, timed_out, stdout, stderr)
 
 
+# A step's logs are read through the launcher's bounded reader, undecodable bytes replaced; a
+# log that cannot be read (gone, or something else in its place) is recorded as one line
+# saying why, never raised: the check goes on and records what it can.
+LOG = "a step's log (gpu_check opens it for the command's output)"
+
+
 def read_head(path: Path, cap: int = READ_CAP) -> str:
-    with open(path, "rb") as f:
-        return f.read(cap).decode("utf-8", "replace")
+    try:
+        return readers.read_head(path, what=str(path), expected=LOG, limit=cap).decode("utf-8", "replace")
+    except InputError as exc:
+        return f"(gpu_check: {exc})"
 
 
 def read_tail(path: Path, chars: int = TAIL_CHARS) -> str:
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        f.seek(max(0, f.tell() - 4 * chars))
-        return f.read().decode("utf-8", "replace")[-chars:]
+    try:
+        return readers.tail_text(path, what=str(path), expected=LOG, chars=chars)
+    except InputError as exc:
+        return f"(gpu_check: {exc})"
 
 
 @dataclass

@@ -30,7 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoints"))
 
-from torchpod import localise  # noqa: E402
+from torchpod import localise, readers  # noqa: E402
+from torchpod.errors import InputError  # noqa: E402
 
 SIZES = (2, 3, 4, 6, 8, 16, 32, 64, 128, 256, 512, 1024)
 PLACEMENTS = ("random", "every other", "side by side")
@@ -126,7 +127,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.trials < 1:
         parser.error("expected --trials >= 1")
-    results = json.loads(Path(args.results).read_text())
+    try:
+        results = json.loads(readers.read_text(args.results, what=f"--results={args.results!r}",
+                                               expected="the preflight bench's results JSON", cap=readers.DATA_CAP))
+    except (InputError, ValueError) as exc:
+        parser.exit(2, f"bench/localise.py: {exc}\n")
     clean, slow = round_times(results, "preflight"), round_times(results, "slow")
     rng = random.Random(args.seed)
     rows = [row for n in SIZES for row in cells(n, args.trials if n <= 128 else max(args.trials // 4, 1), rng)]

@@ -34,7 +34,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "entrypoints"))  # torchpod.readers: standard library only, as this script
+
+from torchpod import readers  # noqa: E402  (the bounded reader)
+from torchpod.errors import InputError  # noqa: E402
+
 RESULT = ROOT / "bench" / "results" / "loop.json"
+LOG_CAP = 256 << 20  # a stamped log of one run: a few MiB of build and test output
 FIRST = "./setup.sh && invoke build --arch x86_64 && invoke demo --scheduler volcano --nodes 2"
 MARKER = re.compile(r"^==> (.+)$")
 # pytest --durations: "12.34s call     tests/cluster/test_x.py::test_y"
@@ -166,6 +172,26 @@ def run(what: str, log_path: Path) -> str:
     return commit
 
 
+def read_log(path: Path) -> list[str]:
+    """A stamped log's lines, read through the bounded reader, undecodable bytes replaced."""
+    try:
+        data = readers.read_bytes(path, what=f"--log={str(path)!r}", expected="a stamped log", cap=LOG_CAP)
+    except InputError as exc:
+        raise SystemExit(f"bench/loop.py: {exc}") from None
+    return data.decode(errors="replace").split("\n")[:-1] or [""]
+
+
+def read_results(path: Path = RESULT) -> dict:
+    """The results written so far ({} when none), read through the bounded reader."""
+    if not os.path.lexists(path):
+        return {}
+    try:
+        return json.loads(readers.read_text(path, what=str(path), expected="the results this script writes",
+                                            cap=readers.DATA_CAP))
+    except (InputError, ValueError) as exc:
+        raise SystemExit(f"bench/loop.py: {exc}") from None
+
+
 def table(entry: dict) -> str:
     rows = [(name, f"{s:.1f}") for name, s in entry["phases"].items()] + [("total", f"{entry['total_s']:.1f}")]
     width = max(len(n) for n, _ in rows)
@@ -184,11 +210,9 @@ def main(argv: list[str] | None = None) -> int:
         commit = run(args.what, log_path)
         print(f"stamped log: {log_path}")
     else:
-        if not args.log.is_file():
-            raise SystemExit(f"bench/loop.py: --log={str(args.log)!r} is not a readable file; expected a stamped log")
         log_path, commit = args.log, args.commit or "unknown"
-    entry = measure(args.what, log_path.read_bytes().decode(errors="replace").split("\n")[:-1] or [""], commit)
-    data = json.loads(RESULT.read_text()) if RESULT.is_file() else {}
+    entry = measure(args.what, read_log(log_path), commit)
+    data = read_results()
     data.setdefault("host", "2-core x86_64, 24 GiB, no GPU")
     data.setdefault(args.what, {})[args.label] = entry
     RESULT.write_text(json.dumps(data, indent=2) + "\n")

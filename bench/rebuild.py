@@ -34,6 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoints"))
 sys.path.insert(0, str(ROOT / "toolkit"))
 
+from torchpod import readers  # noqa: E402
+from torchpod.errors import InputError  # noqa: E402
 from torchpod_toolkit import definitions, host, pipeline, proc  # noqa: E402
 
 # run in a worktree of the baseline commit (--before), whose build code is its own
@@ -143,6 +145,15 @@ def after(defn, arch, client) -> dict:
             "layers_equal": sum(a == b for (a, _), (b, _) in zip(first, second)), "layers_differing": differ}
 
 
+def read_results(path: Path) -> dict:
+    """Results this script wrote on an earlier run, read through the bounded reader."""
+    try:
+        return json.loads(readers.read_text(path, what=str(path), expected="the results this script writes",
+                                            cap=readers.DATA_CAP))
+    except (InputError, ValueError) as exc:
+        raise SystemExit(f"bench/rebuild.py: {exc}") from None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--image", default="pytorch")
@@ -162,7 +173,7 @@ def main() -> int:
                        check=True, capture_output=True)
         try:
             if args.edit_only:
-                rows = json.loads((ROOT / "bench" / "results" / "rebuild.json").read_text())["arches"]
+                rows = read_results(ROOT / "bench" / "results" / "rebuild.json")["arches"]
             for arch in arches:
                 if args.edit_only:
                     rows[arch.name]["before"].update(before(tree, defn.name, arch.name, edit_only=True))
@@ -181,7 +192,7 @@ def main() -> int:
         for step in a["layers_differing"]:
             print(f"         differs: {step}")
     out = ROOT / "bench" / "results" / "rebuild.json"
-    previous = json.loads(out.read_text()) if args.edit_only else {}
+    previous = read_results(out) if args.edit_only else {}
     out.write_text(json.dumps({"image": defn.name, "host": platform.machine(), "before": args.before,
                                "when": previous.get("when") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                "edit_only_rerun": bool(args.edit_only), "arches": rows}, indent=2) + "\n")

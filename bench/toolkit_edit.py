@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoints"))
 sys.path.insert(0, str(ROOT / "toolkit"))
 
+from torchpod import readers  # noqa: E402
 from torchpod_toolkit import host  # noqa: E402
 from torchpod_toolkit.definitions import DEFAULT_IMAGE, load_definitions  # noqa: E402
 
@@ -49,7 +50,7 @@ def main(argv=None) -> int:
     client = host.docker_client()
     build(args.image, args.arch)
     before = client.images.get(ref).attrs["RootFS"]["Layers"]
-    original = EDITED.read_text()
+    original = readers.read_text(EDITED, what=str(EDITED), expected="a toolkit source file", cap=readers.DATA_CAP)
     try:
         EDITED.write_text(original + f"# bench/toolkit_edit.py {time.time()}\n")
         log, seconds = build(args.image, args.arch)

@@ -123,14 +123,16 @@ def _abi(path: str) -> str | None:
     return max(versions, key=lambda v: tuple(int(x) for x in v.split("_")[1].split("."))) if versions else None
 
 
-def _mapped(pattern: str) -> str | None:
+def _mapped(pattern: str, maps: str = "/proc/self/maps") -> str | None:
+    """The path of the first library mapped into this process whose file name matches
+    ``pattern``, from procfs's memory map streamed through the bounded reader; None when
+    none matches or the map cannot be read."""
     try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 6 and re.search(pattern, os.path.basename(parts[5])):
-                    return parts[5]
-    except OSError:
+        for line in readers.Lines(maps, what=maps, expected="procfs's memory map of this process"):
+            parts = line.split()
+            if len(parts) >= 6 and re.search(pattern, os.path.basename(parts[5])):
+                return parts[5]
+    except InputError:
         pass
     return None
 

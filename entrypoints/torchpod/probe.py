@@ -24,9 +24,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from . import readers
 from .contract import IMAGE_PLUGIN_DIR
+from .errors import InputError
 
 NETPLUGIN_DIR = Path(IMAGE_PLUGIN_DIR)  # an image variant's own net plugin
+VERSION_FILE_CAP = 64 << 10  # a package's version.py: a few assignments
 
 
 def site_packages() -> Path:
@@ -52,18 +55,32 @@ def nccl_version(lib: Path) -> str:
     return f"{value // 10000}.{value % 10000 // 100}.{value % 100}"
 
 
+def _version_file(path: Path) -> str | None:
+    """A package's version.py through the bounded reader; None when it cannot be read (not
+    installed). Anything else there (a FIFO, a device, a huge or undecodable file) ends the
+    probe with one line."""
+    try:
+        return readers.read_text(path, what=str(path), expected="a package's version.py", cap=VERSION_FILE_CAP)
+    except readers.Unreadable:
+        return None
+    except InputError as exc:
+        raise SystemExit(f"probe: {exc}") from None
+
+
 def torch_version_file(site: Path) -> dict[str, str]:
+    text = _version_file(site / "torch" / "version.py")
+    if text is None:
+        raise SystemExit(f"probe: {site / 'torch' / 'version.py'} cannot be read; expected torch's version file")
     namespace: dict = {}
-    exec((site / "torch" / "version.py").read_text(), namespace)  # a file of plain assignments
+    exec(text, namespace)  # a file of plain assignments
     return {"torch": namespace["__version__"], "cuda": namespace.get("cuda") or ""}
 
 
 def torchvision_version_file(site: Path) -> str:
     """torchvision's version from its version.py, whose first line assigns it (the file
     goes on to import torchvision's extension, so it is read, not executed)."""
-    try:
-        text = (site / "torchvision" / "version.py").read_text()
-    except OSError:
+    text = _version_file(site / "torchvision" / "version.py")
+    if text is None:  # not installed
         return ""
     m = re.search(r"^__version__ = ['\"]([^'\"]+)['\"]", text, flags=re.M)
     return m.group(1) if m else ""

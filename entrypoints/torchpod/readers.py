@@ -11,6 +11,8 @@ device (``/dev/zero`` never ends), a directory, a sparse 1 GB file or binary dat
 - a file over its kind's cap is refused from its size, before a byte is read; procfs and
   sysfs report sizes of 0 or 4096 whatever they hold, so the read itself stops at cap + 1;
 - text must be UTF-8; undecodable bytes are one error naming the file and the offset;
+- where only the start or the end of a file matters (``read_head``, ``read_tail``), the
+  file may be any size: only that much is read, and memory stays within it;
 - every OSError is one error naming the file and the system's reason (``Unreadable``, so
   a caller for whom "unreadable" is a fact, such as sysfs, can tell it from hostility);
 - logs are streamed line by line (``Lines``) with a per-line cap: an over-long line is cut
@@ -43,6 +45,7 @@ DATA_CAP = 1 * MiB  # files torchpod ships (presets.json)
 LIBRARY_CAP = 512 * MiB  # a shared library whose ELF headers are read (libfabric.so.1)
 LINE_CAP = 16 * KiB  # one log line; NCCL's INFO lines are a few hundred bytes
 _CHUNK = 1 * MiB
+TAIL_GROWTH = 16 * MiB  # read_tail: the most it reads past the end a growing file reported
 # No reading of the machine waits longer than this for a helper tool: `scontrol` without a
 # readable slurm.conf retries for ~20 s, a wedged driver can hang `nvidia-smi`. Each answer
 # has a fallback of its own (torchpod's host-list parser, the CUDA variables, one process;
@@ -105,24 +108,72 @@ def open_regular(path: str | os.PathLike, what: str, expected: str, cap: int | N
     return fd
 
 
-def read_bytes(path: str | os.PathLike, *, what: str, expected: str, cap: int) -> bytes:
-    """The whole file, at most ``cap`` bytes; over it (however the size was reported) an error."""
-    fd = open_regular(path, what, expected, cap)
+def _read_upto(fd: int, limit: int, what: str, expected: str) -> bytes:
+    """At most ``limit`` bytes from ``fd``'s position, fewer at the end of the file."""
     parts, total = [], 0
     try:
-        while total <= cap:
-            chunk = os.read(fd, min(_CHUNK, cap + 1 - total))
+        while total < limit:
+            chunk = os.read(fd, min(_CHUNK, limit - total))
             if not chunk:
                 break
             parts.append(chunk)
             total += len(chunk)
     except OSError as exc:
         raise _unreadable(what, expected, exc) from None
+    return b"".join(parts)
+
+
+def read_bytes(path: str | os.PathLike, *, what: str, expected: str, cap: int) -> bytes:
+    """The whole file, at most ``cap`` bytes; over it (however the size was reported) an error."""
+    fd = open_regular(path, what, expected, cap)
+    try:
+        data = _read_upto(fd, cap + 1, what, expected)
     finally:
         os.close(fd)
-    if total > cap:
+    if len(data) > cap:
         raise InputError(f"{what} holds more than {size_text(cap)}, the cap for this file; expected {expected}")
-    return b"".join(parts)
+    return data
+
+
+def read_head(path: str | os.PathLike, *, what: str, expected: str, limit: int) -> bytes:
+    """The first ``limit`` bytes of a regular file of any size (all of a shorter one): for a
+    reader that needs only the start, or that compares a file with ``limit - 1`` known bytes."""
+    fd = open_regular(path, what, expected, None)
+    try:
+        return _read_upto(fd, limit, what, expected)
+    finally:
+        os.close(fd)
+
+
+def read_tail(path: str | os.PathLike, *, what: str, expected: str, limit: int) -> bytes:
+    """The last ``limit`` bytes of a regular file of any size, such as a log being written.
+    The read starts ``limit`` bytes before the end the file's size reports and goes on to
+    where the file ends then, keeping only the last ``limit`` bytes, so a file that grows or
+    reports no size (procfs) costs no more memory. A file that keeps growing is read at most
+    TAIL_GROWTH bytes past the end it reported, so the read ends however fast it is written."""
+    fd = open_regular(path, what, expected, None)
+    try:
+        try:
+            size = os.fstat(fd).st_size
+            os.lseek(fd, max(0, size - limit), os.SEEK_SET)
+        except OSError as exc:
+            raise _unreadable(what, expected, exc) from None
+        data, budget = b"", min(size, limit) + TAIL_GROWTH
+        while budget > 0 and (chunk := _read_upto(fd, min(_CHUNK, budget), what, expected)):
+            budget -= len(chunk)
+            data = (data + chunk)[-limit:] if limit else b""
+        return data
+    finally:
+        os.close(fd)
+
+
+def tail_text(path: str | os.PathLike, *, what: str, expected: str, chars: int) -> str:
+    """The last ``chars`` characters of a regular file of any size, from its last ``4 * chars``
+    bytes (a character is at most 4 bytes of UTF-8; ``read_tail``), undecodable bytes replaced
+    with U+FFFD: the cut may split a character, and a log interleaves programs that are not
+    all UTF-8."""
+    data = read_tail(path, what=what, expected=expected, limit=4 * chars)
+    return data.decode("utf-8", errors="replace")[-chars:] if chars else ""
 
 
 def decode(data: bytes, what: str, expected: str) -> str:

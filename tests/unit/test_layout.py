@@ -71,10 +71,14 @@ LAUNCHER_PUBLIC_API = {
     ("torchpod.fabric", "driver"),  # driver.MAJOR_FLOOR: the oldest driver each CUDA major runs on (a label)
     ("torchpod", "netplugin"),  # netplugin.wanted(): the plugin API versions an NCCL asks for
     ("torchpod", "preflight"),  # preflight.check_options(): the preflight workload's options, checked
-    ("torchpod", "readers"),  # readers.read_text(): the one bounded reader of a file torchpod did not write
+    ("torchpod", "readers"),  # the one bounded reader of a file torchpod did not write (READERS below)
 }
+# What the toolkit reads with: a whole file (text or bytes), its start or end, or a descriptor
+# on a regular file (for a reader that takes a file object, such as zipfile); and the caps.
+READERS = {"read_text", "read_bytes", "read_head", "read_tail", "tail_text", "open_regular", "Unreadable", "DATA_CAP",
+           "ATTR_CAP"}
 LAUNCHER_PUBLIC_ATTRIBUTES = {"presets": {"load"}, "driver": {"MAJOR_FLOOR"}, "netplugin": {"wanted"},
-                              "preflight": {"check_options"}, "readers": {"read_text", "DATA_CAP"}}
+                              "preflight": {"check_options"}, "readers": READERS}
 
 
 def _launcher_imports(path: Path) -> list[tuple[str, str, str]]:
@@ -115,7 +119,8 @@ def test_the_public_names_exist():
         found = hasattr(importlib.import_module(module), name) or importlib.util.find_spec(f"{module}.{name}")
         assert found, (module, name)
     for module, attrs in (("torchpod.fabric.presets", {"load"}), ("torchpod.netplugin", {"wanted"}),
-                          ("torchpod.preflight", {"check_options"}), ("torchpod.readers", {"read_text"})):
+                          ("torchpod.preflight", {"check_options"}),
+                          ("torchpod.readers", {n for n in READERS if not n.endswith("_CAP")})):
         assert all(callable(getattr(importlib.import_module(module), a)) for a in attrs)
 
 

@@ -13,14 +13,13 @@ no YAML anchors or aliases, a nesting and an ``extends`` depth). Nothing here to
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
+from torchpod import readers
 from torchpod.arch import Arch, normalise_arch
 from torchpod.errors import InputError
 
@@ -311,28 +310,10 @@ def _printable(text: str) -> str:
 
 
 def read_text(path: Path, cap: int = MAX_FILE_BYTES, what: str = "a YAML image definition") -> str:
-    """A regular file's text, at most ``cap`` bytes of UTF-8; anything else one line.
-
-    Opened non-blocking so that a FIFO in images/ is refused rather than waited on."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror}); expected {what}") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise InputError(f"{path}: is not a regular file; expected {what}")
-    with os.fdopen(fd, "rb") as f:
-        try:
-            data = f.read(cap + 1)
-        except OSError as exc:
-            raise InputError(f"{path}: cannot be read ({exc.strerror}); expected {what}") from None
-    if len(data) > cap:
-        raise InputError(f"{path}: larger than {cap} bytes; expected {what} of at most {cap} bytes")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: byte {exc.start} ({data[exc.start:exc.start + 1]!r}) is not UTF-8; "
-                         "expected a UTF-8 text file") from None
+    """A regular file's text, at most ``cap`` bytes of UTF-8, through the one bounded reader
+    (torchpod.readers): a FIFO, a device, a directory, a larger file or undecodable bytes
+    are one line naming the file."""
+    return readers.read_text(path, what=str(path), expected=what, cap=cap)
 
 
 def _loader_class(path: Path):

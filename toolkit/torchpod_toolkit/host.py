@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from torchpod import readers
 from torchpod.contract import Arch, normalise_arch
 from torchpod.errors import InputError, RuntimeFailure
 
@@ -137,12 +138,21 @@ def _docker_candidates() -> list[str]:
     return out
 
 
+def _binfmt_entry(entry: Path) -> str:
+    """A binfmt_misc registration's text (a kernel attribute: a few lines), "" when none is
+    there; through the bounded reader, so anything but a regular file is one line."""
+    try:
+        return readers.read_text(entry, what=str(entry), expected="a binfmt_misc registration", cap=readers.ATTR_CAP)
+    except readers.Unreadable:
+        return ""
+
+
 def check_emulation(arch: Arch, host: Arch, binfmt_dir: Path = BINFMT_DIR) -> None:
     """A foreign-arch build needs QEMU registered with binfmt_misc; say how if it is not."""
     if arch == host:
         return
     entry = binfmt_dir / (arch.qemu or "")
-    if not entry.exists() or "enabled" not in entry.read_text():
+    if "enabled" not in _binfmt_entry(entry):
         raise InputError(
             f"--arch={arch.name} on a {host.name} host needs QEMU user emulation, but "
             f"{entry} is not registered; run ./setup.sh --emulation, or by hand: apt-get install qemu-user-static, "

@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Sequence
 
+from torchpod import readers
 from torchpod.contract import Arch
 from torchpod.errors import RuntimeFailure
 
@@ -26,14 +27,20 @@ _PAYLOAD_END = "FROM ${PAYLOAD_IMAGE} AS runtime-base"
 # what the payload stages run, besides the Dockerfile: every file of this folder (payload.sh and
 # the shard helper it calls), mounted into the stage
 PAYLOAD_DIR = Path("docker") / "payload"
+STAGED_FILE_CAP = 16 << 20  # a staged lock or list of built wheels: a line per wheel
+
+
+def _read(path: Path, expected: str, cap: int) -> bytes:
+    return readers.read_bytes(path, what=str(path), expected=expected, cap=cap)
 
 
 def payload_scripts(root: Path) -> bytes:
     """Every file of :data:`PAYLOAD_DIR`, each as its path and its bytes, in path order: what
     :func:`payload_key` hashes as the scripts the payload stages run."""
     folder = root / PAYLOAD_DIR
-    return b"".join(f"{p.relative_to(folder)}\0".encode() + p.read_bytes() + b"\0"
-                    for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts)
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return b"".join(f"{p.relative_to(folder)}\0".encode() + _read(p, "a script torchpod ships", readers.DATA_CAP)
+                    + b"\0" for p in files)
 
 
 def payload_key(argv: Sequence[str], dockerfile: str, staged: Path, base_ids: Sequence[str],
@@ -51,7 +58,8 @@ def payload_key(argv: Sequence[str], dockerfile: str, staged: Path, base_ids: Se
         digest.update(part.encode() + b"\n")
     digest.update(hashlib.sha256(script).hexdigest().encode() + b"\n")
     for path in sorted(p for p in staged.rglob("*") if p.is_file() and p.suffix != ".whl"):
-        digest.update(f"{path.relative_to(staged)}\0".encode() + path.read_bytes() + b"\n")
+        digest.update(f"{path.relative_to(staged)}\0".encode() + _read(path, "a file wheelhouse.stage wrote",
+                                                                        STAGED_FILE_CAP) + b"\n")
     for path in sorted((staged / wheelhouse.BUILT).glob("*.whl")):  # the lock's wheels are named by hash
         digest.update(f"{path.name}\0{sources.sha256_of(path)}\n".encode())
     return digest.hexdigest()
@@ -78,8 +86,10 @@ def payload_ref(client, argv: list[str], root: Path, base_ids: Sequence[str], ar
     """The payload image's tag, and whether an image with its key exists (never with
     ``no_cache``, whose tag is a fresh one). The key reads the staged lock lines, not the
     wheels: an existing payload is found with none of them on disk."""
-    key = payload_key(argv, (root / "docker" / "Dockerfile").read_text(), root / wheelhouse.STAGE, base_ids,
-                      payload_scripts(root))
+    dockerfile = root / "docker" / "Dockerfile"
+    text = readers.read_text(dockerfile, what=str(dockerfile), expected="the Dockerfile torchpod ships",
+                             cap=readers.DATA_CAP)
+    key = payload_key(argv, text, root / wheelhouse.STAGE, base_ids, payload_scripts(root))
     if no_cache:
         return f"torchpod-staging/payload:{arch.name}-{uuid.uuid4().hex[:8]}", False
     payload = f"{PAYLOAD_REPOSITORY}:{arch.name}-{key[:24]}"

@@ -14,9 +14,9 @@ import os
 import tarfile
 from pathlib import Path
 
-from torchpod import netplugin
+from torchpod import netplugin, readers
 from torchpod.contract import IMAGE_PLUGIN, Arch
-from torchpod.errors import RuntimeFailure
+from torchpod.errors import InputError, RuntimeFailure
 
 from . import host, plugin
 from .inputs import Inputs
@@ -58,19 +58,23 @@ def probe_key(inputs: Inputs, base_id: str, arch: Arch) -> str:
     wheels = "".join(w.line + "\n" for w in inputs.wheels.entries)
     debs = "".join(f"{d.layer}:{d.name}={d.version}\n" for d in inputs.debs.entries) if inputs.debs else ""
     parts = [arch.name, hashlib.sha256(wheels.encode()).hexdigest(), hashlib.sha256(debs.encode()).hexdigest(),
-             base_id, *(hashlib.sha256(path.read_bytes()).hexdigest() for path in PROBE_SOURCES)]
+             base_id, *(hashlib.sha256(_source(path)).hexdigest() for path in PROBE_SOURCES)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _source(path: Path) -> bytes:
+    return readers.read_bytes(path, what=str(path), expected="torchpod's own source", cap=readers.DATA_CAP)
 
 
 def cached_probe(client, ref: str, arch: Arch, cache: Path, key: str) -> dict[str, str]:
     """The probe's result for ``key`` (``<cache>/probes/<key>.json``: the user's cache, so a fresh
     clone finds what an earlier one probed), probing ``ref`` when unknown."""
     path = cache / "probes" / f"{key}.json"
-    try:
-        found = json.loads(path.read_text())
+    try:  # a result this function wrote on an earlier run; anything else is probed again
+        found = json.loads(readers.read_text(path, what=str(path), expected="a probe's result", cap=readers.DATA_CAP))
         if isinstance(found, dict) and all(isinstance(v, str) for v in found.values()):
             return found
-    except (OSError, ValueError):
+    except (InputError, ValueError):
         pass
     found = probe_image(client, ref, arch, cache)
     path.parent.mkdir(parents=True, exist_ok=True)

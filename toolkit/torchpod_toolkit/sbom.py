@@ -93,7 +93,8 @@ MAX_SBOM_BYTES = 16 << 20
 
 def key(defn: ImageDef, arch: Arch, wheels: Lock, debs: Lock | None) -> str:
     """The digest of everything :func:`generate`'s output follows from."""
-    parts = [SPEC, hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
+    source = readers.read_bytes(__file__, what=__file__, expected="torchpod's own source", cap=readers.DATA_CAP)
+    parts = [SPEC, hashlib.sha256(source).hexdigest(),
              *(f"{name}=={metadata.version(name)}" for name in GENERATOR_PACKAGES),
              defn.name, defn.repository, defn.ref(arch), str(defn.base.debian), arch.name, arch.debian,
              wheels.text, debs.text if debs is not None else ""]

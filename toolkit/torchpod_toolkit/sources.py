@@ -17,16 +17,21 @@ import urllib.request
 from pathlib import Path
 from typing import Sequence
 
+from torchpod import readers
 from torchpod.errors import InputError, RuntimeFailure
 
 from .definitions import AwsOfiNccl, ImageDef
 
 CHUNK = 1 << 20
+RELEASE_FILE_CAP = 16 << 20  # one source file of a release pack_release makes (tests/netplugin: KiB)
 
 
 def sha256_of(path: Path) -> str:
+    """The sha256 of a regular file of any size (a wheel, a source tarball), streamed from a
+    descriptor the bounded reader opened: a FIFO or a device in its place is one line."""
+    fd = readers.open_regular(path, str(path), "a wheel or a source tarball", None)
     digest = hashlib.sha256()
-    with path.open("rb") as f:
+    with os.fdopen(fd, "rb") as f:
         for block in iter(lambda: f.read(CHUNK), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -61,7 +66,7 @@ def stage_netplugin_source(defn: ImageDef, root: Path, ca_bundle: Path | None) -
     folder.mkdir(parents=True, exist_ok=True)
     # aws_ofi_nccl_source refused a definition without the section
     staged = folder / f"{defn.name}-{defn.aws_ofi_nccl.version}.tar.gz"  # type: ignore[union-attr]
-    if not staged.exists() or staged.read_bytes() != source.read_bytes():
+    if not staged.exists() or sha256_of(staged) != sha256_of(source):
         shutil.copyfile(source, staged)
     return str(staged.relative_to(root))
 
@@ -126,13 +131,16 @@ def pack_release(src: Path, files: Sequence[str], name: str, version: str, dest:
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for rel in sorted(files):
-            data = (src / rel).read_bytes()
+            data = readers.read_bytes(src / rel, what=str(src / rel), expected="a source file of the release",
+                                      cap=RELEASE_FILE_CAP)
             info = tarfile.TarInfo(f"{name}-{version}/{rel}")
             info.size, info.mtime, info.uid, info.gid = len(data), 0, 0, 0
             info.mode = 0o755 if os.access(src / rel, os.X_OK) else 0o644
             tar.addfile(info, io.BytesIO(data))
     packed = gzip.compress(raw.getvalue(), mtime=0)
-    if not path.exists() or path.read_bytes() != packed:
+    old = readers.read_head(path, what=str(path), expected="a tarball pack_release wrote",
+                            limit=len(packed) + 1) if path.exists() else None
+    if old != packed:
         path.write_bytes(packed)
     return path
 

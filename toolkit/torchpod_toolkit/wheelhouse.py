@@ -23,6 +23,7 @@ import zipfile
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from torchpod import readers
 from torchpod.contract import Arch, setting
 from torchpod.errors import InputError, RuntimeFailure
 
@@ -37,6 +38,7 @@ STAGE = Path(".cache") / "wheels" / "payload"  # in the build context; docker/Do
 LOCKED = "locked.txt"  # the lock's wheel lines, in the staged folder
 BUILT = "built"  # the source-only packages' wheels, and built.txt naming them
 BACKENDS = "backend"  # the pinned build backend, installed once per pin
+WHEEL_FILE_CAP = 64 << 10  # a wheel's *.dist-info/WHEEL: a few lines (PEP 427)
 
 # The build backend that turns a locked sdist into its wheel, pinned by hash. The wheel's
 # WHEEL file names it ("Generator: setuptools (84.2.1)"), so a build in pip's isolated
@@ -72,15 +74,25 @@ def built(home: Path, wheel: Wheel) -> Path | None:
 
 def generator(wheel: Path) -> str | None:
     """The ``Generator:`` of a wheel's ``*.dist-info/WHEEL`` (PEP 427), or None when the wheel
-    has no such file or line, or is no zip at all."""
+    has no such file or line, that file is over WHEEL_FILE_CAP, or the wheel is no zip at all
+    (or no regular file: it is opened through the bounded reader, so a FIFO is never waited on).
+    Only WHEEL_FILE_CAP + 1 bytes of the member are inflated, whatever it claims to hold."""
     try:
-        with zipfile.ZipFile(wheel) as whl:
+        fd = readers.open_regular(wheel, str(wheel), "a wheel", None)
+    except InputError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as raw, zipfile.ZipFile(raw) as whl:
             names = [n for n in whl.namelist() if n.count("/") == 1 and n.endswith(".dist-info/WHEEL")]
             if len(names) != 1:
                 return None
-            text = whl.read(names[0])[:64 << 10].decode("utf-8", "replace")
+            with whl.open(names[0]) as member:
+                data = member.read(WHEEL_FILE_CAP + 1)
     except (OSError, zipfile.BadZipFile):
         return None
+    if len(data) > WHEEL_FILE_CAP:
+        return None
+    text = data.decode("utf-8", "replace")
     lines = [line.partition(":")[2].strip() for line in text.splitlines() if line.startswith("Generator:")]
     return lines[0] if len(lines) == 1 else None
 

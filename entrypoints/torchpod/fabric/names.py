@@ -24,6 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
 
+from .. import readers
 from .findings import Finding, Severity
 
 NAMES_FILE = Path(__file__).with_name("known_names.json")
@@ -35,16 +36,22 @@ NEAR = 0.85  # difflib ratio for "did you mean"
 NEAR_OTHER = 0.9  # a name without the NCCL_ prefix must be this close to count as a misspelling
 
 
+def _names() -> dict:
+    """known_names.json, which torchpod ships, through the bounded reader."""
+    return json.loads(readers.read_text(NAMES_FILE, what=str(NAMES_FILE), expected="the names torchpod ships",
+                                        cap=readers.DATA_CAP))
+
+
 @lru_cache(maxsize=1)
 def labels_known() -> dict[str, str]:
     """{name: what it labels} for the variables images set that NCCL never reads."""
-    return dict(json.loads(NAMES_FILE.read_text())["labels"]["names"])
+    return dict(_names()["labels"]["names"])
 
 
 @lru_cache(maxsize=1)
 def known() -> tuple[frozenset[str], dict[str, tuple[str, ...]]]:
     """(every NCCL_* name read, {libfabric scope: its FI_* names}); scope "" is the core."""
-    data = json.loads(NAMES_FILE.read_text())
+    data = _names()
     nccl = frozenset(data["nccl"]["names"]) | frozenset(data["torch"]["names"])
     fi = {"": tuple(f"FI_{n}" for n in data["libfabric"]["core"])}
     fi.update({p: tuple(f"FI_{p}_{n}" for n in names) for p, names in data["libfabric"]["providers"].items()})

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import os
+import re
 import threading
 from pathlib import Path
 
@@ -17,7 +19,7 @@ import pytest
 from torchpod.errors import InputError, RuntimeFailure
 from torchpod_toolkit import host, pipeline
 from torchpod_toolkit.definitions import load_definitions
-from torchpod_toolkit.sources import aws_ofi_nccl_source
+from torchpod_toolkit.sources import aws_ofi_nccl_source, pack_release, sha256_of
 
 PAYLOAD = b"aws-ofi-nccl-1.14.0/configure\n" * 1000
 GOOD_SHA = hashlib.sha256(PAYLOAD).hexdigest()
@@ -155,3 +157,32 @@ def test_an_unpinned_upstream_source_is_refused_with_how_to_pin(tmp_path, server
         aws_ofi_nccl_source(defn, tmp_path / ".cache")
     assert "aws_ofi_nccl.sha256 is missing" in str(err.value) and "sha256sum" in str(err.value)
     assert server.requests == []  # nothing was downloaded
+
+
+@pytest.mark.parametrize("make, says", [
+    (os.mkfifo, "is a FIFO (named pipe)"),
+    (lambda p: os.symlink("/dev/zero", p), "is a character device"),
+    (os.mkdir, "is a directory"),
+])
+def test_a_checksum_is_taken_of_a_regular_file_only_never_waiting(tmp_path, make, says):
+    (tmp_path / "f").write_bytes(PAYLOAD)
+    assert sha256_of(tmp_path / "f") == GOOD_SHA
+    make(tmp_path / "g")
+    with pytest.raises(InputError, match=re.escape(f"{tmp_path / 'g'} {says}; expected a regular file")):
+        sha256_of(tmp_path / "g")
+
+
+def test_a_release_is_packed_from_regular_files_and_rewritten_only_when_it_changed(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.c").write_text("int a;\n")
+    packed = pack_release(src, ["a.c"], "p", "1.0", tmp_path / "out")
+    before = packed.stat().st_mtime_ns
+    assert pack_release(src, ["a.c"], "p", "1.0", tmp_path / "out") == packed and packed.stat().st_mtime_ns == before
+    os.mkfifo(src / "b.c")
+    with pytest.raises(InputError, match="b.c is a FIFO"):
+        pack_release(src, ["a.c", "b.c"], "p", "1.0", tmp_path / "out")
+    packed.unlink()
+    packed.mkdir()  # something not a file where the tarball goes: named, not read
+    with pytest.raises(InputError, match="p-1.0.tar.gz is a directory"):
+        pack_release(src, ["a.c"], "p", "1.0", tmp_path / "out")

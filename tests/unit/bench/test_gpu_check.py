@@ -405,3 +405,34 @@ def test_the_watch_cost_is_a_ratio_of_medians_and_a_missing_arm_fails():
     assert verdict == "failed" and "on arm" in reason
     assert gc.judge_watch_cost({"off": [0.0], "on": [1.0]})[2]["on_over_off"] is None
     assert gc.judge_watch_cost({"off": [1.0], "on": [1.0]}, ["2 (on): exit 1"])[:2] == ("failed", "run 2 (on): exit 1")
+
+
+def test_a_steps_log_is_read_bounded_from_either_end_with_any_bytes(tmp_path):
+    log = tmp_path / "step.stdout"
+    log.write_bytes(b"first \xff line\n" + b"x" * 100 + b"\nlast line\n")
+    assert gc.read_head(log, cap=12) == "first \ufffd line" and gc.read_tail(log, chars=10) == "last line\n"
+    with open(log, "wb") as f:
+        f.truncate(1 << 30)  # a sparse gigabyte: only the ends asked for are read
+        f.seek(0, os.SEEK_END)
+        f.write(b"the end\n")
+    assert gc.read_head(log, cap=2) == "\0\0" and gc.read_tail(log, chars=8) == "the end\n"
+
+
+@pytest.mark.parametrize("make, says", [
+    (os.mkfifo, "is a FIFO (named pipe)"),
+    (lambda p: p.symlink_to("/dev/zero"), "is a character device"),
+    (os.mkdir, "is a directory"),
+    (lambda p: None, "cannot be read (No such file or directory)"),
+])
+def test_a_log_that_cannot_be_read_is_recorded_as_one_line_never_raised(tmp_path, make, says):
+    log = tmp_path / "step.stderr"
+    make(log)
+    for read in (gc.read_head, gc.read_tail):
+        text = read(log)
+        assert text.startswith(f"(gpu_check: {log} ") and says in text and "\n" not in text
+
+
+def test_the_process_tree_is_read_from_procfs():
+    (me, started), *_ = gc.process_tree(os.getpid())
+    assert me == os.getpid() and started.isdigit() and gc._alive(me, started)
+    assert not gc._alive(me, started + "0") and gc._proc_stat(1 << 30) is None

@@ -3,6 +3,8 @@ plugin open reads it) and which plugin API versions each NCCL release asks for."
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from torchpod import netplugin
@@ -29,3 +31,17 @@ def test_candidates_follow_nccls_plugin_open(value, names):
 def test_plugin_api_versions_by_nccl_release(nccl, first, last):
     want = netplugin.wanted(nccl)
     assert want[0] == first and want[-1] == last and list(want) == sorted(want, reverse=True)
+
+
+def test_a_mapped_library_is_found_in_procfs_streamed_through_the_bounded_reader(tmp_path):
+    assert netplugin._mapped(r"^ld-linux") is not None  # the dynamic loader is mapped into every process
+    assert netplugin._mapped(r"^no-such-library\.so") is None
+    maps = tmp_path / "maps"
+    maps.write_bytes(b"7f00-7f01 r-xp 0 08:01 1 /opt/\xff/libfabric.so.1.2\n" + b"x" * (1 << 20) + b"\n")
+    assert netplugin._mapped(r"^libfabric\.so", str(maps)) == "/opt/\ufffd/libfabric.so.1.2"
+
+
+@pytest.mark.parametrize("make", [os.mkfifo, os.mkdir, lambda p: os.symlink("/dev/zero", p), lambda p: None])
+def test_a_memory_map_that_cannot_be_read_names_no_library_and_never_waits(tmp_path, make):
+    make(tmp_path / "maps")
+    assert netplugin._mapped(r"^libfabric\.so", str(tmp_path / "maps")) is None

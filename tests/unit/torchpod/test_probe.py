@@ -4,6 +4,8 @@ site-packages; the image tier (tests/image/test_image.py) runs the probe in buil
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from torchpod.probe import libnccl, torch_version_file, torchvision_version_file
@@ -36,3 +38,20 @@ def test_libnccl_is_the_wheels_and_its_absence_is_said(tmp_path):
     lib.write_bytes(b"")
     (tmp_path / "nvidia" / "nccl" / "lib" / "libnccl.so").write_bytes(b"")  # the dev link is not the runtime's
     assert libnccl(tmp_path) == lib
+
+
+@pytest.mark.parametrize("make, says", [
+    (os.mkfifo, "is a FIFO (named pipe)"),
+    (lambda p: os.symlink("/dev/zero", p), "is a character device"),
+    (lambda p: p.write_bytes(b"__version__ = '\xff'\n"), "not UTF-8 text (first at byte 15)"),
+    (lambda p: p.write_bytes(b"#" * ((64 << 10) + 1)), "over the 64 KiB cap"),
+])
+def test_a_version_file_that_is_no_small_text_file_ends_the_probe_in_one_line(tmp_path, make, says):
+    for package, read in (("torch", torch_version_file), ("torchvision", torchvision_version_file)):
+        (tmp_path / package).mkdir()
+        make(tmp_path / package / "version.py")
+        with pytest.raises(SystemExit) as info:
+            read(tmp_path)
+        assert str(info.value).startswith(f"probe: {tmp_path / package / 'version.py'} ") and says in str(info.value)
+    with pytest.raises(SystemExit, match="torch/version.py cannot be read; expected torch's version file"):
+        torch_version_file(tmp_path / "nowhere")

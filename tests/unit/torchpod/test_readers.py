@@ -95,6 +95,75 @@ def test_a_nul_in_the_path_is_one_line():
     assert "is not a usable path" in one_line(info)
 
 
+def head(path, limit):
+    return readers.read_head(path, what=f"F={str(path)!r}", expected=EXPECTED, limit=limit)
+
+
+def tail(path, chars):
+    return readers.tail_text(path, what=f"F={str(path)!r}", expected=EXPECTED, chars=chars)
+
+
+def test_a_head_is_the_first_bytes_of_a_file_of_any_size(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"0123456789")
+    assert head(path, 4) == b"0123" and head(path, 10) == b"0123456789" and head(path, 99) == b"0123456789"
+    with open(path, "wb") as f:
+        f.truncate(1 << 30)  # a sparse gigabyte: its start is read, nothing more
+    assert head(path, 3) == b"\0\0\0"
+    assert head("/proc/self/status", 5) == b"Name:"  # procfs's size of 0 does not stop it
+
+
+def test_a_tail_is_the_last_characters_of_a_file_of_any_size(tmp_path):
+    path = tmp_path / "log"
+    path.write_text("first\nsecond\nthé end\n")
+    assert tail(path, 8) == "thé end\n" and tail(path, 999) == "first\nsecond\nthé end\n" and tail(path, 0) == ""
+    with open(path, "wb") as f:
+        f.truncate(1 << 30)  # a sparse gigabyte with a last line: only its end is read
+        f.seek(0, os.SEEK_END)
+        f.write(b"last line\n")
+    tracemalloc.start()
+    try:
+        assert tail(path, 10) == "last line\n"
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, peak
+    assert "VmRSS" in tail("/proc/self/status", 4096)  # procfs reports a size of 0: read to its end
+
+
+def test_a_tail_of_bytes_is_the_last_bytes_whatever_they_are(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"\xff\x00abc")
+    read = lambda n: readers.read_tail(path, what="F", expected=EXPECTED, limit=n)  # noqa: E731
+    assert read(2) == b"bc" and read(5) == b"\xff\x00abc" and read(99) == b"\xff\x00abc" and read(0) == b""
+
+
+def test_a_tail_replaces_undecodable_bytes_and_a_split_character(tmp_path):
+    path = tmp_path / "log"
+    path.write_bytes("€€€".encode())  # 9 bytes; 2 characters keep the last 8: the cut splits the first "€"
+    assert tail(path, 2) == "€€"
+    path.write_bytes(b"\xff\xfe binary \xe2\x82\xac\n")
+    assert tail(path, 100) == "\ufffd\ufffd binary €\n"
+
+
+@pytest.mark.parametrize("make, kind", [
+    (lambda p: os.mkfifo(p), "is a FIFO (named pipe)"),
+    (lambda p: p.mkdir(), "is a directory"),
+    (lambda p: p.symlink_to("/dev/zero"), "is a character device"),
+])
+@pytest.mark.parametrize("reading", [lambda p: head(p, 10), lambda p: tail(p, 10),
+                                     lambda p: readers.read_tail(p, what=f"F={str(p)!r}", expected=EXPECTED, limit=9)],
+                         ids=["head", "tail", "tail-bytes"])
+def test_a_head_or_tail_refuses_what_is_not_a_regular_file_before_reading(tmp_path, make, kind, reading):
+    path = tmp_path / "f"
+    make(path)
+    with pytest.raises(InputError) as info:
+        reading(path)
+    assert kind in one_line(info)
+    with pytest.raises(readers.Unreadable, match="No such file or directory"):
+        reading(tmp_path / "missing")
+
+
 def lines_of(path, cap=8):
     reader = readers.Lines(path, what="F", expected=EXPECTED, line_cap=cap)
     return list(reader), reader.truncated

@@ -221,7 +221,7 @@ def _refuse(tmp_path: Path, text: str | bytes, needle: str) -> None:
 
 
 @pytest.mark.parametrize("text, needle", [
-    (b"arches: [x86_64]\ndescription: \xff\n", "byte 30 (b'\\xff') is not UTF-8"),
+    (b"arches: [x86_64]\ndescription: \xff\n", "not UTF-8 text (first at byte 30)"),
     ("? [a, b]\n: 1\n", "line 1: key of type list is not a string"),
     ("{1: x}\n", "line 1: key 1 is not a string"),
     ("- a\n- b\n", "expected a mapping of keys at the top level, got list"),
@@ -244,7 +244,7 @@ def test_files_a_yaml_loader_chokes_on_are_one_line(tmp_path, text, needle):
 
 
 def test_an_oversized_file_is_refused_unread(tmp_path):
-    _refuse(tmp_path, b"#" * (MAX_FILE_BYTES + 1), f"larger than {MAX_FILE_BYTES} bytes")
+    _refuse(tmp_path, b"#" * (MAX_FILE_BYTES + 1), f"is {MAX_FILE_BYTES + 1} bytes, over the 1 MiB cap")
 
 
 def _load_in_child(folder: Path) -> subprocess.CompletedProcess:
@@ -269,13 +269,17 @@ def test_a_billion_laughs_is_refused_before_it_expands(tmp_path):
         "img.yaml: line 1: YAML anchors and aliases (&name, *name) are not allowed; expected every value written out")
 
 
-def test_a_fifo_or_a_directory_is_refused_without_waiting(tmp_path):
+def test_a_fifo_a_device_or_a_directory_is_refused_without_waiting(tmp_path):
     os.mkfifo(tmp_path / "img.yaml")
     proc = _load_in_child(tmp_path)
-    assert proc.returncode == 2 and "img.yaml: is not a regular file" in proc.stdout
+    assert proc.returncode == 2 and "img.yaml is a FIFO (named pipe); expected a regular file" in proc.stdout
+    (tmp_path / "img.yaml").unlink()
+    (tmp_path / "img.yaml").symlink_to("/dev/zero")
+    proc = _load_in_child(tmp_path)
+    assert proc.returncode == 2 and "img.yaml is a character device; expected a regular file" in proc.stdout
     (tmp_path / "img.yaml").unlink()
     (tmp_path / "img.yaml").mkdir()
-    with pytest.raises(InputError, match="img.yaml: is not a regular file"):
+    with pytest.raises(InputError, match="img.yaml is a directory; expected a regular file: a YAML image definition"):
         load_definitions(tmp_path)
 
 

@@ -3,6 +3,8 @@ clear line; BuildKit's export time is read from its plain progress output."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from torchpod.arch import ARCHES
@@ -19,6 +21,19 @@ def test_emulation_missing_is_one_clear_line(tmp_path):
         check_emulation(ARM, X86, tmp_path)
     (tmp_path / "qemu-aarch64").write_text("enabled\ninterpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P\n")
     check_emulation(ARM, X86, tmp_path)
+
+
+@pytest.mark.parametrize("make, says", [
+    (os.mkfifo, "qemu-aarch64 is a FIFO (named pipe); expected a regular file: a binfmt_misc registration"),
+    (os.mkdir, "qemu-aarch64 is a directory"),
+    (lambda p: open(p, "wb").write(b"enabled\xff\n"), "not UTF-8 text (first at byte 7)"),
+    (lambda p: open(p, "wb").write(b"enabled\n" * 10000), "over the 64 KiB cap"),
+])
+def test_an_emulation_entry_that_is_no_small_text_file_is_one_line_never_a_wait(tmp_path, make, says):
+    make(tmp_path / "qemu-aarch64")
+    with pytest.raises(InputError) as info:
+        check_emulation(ARM, X86, tmp_path)
+    assert says in str(info.value) and "\n" not in str(info.value)
 
 
 def test_buildkits_export_time_is_read_from_its_plain_progress_and_nothing_else_counts():

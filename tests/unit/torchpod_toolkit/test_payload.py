@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from torchpod import readers
 from torchpod.arch import ARCHES
-from torchpod.errors import RuntimeFailure
+from torchpod.errors import InputError, RuntimeFailure
 from torchpod_toolkit import commands, payload
 from torchpod_toolkit.definitions import load_definitions
 
@@ -115,3 +116,20 @@ def test_the_payload_scripts_are_every_file_the_payload_stages_mount(tmp_path):
     assert payload.payload_scripts(tmp_path) != first  # a name is part of what is hashed
     real = payload.payload_scripts(ROOT)
     assert b"shards.py\0" in real and b"payload.sh\0" in real
+
+
+def test_a_payload_input_over_its_cap_or_not_utf8_is_one_line(tmp_path):
+    folder = tmp_path / payload.PAYLOAD_DIR
+    folder.mkdir(parents=True)
+    with open(folder / "payload.sh", "wb") as f:
+        f.truncate(readers.DATA_CAP + 1)  # a sparse file past the cap: refused from its size
+    with pytest.raises(InputError, match=r"payload.sh is 1048577 bytes, over the 1 MiB cap"):
+        payload.payload_scripts(tmp_path)
+    staged = _staged(tmp_path, "torch==2.13.0 --hash=sha256:aa\n")
+    with open(staged / "locked.txt", "wb") as f:
+        f.truncate(payload.STAGED_FILE_CAP + 1)
+    with pytest.raises(InputError, match=r"locked.txt is \d+ bytes, over the 16 MiB cap"):
+        payload.payload_key([], "FROM ${PAYLOAD_IMAGE} AS runtime-base\n", staged, [])
+    (tmp_path / "docker" / "Dockerfile").write_bytes(b"FROM x\n\xff\n")
+    with pytest.raises(InputError, match=r"Dockerfile holds bytes that are not UTF-8 text \(first at byte 7\)"):
+        payload.payload_ref(None, [], tmp_path, [], X86, no_cache=True)

@@ -3,6 +3,8 @@ lock, base and probe source."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from torchpod_toolkit import probe
@@ -38,6 +40,11 @@ def test_the_probe_is_remembered_per_lock_base_and_probe_source(tmp_path):
     (tmp_path / "probes" / f"{key}.json").write_text('{"torch": 2}')
     with pytest.raises(AttributeError):
         probe.cached_probe(None, "ref", arch, tmp_path, key)
+    for hostile in (lambda p: os.mkfifo(p), lambda p: p.write_bytes(b'{"torch": "\xff"}')):
+        (tmp_path / "probes" / f"{key}.json").unlink()
+        hostile(tmp_path / "probes" / f"{key}.json")  # a FIFO is not waited on, bad bytes not trusted
+        with pytest.raises(AttributeError):
+            probe.cached_probe(None, "ref", arch, tmp_path, key)
 
 
 def test_a_changed_wheel_base_package_or_apt_layer_package_changes_the_probes_key():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tracemalloc
 import zipfile
 from pathlib import Path
 
@@ -215,6 +216,29 @@ def test_a_file_that_is_no_zip_has_no_generator(tmp_path):
     (tmp_path / "x.whl").write_bytes(b"not a zip")
     assert wheelhouse.generator(tmp_path / "x.whl") is None
     assert wheelhouse.generator(tmp_path / "absent.whl") is None
+    os.mkfifo(tmp_path / "fifo.whl")  # never opened for reading: it would wait for a writer
+    assert wheelhouse.generator(tmp_path / "fifo.whl") is None
+    (tmp_path / "dir.whl").mkdir()
+    assert wheelhouse.generator(tmp_path / "dir.whl") is None
+
+
+def test_a_wheel_file_over_its_cap_has_no_generator_and_is_never_inflated_whole(tmp_path):
+    body = PINNED + "#" * wheelhouse.WHEEL_FILE_CAP
+    assert wheelhouse.generator(_wheel(tmp_path / "big.whl", {"x-1.dist-info/WHEEL": body})) is None
+    at_cap = PINNED + "#" * (wheelhouse.WHEEL_FILE_CAP - len(PINNED))
+    assert wheelhouse.generator(_wheel(tmp_path / "cap.whl", {"x-1.dist-info/WHEEL": at_cap})) \
+        == wheelhouse.BACKEND_GENERATOR
+    bomb = tmp_path / "bomb.whl"  # 64 MiB of zeros that deflate to about 64 KiB
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as whl, whl.open("x-1.dist-info/WHEEL", "w") as member:
+        for _ in range(64):
+            member.write(bytes(1 << 20))
+    tracemalloc.start()
+    try:
+        assert wheelhouse.generator(bomb) is None
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, peak
 
 
 def test_a_wheel_another_backend_built_is_built_again(tmp_path):

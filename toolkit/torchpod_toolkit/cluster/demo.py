@@ -12,10 +12,10 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import yaml
 
+from torchpod import readers
 from torchpod.contract import ENV_RDZV_TIMEOUT, PREFLIGHT_MODULE
 from torchpod.errors import InputError
 
@@ -50,11 +50,16 @@ class DemoRequest:
     manifest: str = ""  # a rendered Kubernetes manifest: run the pods its operator would create
 
 
+MANIFEST_CAP = 4 << 20  # a rendered manifest is kilobytes
+
+
 def load_manifest(path: str) -> topology.Topology:
     """The pods of a rendered manifest, as the operator model says they are created."""
+    text = readers.read_text(path, what=f"--manifest={path!r}", expected="a file `invoke manifests` wrote",
+                             cap=MANIFEST_CAP)
     try:
-        docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
-    except (OSError, yaml.YAMLError) as exc:
+        docs = [d for d in yaml.safe_load_all(text) if d]
+    except yaml.YAMLError as exc:
         raise InputError(f"--manifest={path!r} cannot be read as YAML ({exc}); "
                          "expected a file `invoke manifests` wrote") from None
     return topology.from_manifest(docs)

@@ -192,17 +192,26 @@ def _training_operator_env(install: Install) -> dict[str, str]:
 ROTATOR_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 
 
+CERT_CAP = 64 << 10  # a key or certificate make_certs writes: under 2 KiB
+
+
+def _cert(install: Install, name: str) -> bytes:
+    """A file of ``install.certs``, through the bounded reader (it outlives the run that wrote it)."""
+    path = install.certs / name
+    return readers.read_bytes(path, what=str(path), expected="a certificate or key make_certs wrote", cap=CERT_CAP)
+
+
 def _training_operator_prepare(install: Install) -> None:
     if install.init_image:
         (install.folder / INIT_TEMPLATE).write_text(yaml.safe_dump(INIT_CONTAINERS, sort_keys=False))
     served = install.folder / "tmp" / "k8s-webhook-server" / "serving-certs"
     served.mkdir(parents=True, exist_ok=True)
     for name in ("tls.crt", "tls.key"):
-        (served / name).write_bytes((install.certs / name).read_bytes())
+        (served / name).write_bytes(_cert(install, name))
     marker = ROTATOR_CERT_DIR / "tls.crt"
     if not marker.exists():
         ROTATOR_CERT_DIR.mkdir(parents=True, exist_ok=True)
-        marker.write_bytes((install.certs / "tls.crt").read_bytes())
+        marker.write_bytes(_cert(install, "tls.crt"))
 
 
 def _kubebuilder_argv(program: str) -> Argv:
@@ -256,7 +265,7 @@ def _trainer_prepare(install: Install) -> None:
     served = install.folder / "tmp" / "k8s-webhook-server" / "serving-certs"
     served.mkdir(parents=True, exist_ok=True)
     for name in ("tls.crt", "tls.key"):
-        (served / name).write_bytes((install.certs / name).read_bytes())
+        (served / name).write_bytes(_cert(install, name))
 
 
 # The integrations Kueue manages here: the kinds whose operators the tests install beside it

@@ -44,7 +44,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from torchpod.errors import RuntimeFailure, one_line
+from torchpod import readers
+from torchpod.errors import InputError, RuntimeFailure, one_line
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 LOOPBACK = "127.0.0.1"
@@ -56,8 +57,12 @@ ISSUER = "https://kubernetes.default.svc.cluster.local"
 ADMISSION = "NodeRestriction,PodSecurity"
 FRONT_PROXY_CLIENT = "front-proxy-client"
 STATE = "plane.json"
+STATE_CAP = 64 << 10  # the record `start` writes is a few hundred bytes
+POINTER_CAP = 4096  # the cache's pointer to the running plane: one folder name (PATH_MAX)
+STATUS_CAP = 16 << 10  # /proc/PID/status: about 1.5 KiB; VmRSS is in its first half
 LOG_TAIL = 4000  # characters of a failed component's log in the error
 CERT_DAYS = 30
+PEM_CAP = 64 << 10  # a key or certificate make_pki writes: under 1 KiB
 
 
 @dataclass(frozen=True)
@@ -175,11 +180,15 @@ def make_pki(pki: Path, now: datetime.datetime) -> None:
                                                               serialization.PublicFormat.SubjectPublicKeyInfo))
 
 
+def _pem(path: Path) -> bytes:
+    return readers.read_bytes(path, what=str(path), expected="a PEM file make_pki wrote", cap=PEM_CAP)
+
+
 def _ca(pki: Path) -> Issuer:
-    ca_key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), password=None)
+    ca_key = serialization.load_pem_private_key(_pem(pki / "ca.key"), password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
         raise RuntimeFailure(f"{pki / 'ca.key'}: not the EC key make_pki writes")
-    return x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes()), ca_key
+    return x509.load_pem_x509_certificate(_pem(pki / "ca.crt")), ca_key
 
 
 def issue_server(pki: Path, stem: str, common: str, ips: Sequence[str]) -> Path:
@@ -311,12 +320,11 @@ def probe(component: str, ports: Ports, pki: Path, timeout: float = 2.0) -> bool
 
 
 def log_tail(path: Path, limit: int = LOG_TAIL) -> str:
-    """The end of a component's log, bounded, undecodable bytes replaced."""
+    """The last ``limit`` characters of a component's log, undecodable bytes replaced; what
+    stood in the way of reading it (no log, a FIFO in its place) in parentheses instead."""
     try:
-        with path.open("rb") as handle:
-            handle.seek(max(0, path.stat().st_size - limit))
-            return handle.read(limit).decode("utf-8", "replace")
-    except OSError as exc:
+        return readers.tail_text(path, what=str(path), expected="a component's log", chars=limit)
+    except InputError as exc:
         return f"(no log: {exc})"
 
 
@@ -425,10 +433,14 @@ def stop_processes(pids: Mapping[str, int], binaries: Mapping[str, str], grace: 
 def load(root: Path) -> Plane:
     """The plane ``start`` recorded in ``root``."""
     path = root / STATE
-    if path.is_symlink() or not path.is_file() or path.stat().st_size > 64 * 1024:
-        raise RuntimeFailure(f"{path}: no control plane recorded there")
+    if path.is_symlink():  # `start` writes a file; the reader would follow a link
+        raise RuntimeFailure(f"{path}: no control plane recorded there (a symbolic link)")
+    try:  # read once, checked on the descriptor it is read from
+        text = readers.read_text(path, what=str(path), expected="the record `start` writes", cap=STATE_CAP)
+    except InputError as exc:
+        raise RuntimeFailure(f"no control plane recorded in {root}: {exc}") from None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(text)
         found = Plane(root=Path(data["root"]), ports=Ports(**data["ports"]), pids=dict(data["pids"]),
                       binaries=dict(data["binaries"]), seconds=float(data["seconds"]))
     except (ValueError, KeyError, TypeError) as exc:
@@ -450,9 +462,10 @@ def rss_bytes(pids: Mapping[str, int]) -> dict[str, int]:
     """Each process's resident memory (``VmRSS`` of /proc/PID/status), 0 for one gone."""
     found = {}
     for component, pid in pids.items():
-        try:
-            status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8", errors="replace")[:16384]
-        except OSError:
+        try:  # the process's name, on the first line, may be any bytes
+            status = readers.read_head(f"/proc/{pid}/status", what=f"/proc/{pid}/status", expected="procfs's status",
+                                       limit=STATUS_CAP).decode("utf-8", "replace")
+        except InputError:  # gone
             found[component] = 0
             continue
         kib = [line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")]
@@ -475,7 +488,7 @@ def up(bindir: Path, cache: Path, timeout: float = 180.0) -> Plane:
     in ``cache``; refuse while the one remembered there still runs."""
     pointer = cache / CURRENT
     if pointer.is_file():
-        folder = Path(pointer.read_text(encoding="utf-8", errors="replace")[:4096].strip())
+        folder = _remembered(pointer)
         if (folder / STATE).is_file() and running(load(folder)):
             raise RuntimeFailure(f"a control plane already runs in {folder}; `invoke kube.down` stops it")
     root = Path(tempfile.mkdtemp(prefix="torchpod-kube-"))
@@ -485,12 +498,22 @@ def up(bindir: Path, cache: Path, timeout: float = 180.0) -> Plane:
     return started
 
 
+def _remembered(pointer: Path) -> Path:
+    """The folder ``up`` wrote into ``pointer``, read through the bounded reader."""
+    try:
+        text = readers.read_text(pointer, what=str(pointer), expected="the folder `invoke kube.up` wrote there",
+                                 cap=POINTER_CAP)
+    except InputError as exc:
+        raise RuntimeFailure(f"no control plane remembered: {exc}") from None
+    return Path(text.strip())
+
+
 def down(cache: Path) -> Plane | None:
     """Stop the plane ``up`` remembered in ``cache`` and remove its folder; None if there is none."""
     pointer = cache / CURRENT
     if not pointer.is_file():
         return None
-    folder = Path(pointer.read_text(encoding="utf-8", errors="replace")[:4096].strip())
+    folder = _remembered(pointer)
     plane = load(folder) if (folder / STATE).is_file() else None
     if plane is not None:
         stop(plane)

@@ -13,10 +13,13 @@ running container is ready, as the kubelet treats a container with no probe.
 
 from __future__ import annotations
 
-import os
+import errno
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from torchpod import readers
+from torchpod.errors import InputError
 
 Obj = Mapping[str, Any]
 CONFIG_ERROR = "CreateContainerConfigError"
@@ -73,14 +76,12 @@ def termination_message(path: str, policy: str, exit_code: int, logs: Callable[[
     MAX_LOG_LINES lines, at most their last MAX_LOG_BYTES (``readLastStringFromContainerLogs``)."""
     data = b""
     if path:
-        try:
-            with open(path, "rb") as f:
-                f.seek(max(0, os.fstat(f.fileno()).st_size - MAX_MESSAGE))
-                data = f.read(MAX_MESSAGE)
-        except FileNotFoundError:
-            data = b""
-        except OSError as exc:
-            return f"Error on reading termination log {path}: {exc}"
+        try:  # the bounded reader: a FIFO or a device bound there is named, never waited on or read
+            data = readers.read_tail(path, what=path, expected="a container's termination message",
+                                     limit=MAX_MESSAGE)
+        except InputError as exc:
+            if not (isinstance(exc, readers.Unreadable) and exc.errno == errno.ENOENT):
+                return f"Error on reading termination log {path}: {exc}"
     if not data and policy == "FallbackToLogsOnError" and exit_code != 0:
         data = logs()[-MAX_LOG_BYTES:]
     return data.decode("utf-8", "replace")

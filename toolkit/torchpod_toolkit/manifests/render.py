@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchpod import readers
 from torchpod.contract import ENV_PRESET, SITE_DEPS
 from torchpod.errors import InputError, RuntimeFailure
 
@@ -435,20 +436,18 @@ def parse_invoke_line(line: str) -> JobSpec:
 
 def _existing(path: Path, limit: int) -> bytes | None:
     """The bytes of a regular file at ``path`` (None if nothing is there), read to at most
-    ``limit`` + 1 bytes: a longer file differs from what would be written whatever it holds,
-    so a huge file costs no memory. Anything else (a directory, a link, a FIFO) is refused:
-    it is never read, never replaced."""
+    ``limit`` + 1 bytes through the bounded reader: a longer file differs from what would be
+    written whatever it holds, so a huge file costs no memory. Anything else (a directory, a
+    link, a FIFO, a device) is refused: it is never read, never replaced."""
+    expected = "a file torchpod wrote, or nothing there"
     try:
-        st = os.lstat(path)
-        if not stat.S_ISREG(st.st_mode):
-            raise InputError(f"{path} exists and is not a regular file; expected a file or nothing there")
-        with open(path, "rb") as fh:
-            return fh.read(limit + 1)
+        if stat.S_ISLNK(os.lstat(path).st_mode):  # the reader follows links; a link here is not replaced
+            raise InputError(f"{path} is a symbolic link; expected a regular file: {expected}")
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise InputError(f"{path} cannot be read ({exc.strerror or exc}); expected a file torchpod wrote, "
-                         "or nothing there") from None
+        raise InputError(f"{path} cannot be read ({exc.strerror or exc}); expected {expected}") from None
+    return readers.read_head(path, what=str(path), expected=expected, limit=limit + 1)
 
 
 def _check_destination(dest: Path) -> None:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from torchpod.errors import InputError
+from torchpod.fabric import names
 from torchpod.fabric.names import NAMES_FILE, known, labels, unknown
 
 
@@ -58,6 +62,19 @@ def test_the_data_file_cites_its_releases():
     assert {"NCCL_IB_HCA", "NCCL_NET_GDR_LEVEL", "NCCL_MNNVL_ENABLE", "NCCL_CONF_FILE"} <= nccl
     assert "FI_PROVIDER" in fi[""] and "FI_EFA_USE_DEVICE_RDMA" in fi["EFA"]
     assert "nvidia/cuda" in data["labels"]["source"] and not set(data["labels"]["names"]) & nccl
+
+
+@pytest.mark.parametrize("make, says", [
+    (os.mkfifo, "is a FIFO (named pipe)"),
+    (lambda p: p.write_bytes(b'{"labels": "\xff"}'), "not UTF-8 text (first at byte 12)"),
+    (lambda p: p.write_bytes(b" " * ((1 << 20) + 1)), "over the 1 MiB cap"),
+])
+def test_the_data_file_is_read_through_the_bounded_reader(tmp_path, monkeypatch, make, says):
+    make(tmp_path / "known_names.json")
+    monkeypatch.setattr(names, "NAMES_FILE", tmp_path / "known_names.json")
+    with pytest.raises(InputError) as info:
+        names._names()
+    assert str(info.value).startswith(str(tmp_path / "known_names.json")) and says in str(info.value)
 
 
 @settings(max_examples=200, deadline=None)

@@ -3,6 +3,11 @@ printed (the demo itself runs containers: tests/cluster)."""
 
 from __future__ import annotations
 
+import os
+
+import pytest
+
+from torchpod.errors import InputError
 from torchpod_toolkit.cluster import topology
 
 
@@ -19,3 +24,38 @@ def test_demo_summary_names_the_group_for_every_workload():
     assert summary_lines(train, 2, topo, 100.0) == [
         "nodes 2, world size 2, scheduler slurm (detected as slurm), first all-reduce after 4.4 s"]
     assert summary_lines([], 2, topo, 0.0) == ["nodes 2: no rank reported a result"]
+
+
+def _manifest(tmp_path):
+    from torchpod_toolkit.manifests.render import render
+    from torchpod_toolkit.manifests.spec import JobSpec
+
+    (out,) = [o for o in render(JobSpec("trainer", 2, "registry.example.com/torchpod/pytorch:2.13.0", ("train.py",),
+                                        gpus_per_node=0)) if o.name.endswith(".yaml")]
+    path = tmp_path / out.name
+    path.write_text(out.text)
+    return path
+
+
+def test_a_manifest_is_read_through_the_bounded_reader(tmp_path):
+    from torchpod_toolkit.cluster.demo import load_manifest
+
+    assert len(load_manifest(str(_manifest(tmp_path))).nodes) == 2
+
+
+@pytest.mark.parametrize("make, says", [
+    (os.mkfifo, "is a FIFO (named pipe); expected a regular file"),
+    (lambda p: os.symlink("/dev/zero", p), "is a character device"),
+    (lambda p: p.write_bytes(b"kind: \xff\n"), "not UTF-8 text (first at byte 6)"),
+    (lambda p: p.write_bytes(b"#" * ((4 << 20) + 1)), "over the 4 MiB cap"),
+    (lambda p: p.write_text("a: [\n"), "cannot be read as YAML"),
+    (lambda p: None, "cannot be read (No such file or directory)"),
+])
+def test_a_manifest_that_is_no_small_yaml_file_is_one_line_never_a_wait(tmp_path, make, says):
+    from torchpod_toolkit.cluster.demo import load_manifest
+
+    path = tmp_path / "job.yaml"
+    make(path)
+    with pytest.raises(InputError) as info:
+        load_manifest(str(path))
+    assert str(info.value).startswith(f"--manifest={str(path)!r}") and says in str(info.value)

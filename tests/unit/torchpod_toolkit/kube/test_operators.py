@@ -8,6 +8,8 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -190,6 +192,25 @@ def test_each_operator_names_a_module_folder_programs_on_loopback(tmp_path, monk
     assert kueue["internalCertManagement"]["enable"] is True and kueue["leaderElection"] == {"leaderElect": False}
     assert kueue["integrations"]["frameworks"] == list(operators.KUEUE_FRAMEWORKS)
     assert kueue["metrics"] == {"bindAddress": "0"}
+
+
+@pytest.mark.parametrize("make, says", [
+    (os.mkfifo, "tls.key is a FIFO (named pipe); expected a regular file"),
+    (lambda p: os.symlink("/dev/zero", p), "tls.key is a character device"),
+    (lambda p: p.write_bytes(b"-" * (operators.CERT_CAP + 1)), "over the 64 KiB cap"),
+])
+def test_a_certificate_file_that_is_no_small_file_is_one_line_never_a_wait(tmp_path, monkeypatch, make, says):
+    operators.make_certs(tmp_path / "certs", "op-ca", ["op-webhook.ops.svc"], NOW)
+    monkeypatch.setattr(operators, "ROTATOR_CERT_DIR", tmp_path / "rotator")
+    install = operators.Install(folder=tmp_path, bindir=Path("/cache/bin"), kubeconfig=tmp_path / "k",
+                                certs=tmp_path / "certs", ports=operators.Ports(19443, 18081), namespace="ns")
+    operators.OPERATORS["training-operator"].prepare(install)
+    served = tmp_path / "tmp" / "k8s-webhook-server" / "serving-certs"
+    assert (served / "tls.key").read_bytes() == (tmp_path / "certs" / "tls.key").read_bytes()
+    (tmp_path / "certs" / "tls.key").unlink()
+    make(tmp_path / "certs" / "tls.key")
+    with pytest.raises(InputError, match=re.escape(says)):
+        operators.OPERATORS["training-operator"].prepare(install)
 
 
 def test_an_unknown_operator_is_refused_with_the_known_ones():

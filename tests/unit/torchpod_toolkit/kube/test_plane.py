@@ -6,7 +6,10 @@ command line (loopback only, every file it names written by ``prepare``)."""
 from __future__ import annotations
 
 import datetime
+import json
+import os
 import re
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from torchpod.errors import InputError, RuntimeFailure
 from torchpod_toolkit.kube import plane
 
 NOW = datetime.datetime(2026, 11, 27, 12, 0, tzinfo=datetime.timezone.utc)
@@ -135,3 +139,71 @@ def test_a_log_tail_is_bounded_and_any_bytes_read(tmp_path):
     log.write_bytes(b"\xff" * 10 + b"end")
     assert plane.log_tail(log, limit=5) == "\ufffd\ufffdend"
     assert plane.log_tail(tmp_path / "absent").startswith("(no log: ")
+    with open(log, "wb") as f:
+        f.truncate(1 << 30)  # a sparse gigabyte: its end alone is read
+        f.seek(0, 2)
+        f.write(b"last words\n")
+    assert plane.log_tail(log, limit=11) == "last words\n"
+
+
+def test_a_log_that_is_no_file_is_named_in_the_tail_without_waiting(tmp_path):
+    os.mkfifo(tmp_path / "fifo.log")
+    assert plane.log_tail(tmp_path / "fifo.log").startswith(f"(no log: {tmp_path / 'fifo.log'} is a FIFO (named pipe)")
+    assert "is a directory" in plane.log_tail(tmp_path)
+
+
+def _record(root: Path) -> plane.Plane:
+    found = plane.Plane(root=root, ports=PORTS, pids={"etcd": 1}, binaries={"etcd": "/bin/etcd"}, seconds=1.5)
+    (root / plane.STATE).write_text(json.dumps({**asdict(found), "root": str(root)}))
+    return found
+
+
+def test_a_record_is_read_once_through_the_bounded_reader(tmp_path):
+    record = _record(tmp_path)
+    assert plane.load(tmp_path) == record
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / plane.CURRENT).write_text(f"{tmp_path / 'elsewhere'}\n")
+    assert plane.down(tmp_path / "cache") is None  # no record in the folder remembered: nothing to stop
+
+
+@pytest.mark.parametrize("make, needle", [
+    (lambda p: os.mkfifo(p), "is a FIFO (named pipe)"),
+    (lambda p: p.mkdir(), "is a directory"),
+    (lambda p: p.write_bytes(b"{" + b" " * plane.STATE_CAP + b"}"), "over the 64 KiB cap"),
+    (lambda p: p.write_bytes(b'{"root": "\xff"}'), "not UTF-8 text (first at byte 10)"),
+    (lambda p: p.symlink_to("/dev/zero"), "(a symbolic link)"),
+    (lambda p: None, "No such file or directory"),
+])
+def test_a_record_that_is_no_small_text_file_is_one_error(tmp_path, make, needle):
+    make(tmp_path / plane.STATE)
+    with pytest.raises(RuntimeFailure) as info:
+        plane.load(tmp_path)
+    assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("make, needle", [
+    (lambda p: os.mkfifo(p), "no control plane remembered: "),  # not a file: none remembered, and no wait
+    (lambda p: p.write_bytes(b"/" * (plane.POINTER_CAP + 1)), "over the 4 KiB cap"),
+    (lambda p: p.write_bytes(b"/tmp/\xff\n"), "not UTF-8 text"),
+])
+def test_a_pointer_that_is_no_small_text_file_is_one_error(tmp_path, make, needle):
+    make(tmp_path / plane.CURRENT)
+    if needle.startswith("no control"):
+        assert plane.down(tmp_path) is None
+        return
+    with pytest.raises(RuntimeFailure, match=re.escape(needle)):
+        plane.down(tmp_path)
+
+
+def test_resident_memory_is_read_from_procfs_and_0_for_a_process_gone():
+    found = plane.rss_bytes({"me": os.getpid(), "gone": 1 << 30})
+    assert found["me"] > 0 and found["gone"] == 0
+
+
+def test_a_ca_key_that_is_no_file_is_one_error(tmp_path):
+    pki = tmp_path / "pki"
+    plane.make_pki(pki, datetime.datetime.now(datetime.timezone.utc))
+    (pki / "ca.key").unlink()
+    os.mkfifo(pki / "ca.key")
+    with pytest.raises(InputError, match="ca.key is a FIFO"):
+        plane.issue_server(pki, "kubelet", "torchpod-kubelet", ["127.0.0.1"])

@@ -3,6 +3,8 @@ reports (kubernetes v1.37.2, getPhase and pkg/kubelet/status/generate.go)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from torchpod_toolkit.kube import podstatus
@@ -103,5 +105,19 @@ def test_a_termination_message_is_the_files_last_4096_bytes_or_the_logs_on_error
         log[-podstatus.MAX_LOG_BYTES:].decode()
     assert podstatus.termination_message(str(file), "FallbackToLogsOnError", 0, never) == ""
     assert podstatus.termination_message(str(tmp_path), "File", 1, never).startswith("Error on reading termination log")
+    with open(file, "wb") as f:
+        f.truncate(1 << 30)  # a sparse gigabyte: its last 4096 bytes alone are read
+        f.seek(0, os.SEEK_END)
+        f.write(b"the end")
+    assert podstatus.termination_message(str(file), "File", 1, never) == "\0" * (podstatus.MAX_MESSAGE - 7) + "the end"
+
+
+@pytest.mark.parametrize("make, says", [(os.mkfifo, "is a FIFO (named pipe)"), (os.mkdir, "is a directory"),
+                                        (lambda p: os.symlink("/dev/zero", p), "is a character device")])
+def test_a_termination_message_path_that_is_no_file_is_one_error_line_never_a_wait(tmp_path, make, says):
+    make(tmp_path / "msg")
+    message = podstatus.termination_message(str(tmp_path / "msg"), "File", 1, lambda: b"")
+    assert message.startswith(f"Error on reading termination log {tmp_path / 'msg'}: ") and says in message
+    assert "\n" not in message
     assert podstatus.terminated(124, "a", "b", message="m")["terminated"]["message"] == "m"
     assert "message" not in podstatus.terminated(0, "a", "b")["terminated"]

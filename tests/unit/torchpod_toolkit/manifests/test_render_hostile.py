@@ -335,15 +335,27 @@ def test_a_hand_edited_file_is_kept_and_named_unless_forced(tmp_path):
     assert edited.read_text() == outs[1].text
 
 
-@pytest.mark.parametrize("make", ["dir", "fifo", "symlink"])
-def test_something_not_a_regular_file_in_the_way_is_refused_and_nothing_written(tmp_path, make):
+@pytest.mark.parametrize("make, kind", [("dir", "a directory"), ("fifo", "a FIFO (named pipe)"),
+                                        ("symlink", "a symbolic link")])
+def test_something_not_a_regular_file_in_the_way_is_refused_and_nothing_written(tmp_path, make, kind):
     outs = _outputs(scheduler="runai")
     target = tmp_path / outs[1].name
     {"dir": target.mkdir, "fifo": lambda: os.mkfifo(target),
      "symlink": lambda: target.symlink_to(tmp_path / "elsewhere")}[make]()
-    with pytest.raises(InputError, match="is not a regular file"):
+    with pytest.raises(InputError) as err:
         render_mod.write(tmp_path, outs, force=True)
+    assert str(err.value).startswith(f"{target} is {kind}; expected a regular file") and "\n" not in str(err.value)
     assert not (tmp_path / outs[0].name).exists()
+
+
+def test_a_binary_file_in_the_way_is_compared_as_bytes_and_kept(tmp_path):
+    outs = _outputs()
+    target = tmp_path / outs[0].name
+    target.write_bytes(b"\xff\xfe" + outs[0].text.encode())  # not UTF-8: compared as bytes, kept all the same
+    with pytest.raises(InputError, match="kept .* it exists with other content"):
+        render_mod.write(tmp_path, outs)
+    assert [changed for _, changed in render_mod.write(tmp_path, outs, force=True)] == [True]
+    assert target.read_text() == outs[0].text
 
 
 def test_out_at_a_file_or_under_one_is_one_line(tmp_path):
@@ -413,16 +425,13 @@ def test_a_huge_file_in_the_way_is_kept_without_being_read_whole(tmp_path, monke
     with open(big, "wb") as fh:  # sparse: 1 GiB that costs no disk
         fh.truncate(1 << 30)
     reads = []
-    real_open = open
+    real_read = os.read
 
-    def counting_open(path, mode="r", *a, **k):
-        handle = real_open(path, mode, *a, **k)
-        if str(path) == str(big):
-            original = handle.read
-            handle.read = lambda n=-1: reads.append(n) or original(n)  # type: ignore[method-assign]
-        return handle
+    def counting_read(fd, n):
+        reads.append(n)
+        return real_read(fd, n)
 
-    monkeypatch.setattr("builtins.open", counting_open)
+    monkeypatch.setattr(os, "read", counting_read)
     with pytest.raises(InputError, match="kept"):
         render_mod.write(tmp_path, outs)
     assert reads and all(0 <= n <= len(outs[0].text.encode()) + 1 for n in reads), reads
