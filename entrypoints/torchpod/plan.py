@@ -13,8 +13,8 @@ import shlex
 from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
-from . import __version__
-from .contract import ENV_DOCTOR, ENV_NODE_RANK, ENV_PREFLIGHT, ENV_STALL_WINDOW, PREFLIGHT_MODULE
+from . import __version__, rendezvous
+from .contract import ENV_DOCTOR, ENV_NODE_RANK, ENV_PREFLIGHT, ENV_RDZV_TIMEOUT, ENV_STALL_WINDOW, PREFLIGHT_MODULE
 from .errors import InputError
 from .supervise import FORWARDED_NAMES, TERMINATING_NAMES
 from .values import Endpoint, NodeCount
@@ -183,7 +183,20 @@ def to_dict(plan: LaunchPlan, python: str) -> dict:
         "group_rank": plan.group_rank,
         "rank_order": plan.rank_order,
         "domains": list(plan.domains),
+        "rdzv_timeouts": rdzv_timeouts(plan),
     }
+
+
+def rdzv_timeouts(plan: LaunchPlan) -> dict | None:
+    """The join and keep-alive timeouts this node's rendezvous handler will use, and why;
+    None for a backend whose handler reads neither (static, etcd)."""
+    if plan.rdzv_backend not in rendezvous.DYNAMIC_BACKENDS:
+        return None
+    conf, chosen = dict(plan.rdzv_conf), rendezvous.settings(plan.nnodes.hi)
+    join = conf.get("join_timeout", str(rendezvous.TORCH_JOIN_S))
+    return {"join_timeout": join, "heartbeat_timeout": conf.get("heartbeat_timeout", str(rendezvous.TORCH_HEARTBEAT_S)),
+            "why": chosen.why if join == str(chosen.join_s) else f"set by {ENV_RDZV_TIMEOUT.name} or --rdzv-conf; "
+            f"for up to {plural(chosen.nodes, 'node')} torchpod would set {chosen.why}"}
 
 
 def to_json(plan: LaunchPlan, python: str) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, Mapping, TypeVar
 
-from . import home, schedulers
+from . import home, rendezvous, schedulers
 from .contract import (
     ENV_NODE_RANK,
     ENV_RDZV_TIMEOUT,
@@ -289,15 +289,20 @@ def decide_ranks(user: UserOptions, backend: str, nnodes: NodeCount, node: int |
 
 
 def decide_conf(env: Mapping[str, str], det: Detection, user: UserOptions, backend: str,
-                node: int | None, order: tuple[int, ...] | None = None) -> Step[tuple[tuple[str, str], ...]]:
-    """Detection's config, is_host from the node index, the node order,
-    TORCHPOD_RDZV_TIMEOUT, then the user's."""
+                node: int | None, order: tuple[int, ...] | None = None,
+                nodes: int = 1) -> Step[tuple[tuple[str, str], ...]]:
+    """Detection's config, is_host from the node index, the node order, the join timeout of a
+    rendezvous of up to ``nodes`` nodes (torchpod.rendezvous), TORCHPOD_RDZV_TIMEOUT, then
+    the user's."""
     conf = dict(det.rdzv_conf)
     notes: list[str] = []
     if backend == "c10d" and node is not None:
         conf["is_host"] = "true" if node == 0 else "false"
     if order is not None:
         conf[ORDER_KEY] = order_text(order)
+    timeouts = rendezvous.settings(nodes) if backend in rendezvous.DYNAMIC_BACKENDS else None
+    for key, value in timeouts.conf.items() if timeouts is not None else ():
+        conf.setdefault(key, value)
     seconds = number(env, ENV_RDZV_TIMEOUT)
     if seconds is not None:
         conf["timeout" if backend in ("static", "etcd") else "join_timeout"] = str(seconds)
@@ -306,6 +311,8 @@ def decide_conf(env: Mapping[str, str], det: Detection, user: UserOptions, backe
         if "is_host" in given and conf.get("is_host") not in (None, given["is_host"]):
             notes.append(f"{user.rdzv_conf.source} sets is_host={given['is_host']} over the node index")
         conf.update(given)
+    if timeouts is not None and any(conf.get(k) == v for k, v in timeouts.conf.items()):
+        notes.append(f"rendezvous timeout for up to {plural(timeouts.nodes, 'node')}: {timeouts.why}")
     if backend == "c10d" and "is_host" not in conf:
         notes.append("c10d store host unknown: torch decides by matching the endpoint to this hostname")
     return Step(tuple(conf.items()), tuple(notes))
@@ -404,7 +411,7 @@ def resolve(env: Mapping[str, str], facts: Facts, inv: Invocation) -> LaunchPlan
     rdzv_id = take(decide_rdzv_id(det, user, rdzv.endpoint))
     topology = take(decide_topology(det, facts))
     ranks = take(decide_ranks(user, backend, nnodes, place.node_rank, topology))
-    conf = take(decide_conf(env, det, user, backend, place.node_rank, ranks.order))
+    conf = take(decide_conf(env, det, user, backend, place.node_rank, ranks.order, nnodes.hi))
     max_restarts = take(decide_restarts(det, user))
     nproc = take(decide_nproc(env, det, user, facts))
     signals = take(decide_signals(user, facts))

@@ -459,6 +459,39 @@ def _hang_watch(r: Result) -> list[Row]:
     return [(what, cells, f"`python bench/hang_watch.py --rounds {r.count('rounds')} --steps {r.count('steps')}`")]
 
 
+def _rendezvous_scale(r: Result) -> list[Row]:
+    """torch's c10d rendezvous at N simulated nodes, each size under each set of timeouts
+    side by side (bench/rendezvous_scale.py): seconds to every rank, keep-alive beats that
+    missed their deadline and nodes dropped as dead afterwards."""
+    cells: dict[int, dict[str, str]] = {}
+    named: dict[str, str] = {}  # label -> its timeouts, in words
+    confs: dict[str, dict] = {}
+    for i, row in enumerate(r.items("rows", list)):
+        where = f"rows.{i}"
+        row = r.mapping(row, where)
+        nodes, label = r.count("nodes", row, where), r.text("label", row, where)
+        if not r.flag("ranks_ok", row, where):
+            raise r.bad(f"{where}.ranks_ok", False, "true: every node got one rank (re-run the bench)")
+        lost = [r.get(k, row, where) for k in ("missed_beats", "dropped")]
+        if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in lost):
+            raise r.bad(f"{where}.missed_beats", lost, "whole numbers of 0 or more")
+        conf = confs.setdefault(label, r.mapping(r.get("settings", row, where), f"{where}.settings"))
+        named.setdefault(label, f"{label} (join {r.count('join_timeout', conf, where + '.settings')} s, heartbeat "
+                                f"{r.count('heartbeat_timeout', conf, where + '.settings')} s)")
+        cells.setdefault(nodes, {})[label] = f"{r.number('complete_s', row, where):.1f} s ({lost[0]}, {lost[1]})"
+    shown = "; ".join(f"{n}: " + " / ".join(cells[n].get(k, "-") for k in named) for n in sorted(cells))
+    what = (f"a c10d rendezvous of N simulated nodes (torch's handlers over a real TCPStore, {r.count('procs')} "
+            f"processes on {r.count('machine.cpus')} cores), {' / '.join(named.values())}: seconds to every rank "
+            "(keep-alive beats that missed their deadline, nodes dropped as dead "
+            f"{r.number('rows.0.steady_s'):g} s on)")
+    labels = ",".join(named)
+    custom = confs.get("custom", {})
+    flags = "".join(f" --{k.replace('_', '-')} {custom[k]}" for k in ("join_timeout", "heartbeat_timeout")
+                    if k in custom and custom[k] != {"join_timeout": 600, "heartbeat_timeout": 5}[k])
+    return [(what, shown, f"`python bench/rendezvous_scale.py --nodes {','.join(map(str, sorted(cells)))} "
+                          f"--settings {labels}{flags} --steady-s {r.number('rows.0.steady_s'):g}`")]
+
+
 # One entry per result file, in the table's order; a file with no entry is an error, so
 # a new bench cannot be committed without its row.
 ROWS: dict[str, Callable[[Result], list[Row]]] = {
@@ -476,6 +509,7 @@ ROWS: dict[str, Callable[[Result], list[Row]]] = {
     "kube.json": _kube,
     "ranks.json": _ranks,
     "hang_watch.json": _hang_watch,
+    "rendezvous_scale.json": _rendezvous_scale,
 }
 
 
