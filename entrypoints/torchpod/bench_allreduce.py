@@ -99,8 +99,9 @@ def check_options(argv) -> argparse.Namespace:
     return args
 
 
-def _row(torch, dist, size: int, args: argparse.Namespace, device, world: int) -> dict:
-    """One size: ``args.warmup`` untimed all-reduces, then the mean of ``args.iters``."""
+def measure_row(torch, dist, size: int, args: argparse.Namespace, device, world: int) -> dict:
+    """One size: ``args.warmup`` untimed all-reduces, then the mean of ``args.iters`` (the
+    bench's rows, and preflight's sweep between two nodes)."""
     cuda = device.type == "cuda"
     buf = torch.ones(size // 4, dtype=torch.float32, device=device)
     for _ in range(args.warmup):
@@ -145,7 +146,8 @@ def main(argv=None) -> int:
     dist.init_process_group(backend, timeout=timedelta(seconds=300))
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda") if cuda else torch.device("cpu")
-    rows = [_row(torch, dist, size, args, device, world) for size in sizes(args.min_bytes, args.max_bytes, args.factor)]
+    rows = [measure_row(torch, dist, size, args, device, world)
+            for size in sizes(args.min_bytes, args.max_bytes, args.factor)]
     # the numbers, not only the time: every rank contributes rank + 1
     check = torch.full((1024,), float(rank + 1), device=device)
     dist.all_reduce(check)

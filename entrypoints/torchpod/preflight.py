@@ -54,7 +54,7 @@ from typing import Any, Mapping, Sequence
 from xml.sax.saxutils import escape
 
 from . import doctor, gpus
-from .bench_allreduce import Parser, _row, parse_bytes, sizes, whole
+from .bench_allreduce import Parser, measure_row, parse_bytes, sizes, whole
 from .contract import ENV_NODE_RANK, ENV_PREFLIGHT, ENV_PREFLIGHT_UNDECIDED, RESULT_PREFIX, switch
 from .errors import InputError, one_line
 from .fabric import presets
@@ -390,7 +390,7 @@ def _measure(torch, dist, args: argparse.Namespace, env: Mapping[str, str], devi
 
     verdict = localise(len(heads), timed, args.floor_gbps)
     world = dist.get_world_size()
-    sweep = [_row(torch, dist, size, args, device, world) for size in sweep_at]
+    sweep = [measure_row(torch, dist, size, args, device, world) for size in sweep_at]
     return heads, verdict, sweep, took
 
 

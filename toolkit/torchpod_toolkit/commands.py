@@ -1,8 +1,10 @@
 """Pure builders for the commands ``invoke build`` / ``invoke push`` run.
 
 Each function takes a definition and plain values and returns an argv (and, where
-needed, extra environment); ``tasks.py`` runs them. Tests assert what these return;
-integration tests run them for real.
+needed, extra environment), or a text the build writes (the labels' Dockerfile); the
+build's stages run them (``pipeline``, ``base``, ``payload``, ``locking``, ``locks``,
+``wheelhouse``, ``registry``). Tests assert what these return; integration tests run
+them for real.
 """
 
 from __future__ import annotations

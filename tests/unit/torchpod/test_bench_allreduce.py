@@ -38,7 +38,7 @@ class _Tensor:
 
 
 class _Torch:
-    """The part of torch `_row` uses; every tensor remembers the device it was made on."""
+    """The part of torch `measure_row` uses; every tensor remembers the device it was made on."""
 
     float32 = float64 = "dtype"
 
@@ -72,10 +72,10 @@ class _NcclOnly:
 
 
 def test_every_collective_of_a_row_runs_on_the_groups_device():
-    from torchpod.bench_allreduce import _row
+    from torchpod.bench_allreduce import measure_row
 
     dist = _NcclOnly()
     args = argparse.Namespace(warmup=1, iters=2)
-    row = _row(_Torch("cuda"), dist, 1 << 20, args, argparse.Namespace(type="cuda"), 2)
+    row = measure_row(_Torch("cuda"), dist, 1 << 20, args, argparse.Namespace(type="cuda"), 2)
     assert dist.devices == ["cuda"] * 4  # warmup, two timed, and the slowest rank's time
     assert row["bytes"] == 1 << 20 and row["busbw_gbps"] == row["algbw_gbps"] * bus_factor(2)
