@@ -6,7 +6,6 @@ NCCL log through the launcher as the GPU run will hand it one."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -18,21 +17,12 @@ import time
 import pytest
 
 from needs import module
-from paths import ROOT
+from paths import ROOT, bench_script
 
 SCRIPT = ROOT / "bench" / "gpu_check.py"
 
 
-def _load():
-    """The script as a module (bench/ is not a package): registered first, as its dataclasses need."""
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    loaded = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_check"] = loaded
-    spec.loader.exec_module(loaded)
-    return loaded
-
-
-gc = _load()
+gc = bench_script("gpu_check", registered="gpu_check")
 SPECS = {s.name: s for s in gc.STEPS}
 
 

@@ -4,7 +4,6 @@ person reads, and the --out folder it refuses (a file, a non-empty folder, a lin
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
@@ -13,19 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from paths import ROOT
+from paths import bench_script
 
-
-def _load():
-    """The script as a module (bench/ is not a package): registered first, as its dataclasses need."""
-    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "bench" / "gpu_check.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_check"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-gc = _load()
+gc = bench_script("gpu_check", registered="gpu_check")
 SPECS = {s.name: s for s in gc.STEPS}
 GPU = {"torch": "2.9.1+cu128", "cuda_build": "12.8", "device_count": 1, "devices": ["NVIDIA H100 80GB HBM3"],
        "torchvision": "0.24.1", "numpy": "2.3.0", "nccl": "2.27.7"}

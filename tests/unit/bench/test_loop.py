@@ -3,20 +3,16 @@ a file that is neither is one line, never a wait."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import pytest
 
-from paths import ROOT
+from paths import ROOT, bench_script
 
 
 @pytest.fixture(scope="module")
 def loop():
-    spec = importlib.util.spec_from_file_location("bench_loop", ROOT / "bench" / "loop.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("loop")
 
 
 def test_a_stamped_log_is_its_lines_with_any_bytes_replaced(loop, tmp_path):

@@ -3,21 +3,16 @@ and path count, and any other output refused in one line."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
-from paths import ROOT
+from paths import bench_script
 
 DIGEST = "0123456789abcdef" * 4
 
 
 @pytest.fixture(scope="module")
 def payload():
-    spec = importlib.util.spec_from_file_location("bench_payload", ROOT / "bench" / "payload.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("payload")
 
 
 def test_the_scripts_lines_give_the_seconds_the_digest_and_the_count(payload):

@@ -3,21 +3,17 @@ the launcher's own pieces (torchpod.order keys sorted by torchpod.ranked's descr
 
 from __future__ import annotations
 
-import importlib.util
 import random
 
 import pytest
 
 from needs import module
-from paths import ROOT
+from paths import bench_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_ranks", ROOT / "bench" / "ranks.py")
-    loaded = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(loaded)
-    return loaded
+    return bench_script("ranks")
 
 
 @pytest.mark.parametrize("domains, crossings, low", [

@@ -3,20 +3,16 @@ a file that is not such a JSON is one line, never a wait."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import pytest
 
-from paths import ROOT
+from paths import ROOT, bench_script
 
 
 @pytest.fixture(scope="module")
 def rebuild():
-    spec = importlib.util.spec_from_file_location("bench_rebuild", ROOT / "bench" / "rebuild.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("rebuild")
 
 
 def test_the_results_written_are_read_back(rebuild):
