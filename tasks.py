@@ -240,10 +240,10 @@ def lock(c, image="", arch="", check=False, wheels_only=False):
 
 
 def _check_locks(defs, work) -> list[str]:
-    from torchpod_toolkit import host, locking, locks
+    from torchpod_toolkit import host, locks, resolver
 
     out = locks.stray(ROOT / "images", defs)
-    fetch = locking.index_fetcher(host.default_ca_bundle())
+    fetch = resolver.index_fetcher(host.default_ca_bundle())
     for defn, arch in work:
         try:
             if defn.base.debian:
@@ -268,18 +268,18 @@ def _check_locks(defs, work) -> list[str]:
 
 
 def _write_locks(work, wheels_only: bool) -> list[str]:
-    from torchpod_toolkit import host, locking, locks
+    from torchpod_toolkit import host, locks, resolver
 
     out: list[str] = []
     refreshed: set[str] = set()
     bundle = host.default_ca_bundle()
     for defn, arch in work:
         try:
-            files = [(locks.wheel_path(ROOT / "images", defn, arch),
-                      locks.render(defn, arch, locking.lock_wheels(defn, arch, ROOT / ".cache", bundle), debian=False))]
+            wheels = resolver.lock_wheels(defn, arch, ROOT / ".cache", bundle)
+            files = [(locks.wheel_path(ROOT / "images", defn, arch), locks.render(defn, arch, wheels, debian=False))]
             if defn.base.debian and not wheels_only:
                 files.append((locks.deb_path(ROOT / "images", defn, arch),
-                              locks.render(defn, arch, locking.lock_debs(defn, arch, ROOT, refreshed), debian=True)))
+                              locks.render(defn, arch, resolver.lock_debs(defn, arch, ROOT, refreshed), debian=True)))
         except TorchpodError as exc:
             out.append(f"{defn.name} {arch.name}: {exc}")
             continue

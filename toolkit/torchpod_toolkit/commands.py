@@ -2,7 +2,7 @@
 
 Each function takes a definition and plain values and returns an argv (and, where
 needed, extra environment), or a text the build writes (the labels' Dockerfile); the
-build's stages run them (``pipeline``, ``base``, ``payload``, ``locking``, ``locks``,
+build's stages run them (``pipeline``, ``base``, ``payload``, ``resolver``, ``locks``,
 ``wheelhouse``, ``registry``). Tests assert what these return; integration tests run
 them for real.
 """

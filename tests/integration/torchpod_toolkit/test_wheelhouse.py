@@ -17,7 +17,7 @@ from small_wheels import make_wheel
 
 from torchpod.arch import normalise_arch
 from torchpod.errors import RuntimeFailure
-from torchpod_toolkit import locking, locks, wheelhouse
+from torchpod_toolkit import locks, resolver, wheelhouse
 from torchpod_toolkit.definitions import load_definitions
 
 X86 = normalise_arch("x86_64")
@@ -64,7 +64,7 @@ def index(tmp_path):
 
 def test_the_resolution_locks_every_file_and_the_wheelhouse_fetches_each_once(index):
     defn, files, _, tmp = index
-    wheels = locking.lock_wheels(defn, X86, tmp / "cache", None)
+    wheels = resolver.lock_wheels(defn, X86, tmp / "cache", None)
     assert {w.name: w.version for w in wheels} == {name: v for name, (v, _) in FILES.items()}
     for w in wheels:
         assert w.sha256 == hashlib.sha256((files / w.file).read_bytes()).hexdigest()
@@ -83,14 +83,14 @@ def test_an_index_without_hashes_is_locked_by_the_files_pip_downloaded(index):
     # the lock still names each file's sha256; a lock line never lacks one (unit: from_report)
     defn, files, pages, tmp = index
     pages(False)
-    wheels = locking.lock_wheels(defn, X86, tmp / "cache", None)
+    wheels = resolver.lock_wheels(defn, X86, tmp / "cache", None)
     assert {w.file: w.sha256 for w in wheels} == {
         f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files.iterdir()}
 
 
 def test_a_file_whose_hash_differs_from_the_lock_is_never_stored(index):
     defn, files, _, tmp = index
-    wheels = locking.lock_wheels(defn, X86, tmp / "cache", None)
+    wheels = resolver.lock_wheels(defn, X86, tmp / "cache", None)
     forged = [locks.Wheel(w.name, w.version, "0" * 64, w.file) if w.name == "torch" else w for w in wheels]
     lock = locks.Lock(tmp / "l.txt", defn.name, "x86_64", "x", tuple(forged))
     home = tmp / "wheelhouse"
@@ -101,7 +101,7 @@ def test_a_file_whose_hash_differs_from_the_lock_is_never_stored(index):
 
 def test_the_index_fetcher_reads_a_page_and_a_missing_project_lists_nothing(index):
     defn, files, _, tmp = index
-    fetch = locking.index_fetcher(None)
+    fetch = resolver.index_fetcher(None)
     torch = next(files.glob("torch-*.whl"))
     listed = locks.index_files(defn.torch.index_url, "torch", fetch)
     assert listed == {torch.name: hashlib.sha256(torch.read_bytes()).hexdigest()}
