@@ -60,6 +60,17 @@ def is_reference(value: object) -> bool:
     return match is not None and len(match["name"]) <= NAME_MAX
 
 
+# --- paths a job binds --------------------------------------------------------------------
+
+# An absolute path that goes into an Apptainer --bind, Docker -v, enroot --mount, pyxis
+# --container-mounts or a pod's volume: those split on ',' and ':', and the path also reaches
+# a shell and a comment, so only these characters are allowed.
+BIND_PATH = re.compile(r"/[A-Za-z0-9/._+@-]*", _A)
+BIND_PATH_CHARS = "letters, digits and / . _ + @ -"
+BIND_PATH_MAX = 4096  # PATH_MAX
+HEX = re.compile(r"[0-9a-f]+", _A)  # a digest's lower-case hex digits
+
+
 # --- Kubernetes names (k8s.io/apimachinery pkg/util/validation/validation.go, v0.37) ---------
 
 # IsDNS1123Label: a Namespace's or a node's name, at most 63

@@ -23,10 +23,8 @@ _A = re.ASCII
 _SUBDOMAIN = grammars.DNS1123_SUBDOMAIN
 _NAME = grammars.QUALIFIED_NAME
 _VALUE = grammars.LABEL_VALUE
-# A path inside the container or on the host: absolute, and only characters that no bind
-# syntax (',' ':'), shell or comment reads as anything else.
-_PATH = re.compile(r"/[A-Za-z0-9/._+@-]*", _A)
-PATH_CHARS = "letters, digits and / . _ + @ -"
+# A path inside the container or on the host (grammars.BIND_PATH)
+PATH_CHARS = grammars.BIND_PATH_CHARS
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 VOLUME_KINDS = ("pvc", "hostpath", "configmap")
 VOLUME_FORM = ("expected pvc:CLAIM:/MOUNT[:ro], hostpath:/HOST/PATH:/MOUNT[:ro] or configmap:NAME:/MOUNT, "
@@ -44,8 +42,8 @@ class Volume:
 
 
 def _path(flag: str, text: str, what: str, form: str = VOLUME_FORM) -> str:
-    if (not isinstance(text, str) or not _PATH.fullmatch(text) or len(text) > 4096 or "/../" in text + "/"
-            or text.endswith("/..")):
+    if (not isinstance(text, str) or not grammars.BIND_PATH.fullmatch(text) or len(text) > grammars.BIND_PATH_MAX
+            or "/../" in text + "/" or text.endswith("/..")):
         raise InputError(f"{flag}: {what} {text!r} is not an absolute path of {PATH_CHARS} (no '..'); {form}")
     return text.rstrip("/") or "/"
 

@@ -74,18 +74,13 @@ _DNS1123_LABEL = grammars.DNS1123_LABEL
 _DNS1123_SUBDOMAIN = grammars.DNS1123_SUBDOMAIN
 _QUALIFIED_NAME = grammars.QUALIFIED_NAME
 # An image reference: distribution/reference's grammar, written once in torchpod_toolkit.grammars.
-_HEX = re.compile(r"[0-9a-f]+", _A)
 _WALLTIME = re.compile(r"([0-9]{1,5}):([0-5][0-9]):([0-5][0-9])", _A)
 # Slurm's days form, D-HH:MM:SS (sbatch(1) --time "days-hours:minutes:seconds"), which the
 # check turns into hours (HH:MM:SS) so that PBS's walltime and LSF's -W take it too
 _WALLTIME_DAYS = re.compile(r"([0-9]{1,3})-([0-9]{1,2}):([0-5][0-9]):([0-5][0-9])", _A)
 _HOSTNAME = grammars.QUALIFIED_NAME  # a host of letters, digits and inner '-', '_', '.'
 _DIGITS = re.compile(r"[0-9]+", _A)
-# A host path that goes into an Apptainer --bind, Docker -v, enroot --mount or pyxis
-# --container-mounts: those split on ',' and ':', and the path also reaches a shell and a
-# comment, so only these characters are allowed.
-_HOST_PATH = re.compile(r"/[A-Za-z0-9/._+@-]*", _A)
-HOST_PATH_CHARS = "letters, digits and / . _ + @ -"
+HOST_PATH_CHARS = grammars.BIND_PATH_CHARS
 GPU_RESOURCE = "nvidia.com/gpu"
 
 # --mnnvl (GB200 NVL72): the kinds whose every rendered pod template can carry a DRA claim,
@@ -456,7 +451,7 @@ def image_problem(image: str) -> str | None:
         if not colon or want is None:
             return (f"has digest {digest!r}; expected sha256:<64 lower-case hex digits> "
                     "(or sha512:<128>)")
-        if len(hex_) != want or not _HEX.fullmatch(hex_):
+        if len(hex_) != want or not grammars.HEX.fullmatch(hex_):
             return f"has digest {digest!r}; expected {algorithm}:<{want} lower-case hex digits>"
     name, tag = rest, ""
     if ":" in rest.rsplit("/", 1)[-1]:
@@ -543,8 +538,8 @@ def _check_names(spec: JobSpec) -> None:
                          "24, minutes and seconds below 60 and more than zero in all, e.g. 01:30:00 or 2-00:00:00")
     if spec.queue:
         sitegrammar.queues(spec.queue, jobs.kind(spec.scheduler))
-    if spec.site_lib and (not isinstance(spec.site_lib, str) or not _HOST_PATH.fullmatch(spec.site_lib)
-                          or len(spec.site_lib) > 4096):
+    if spec.site_lib and (not isinstance(spec.site_lib, str) or not grammars.BIND_PATH.fullmatch(spec.site_lib)
+                          or len(spec.site_lib) > grammars.BIND_PATH_MAX):
         raise InputError(f"--site-lib={spec.site_lib!r}; expected an absolute host path of {HOST_PATH_CHARS} "
                          "(no ',' or ':', which split a bind, and no spaces, quotes, '$', ';' or control "
                          "characters)")
