@@ -12,14 +12,12 @@ NoSchedule, PreferNoSchedule or NoExecute (k8s.io/api core/v1 TaintEffect).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from torchpod.errors import InputError
 
 from .. import grammars
 
-_A = re.ASCII
 _SUBDOMAIN = grammars.DNS1123_SUBDOMAIN
 _NAME = grammars.QUALIFIED_NAME
 _VALUE = grammars.LABEL_VALUE
