@@ -59,7 +59,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoints"))
 
-from torchpod import rendezvous  # noqa: E402  (standard library only)
+from torchpod import readers, rendezvous  # noqa: E402  (standard library only)
 
 TORCH_DEFAULTS = {"join_timeout": 600, "last_call_timeout": 30, "close_timeout": 30, "heartbeat_timeout": 5,
                   "keep_alive_interval": 5, "keep_alive_max_attempt": 3}
@@ -69,9 +69,11 @@ TICK = 2.0  # seconds between two looks at the server's CPU time
 
 
 def cpu_seconds(pid: int) -> float:
-    """A process's user and system CPU seconds (/proc/PID/stat, fields 14 and 15)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
+    """A process's user and system CPU seconds (/proc/PID/stat, fields 14 and 15, after the
+    command name, which may hold any bytes), read through the launcher's bounded reader."""
+    path = f"/proc/{pid}/stat"
+    stat = readers.read_head(path, what=path, expected="procfs's stat line", limit=readers.ATTR_CAP)
+    fields = stat.decode("utf-8", "replace").rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

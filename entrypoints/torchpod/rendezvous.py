@@ -50,6 +50,10 @@ class Timeouts:
         """The ``--rdzv-conf`` entries that differ from torch's defaults."""
         return {"join_timeout": str(self.join_s)} if self.join_s != TORCH_JOIN_S else {}
 
+    def in_effect(self, conf: dict[str, str]) -> bool:
+        """Whether ``conf`` (a plan's --rdzv-conf) holds the join timeout torchpod chose."""
+        return conf.get("join_timeout", str(TORCH_JOIN_S)) == str(self.join_s)
+
     @property
     def why(self) -> str:
         return (f"join {self.join_s} s: the nodes' start spread ({START_SPREAD_S} s) and twice a rendezvous of "

@@ -311,7 +311,7 @@ def decide_conf(env: Mapping[str, str], det: Detection, user: UserOptions, backe
         if "is_host" in given and conf.get("is_host") not in (None, given["is_host"]):
             notes.append(f"{user.rdzv_conf.source} sets is_host={given['is_host']} over the node index")
         conf.update(given)
-    if timeouts is not None and any(conf.get(k) == v for k, v in timeouts.conf.items()):
+    if timeouts is not None and timeouts.conf and timeouts.in_effect(conf):
         notes.append(f"rendezvous timeout for up to {plural(timeouts.nodes, 'node')}: {timeouts.why}")
     if backend == "c10d" and "is_host" not in conf:
         notes.append("c10d store host unknown: torch decides by matching the endpoint to this hostname")
