@@ -228,11 +228,18 @@ def test_a_hung_job_ends_with_its_culprit_named_in_the_jobs_output_and_exit_124(
     out = slurm_cluster.read(f"{slurm.SHARED}/hang-{jobid}.out")
     said = [ln for ln in out.splitlines() if ln.startswith("torchpod: hang: ")]
     assert state == "FAILED" and said, f"job {jobid}: {state}\n{out[-6000:]}\n{slurm_cluster.logs()}"
+    # Both nodes' launchers print the verdict into the one output file, and srun interleaves
+    # their lines, so each kind of line is checked where it is, once per node.
+    summaries = [ln for ln in said if ln.startswith("torchpod: hang: no rank went past")]
+    culprits = [ln for ln in said if ln.startswith("torchpod: hang: culprit")]
+    assert len(summaries) == len(culprits) == NODES and len(set(summaries)) == 1, said
     assert re.fullmatch(r"torchpod: hang: no rank went past collective (\d+) \(gloo:all_reduce, sizes \[\[1024\]\]\) "
-                        r"for 10 s; 1 of 2 ranks wait in it \(ranks 0\)", said[0]), said
-    seq = int(said[0].split("collective ", 1)[1].split(" ")[0])
-    assert re.fullmatch(rf"torchpod: hang: culprit rank 1 on {slurm.node_names(NODES)[1]}: never entered it; last in "
-                        rf"collective {seq - 1} \([^)]*\); now in {EXAMPLES}/allreduce_check.py:{STALL_LINE} in "
-                        r"stall_before_the_collective", said[1]), said
+                        r"for 10 s; 1 of 2 ranks wait in it \(ranks 0\)", summaries[0]), said
+    seq = int(summaries[0].split("collective ", 1)[1].split(" ")[0])
+    host = slurm.node_names(NODES)[1]
+    for culprit in culprits:
+        assert re.fullmatch(rf"torchpod: hang: culprit rank 1 on {host}: never entered it; last in "
+                            rf"collective {seq - 1} \([^)]*\); now in {EXAMPLES}/allreduce_check.py:{STALL_LINE} in "
+                            r"stall_before_the_collective", culprit), said
     assert said.count("torchpod: hang: 2 of 2 ranks reported their stacks") == NODES, said  # both nodes said it
     assert "ExitCode=124:0" in slurm_cluster.show_job(jobid), slurm_cluster.show_job(jobid) + out[-5000:]
