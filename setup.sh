@@ -19,7 +19,7 @@
 #   --dry-run               print the steps it would run, and run none
 #
 # Before it starts dockerd, the engine's store is swept of layer folders that no image,
-# container or build refers to (toolkit/torchpod_toolkit/dockerstore.py): a build that died
+# container or build refers to (toolkit/torchpod_toolkit/imagebuild/dockerstore.py): a build that died
 # with the engine leaves them, up to 5 GB each, and no docker command can remove them.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -157,7 +157,7 @@ stop_idle_docker() {
 start_docker() {
   [ "$RESTART_DOCKER" = 0 ] || stop_idle_docker
   if $SUDO $DOCKER info >/dev/null 2>&1; then echo "    running"; return; fi
-  pidof dockerd >/dev/null || $SUDO python3 toolkit/torchpod_toolkit/dockerstore.py
+  pidof dockerd >/dev/null || $SUDO python3 toolkit/torchpod_toolkit/imagebuild/dockerstore.py
   echo "    starting dockerd (log: /var/log/torchpod-dockerd.log)"
   $SUDO sh -c 'nohup setsid dockerd >/var/log/torchpod-dockerd.log 2>&1 &'
   for _ in $(seq 1 120); do
@@ -209,7 +209,7 @@ EOF
 # (all_gather_object: "Numpy is not available" without it), and pip does not install it with torch
 install_host_torch() {
   local pin numpy
-  pin=$(python3 -m torchpod_toolkit.definitions --host-torch)
+  pin=$(python3 -m torchpod_toolkit.imagebuild.definitions --host-torch)
   numpy=$(grep -m1 -o '^numpy==[^ ]*' "images/locks/pytorch-$(uname -m).txt")
   if python3 -c '
 import sys

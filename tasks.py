@@ -29,7 +29,7 @@ from torchpod.errors import InputError, TorchpodError, one_line
 from torchpod_toolkit import settings
 from torchpod_toolkit.cluster.demo import WORKLOADS
 from torchpod_toolkit.cluster.topology import SCENARIOS
-from torchpod_toolkit.definitions import DEFAULT_IMAGE
+from torchpod_toolkit.imagebuild.definitions import DEFAULT_IMAGE
 from torchpod_toolkit.manifests.spec import cli_options as manifest_options
 from torchpod_toolkit.manifests.spec import options as manifest_option_records
 
@@ -92,7 +92,7 @@ def _after_dashes(c, what: str, form: str) -> list[str]:
 
 
 def _defs():
-    from torchpod_toolkit.definitions import load_definitions
+    from torchpod_toolkit.imagebuild.definitions import load_definitions
 
     try:
         return load_definitions(ROOT / "images")
@@ -117,7 +117,7 @@ def test_plugin_tarball() -> tuple[Path, str]:
     """The tests' stand-in net plugin packed as a release (tests/netplugin/release.json)."""
     import json
 
-    from torchpod_toolkit.sources import pack_release
+    from torchpod_toolkit.imagebuild.sources import pack_release
 
     release = json.loads((TEST_PLUGIN / "release.json").read_text())
     path = pack_release(TEST_PLUGIN, release["files"], release["name"], release["version"],
@@ -141,7 +141,7 @@ def test_plugin_tarball() -> tuple[Path, str]:
 def build(c, arch="", image=DEFAULT_IMAGE, offline=False, ca_bundle="", netplugin_tarball="",
           netplugin_version="", netplugin_sha256=""):
     """Build, verify and label images for one or more architectures."""
-    from torchpod_toolkit import definitions, host, pipeline
+    from torchpod_toolkit.imagebuild import definitions, host, pipeline
 
     try:
         defn = definitions.select(_defs(), image)
@@ -176,8 +176,8 @@ def build(c, arch="", image=DEFAULT_IMAGE, offline=False, ca_bundle="", netplugi
 def push(c, registry="", image=DEFAULT_IMAGE, arch="", insecure=False):
     """Push an image's built arches as <tag>-<arch>, and <tag> (a manifest list when several);
     credentials from your Docker config (`docker login`)."""
-    from torchpod_toolkit import definitions
-    from torchpod_toolkit import registry as reg
+    from torchpod_toolkit.imagebuild import definitions
+    from torchpod_toolkit.imagebuild import registry as reg
 
     try:
         defn = definitions.select(_defs(), image)
@@ -202,7 +202,7 @@ def push(c, registry="", image=DEFAULT_IMAGE, arch="", insecure=False):
 })
 def wheels(c, image=DEFAULT_IMAGE, arch="", offline=False):
     """Fill the wheelhouse (~/.cache/torchpod/wheelhouse) with an image's locked files, hash-checked."""
-    from torchpod_toolkit import definitions, host, locks, wheelhouse
+    from torchpod_toolkit.imagebuild import definitions, host, locks, wheelhouse
 
     try:
         defn = definitions.select(_defs(), image)
@@ -224,7 +224,7 @@ def wheels(c, image=DEFAULT_IMAGE, arch="", offline=False):
 })
 def lock(c, image="", arch="", check=False, wheels_only=False):
     """Resolve each definition's wheels and Debian packages per arch into images/locks/ (sha256 of every file)."""
-    from torchpod_toolkit import definitions
+    from torchpod_toolkit.imagebuild import definitions
 
     try:
         defs = _defs()
@@ -240,7 +240,7 @@ def lock(c, image="", arch="", check=False, wheels_only=False):
 
 
 def _check_locks(defs, work) -> list[str]:
-    from torchpod_toolkit import host, locks, resolver
+    from torchpod_toolkit.imagebuild import host, locks, resolver
 
     out = locks.stray(ROOT / "images", defs)
     fetch = resolver.index_fetcher(host.default_ca_bundle())
@@ -268,7 +268,7 @@ def _check_locks(defs, work) -> list[str]:
 
 
 def _write_locks(work, wheels_only: bool) -> list[str]:
-    from torchpod_toolkit import host, locks, resolver
+    from torchpod_toolkit.imagebuild import host, locks, resolver
 
     out: list[str] = []
     refreshed: set[str] = set()
@@ -433,7 +433,7 @@ def _build_ci_images(c, prune: bool) -> None:
     peak disk use fell from about 75 GB to about 40 (docs/testing.md, "Disk"). Then, only
     when the disk is low, the wheelhouse keeps just what later builds need (``trim``).
     """
-    from torchpod_toolkit import host, locks, payload, pipeline, wheelhouse
+    from torchpod_toolkit.imagebuild import host, locks, payload, pipeline, wheelhouse
 
     order = [(group, arch) for group in _payload_groups(_defs())
              for arch in dict.fromkeys(a.name for defn in group for a in defn.arches)]
@@ -484,7 +484,7 @@ def demo(c, scheduler="volcano", nodes=2, workload="ddp_resnet", timeout=600, gp
     import signal
 
     from torchpod_toolkit.cluster import demo as demo_mod
-    from torchpod_toolkit.host import docker_client
+    from torchpod_toolkit.imagebuild.host import docker_client
 
     def interrupt(signum, _frame):
         raise KeyboardInterrupt
@@ -510,7 +510,7 @@ def demo(c, scheduler="volcano", nodes=2, workload="ddp_resnet", timeout=600, gp
 def _kube_demo(manifest: str, timeout: float, others: dict) -> None:
     """`invoke demo --kube --manifest FILE` (torchpod_toolkit.kube.demo): the manifest names
     the kind, the nodes and the command, so the options that would say them are refused."""
-    from torchpod_toolkit.host import docker_client
+    from torchpod_toolkit.imagebuild.host import docker_client
     from torchpod_toolkit.kube import demo as kube_demo
 
     if not manifest:

@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoints"))
 sys.path.insert(0, str(ROOT / "toolkit"))
 
-from torchpod_toolkit import host  # noqa: E402
 from torchpod_toolkit.cluster import runner, topology  # noqa: E402
-from torchpod_toolkit.definitions import DEFAULT_IMAGE, load_definitions  # noqa: E402
+from torchpod_toolkit.imagebuild import host  # noqa: E402
+from torchpod_toolkit.imagebuild.definitions import DEFAULT_IMAGE, load_definitions  # noqa: E402
 
 LABEL = "torchpod.bench"
 # node 1 measures TCP to node 0 (iperf3 one-off server there), then both run the bench

@@ -4,7 +4,7 @@
 
 Prints a table and writes bench/results/images.json. Full rebuilds run side by side in
 one run (arches alternated), each forced through the TORCHPOD_REBUILD build arg, with
-cached base images and the wheelhouse filled (torchpod_toolkit.wheelhouse: nothing is
+cached base images and the wheelhouse filled (torchpod_toolkit.imagebuild.wheelhouse: nothing is
 downloaded), so the ratio compares like with like on the same host. BuildKit's layer cache
 is pruned before each timed build: each build adds ~10 GB of it. bench/rebuild.py compares
 full and launcher-only rebuilds with an earlier commit's build code.
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoints"))
 sys.path.insert(0, str(ROOT / "toolkit"))
 
-from torchpod_toolkit import definitions, host, pipeline, proc  # noqa: E402
+from torchpod_toolkit.imagebuild import definitions, host, pipeline, proc  # noqa: E402
 
 
 def payload_bytes(client, ref: str, defn, arch) -> int:

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "entrypoints"))
 sys.path.insert(0, str(ROOT / "toolkit"))
 sys.path.insert(0, str(ROOT))
 
-from torchpod_toolkit import base, commands, definitions, host, sources  # noqa: E402
+from torchpod_toolkit.imagebuild import base, commands, definitions, host, sources  # noqa: E402
 
 from tasks import test_plugin_tarball  # noqa: E402
 

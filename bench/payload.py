@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoints"))
 sys.path.insert(0, str(ROOT / "toolkit"))
 
-from torchpod_toolkit import base, definitions, host, locks, wheelhouse  # noqa: E402
+from torchpod_toolkit.imagebuild import base, definitions, host, locks, wheelhouse  # noqa: E402
 
 # Run in the container: the payload script timed, then every path of /opt with its metadata
 # and, for a file, its sha256 (sorted, so the listing is the tree and not the order it was made in).

@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT / "toolkit"))
 
 from torchpod.contract import PREFLIGHT_MODULE  # noqa: E402
 from torchpod_toolkit.cluster import runner, throttle, topology  # noqa: E402
-from torchpod_toolkit.definitions import DEFAULT_IMAGE, load_definitions  # noqa: E402
-from torchpod_toolkit.host import docker_client  # noqa: E402
+from torchpod_toolkit.imagebuild.definitions import DEFAULT_IMAGE, load_definitions  # noqa: E402
+from torchpod_toolkit.imagebuild.host import docker_client  # noqa: E402
 
 LABEL = "torchpod.bench"
 # --allow-undecided: two containers without a floor cannot be told apart and would exit 1;

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "toolkit"))
 
 from torchpod import readers  # noqa: E402
 from torchpod.errors import InputError  # noqa: E402
-from torchpod_toolkit import definitions, host, pipeline, proc  # noqa: E402
+from torchpod_toolkit.imagebuild import definitions, host, pipeline, proc  # noqa: E402
 
 # run in a worktree of the baseline commit (--before), whose build code is its own
 # torchpod_toolkit.engine module, not this tree's modules
@@ -45,7 +45,8 @@ import sys, uuid
 from pathlib import Path
 tree = Path(sys.argv[1])
 sys.path[:0] = [str(tree / "toolkit"), str(tree / "entrypoints")]
-from torchpod_toolkit import definitions, engine
+from torchpod_toolkit.imagebuild import definitions
+from torchpod_toolkit import engine
 defn = definitions.select(definitions.load_definitions(tree / "images"), sys.argv[2])
 arch = defn.arch(sys.argv[3])
 if sys.argv[4] == "base":  # its bases bootstrapped before anything is timed

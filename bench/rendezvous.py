@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "toolkit"))
 
 from torchpod.contract import RDZV_PORT_DEFAULT  # noqa: E402
 from torchpod_toolkit.cluster import runner, topology  # noqa: E402
-from torchpod_toolkit.definitions import DEFAULT_IMAGE, load_definitions  # noqa: E402
+from torchpod_toolkit.imagebuild.definitions import DEFAULT_IMAGE, load_definitions  # noqa: E402
 
 LABEL = "torchpod.bench"
 CHECK = f"{runner.EXAMPLES}/allreduce_check.py"

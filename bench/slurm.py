@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "entrypoints"))
 sys.path.insert(0, str(ROOT / "toolkit"))
 
 from torchpod_toolkit.cluster import runner, slurm, topology  # noqa: E402
-from torchpod_toolkit.definitions import DEFAULT_IMAGE, load_definitions  # noqa: E402
+from torchpod_toolkit.imagebuild.definitions import DEFAULT_IMAGE, load_definitions  # noqa: E402
 from torchpod_toolkit.manifests.render import render  # noqa: E402
 from torchpod_toolkit.manifests.spec import JobSpec  # noqa: E402
 

@@ -24,10 +24,10 @@ sys.path.insert(0, str(ROOT / "entrypoints"))
 sys.path.insert(0, str(ROOT / "toolkit"))
 
 from torchpod import readers  # noqa: E402
-from torchpod_toolkit import host  # noqa: E402
-from torchpod_toolkit.definitions import DEFAULT_IMAGE, load_definitions  # noqa: E402
+from torchpod_toolkit.imagebuild import host  # noqa: E402
+from torchpod_toolkit.imagebuild.definitions import DEFAULT_IMAGE, load_definitions  # noqa: E402
 
-EDITED = ROOT / "toolkit" / "torchpod_toolkit" / "registry.py"
+EDITED = ROOT / "toolkit" / "torchpod_toolkit" / "imagebuild" / "registry.py"
 
 
 def build(image: str, arch: str) -> tuple[str, float]:

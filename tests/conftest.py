@@ -78,7 +78,7 @@ def _no_launcher_variables_from_outside():
 
 @pytest.fixture(scope="session")
 def definitions():
-    from torchpod_toolkit.definitions import load_definitions
+    from torchpod_toolkit.imagebuild.definitions import load_definitions
 
     return load_definitions(ROOT / "images")
 
@@ -94,7 +94,7 @@ def docker_client(image_test_label):
     import docker
 
     from torchpod.errors import TorchpodError
-    from torchpod_toolkit.host import docker_client as connect
+    from torchpod_toolkit.imagebuild.host import docker_client as connect
 
     try:
         client = connect()

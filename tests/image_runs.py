@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 
-from torchpod_toolkit.host import emulation_volumes, host_arch
+from torchpod_toolkit.imagebuild.host import emulation_volumes, host_arch
 
 from paths import ROOT
 

@@ -11,7 +11,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from torchpod_toolkit.sources import pack_release
+from torchpod_toolkit.imagebuild.sources import pack_release
 
 from paths import TESTS
 

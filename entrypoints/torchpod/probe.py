@@ -1,7 +1,7 @@
 """Read the versions an image really holds; runs *inside* the image (stdlib only).
 
 ``python -m torchpod.probe [--import-torch]`` prints one JSON object. The build
-(torchpod_toolkit.probe, on the build host)
+(torchpod_toolkit.imagebuild.probe, on the build host)
 compares it with the definition and writes it into labels, so labels come from reality,
 not the YAML.
 
@@ -9,7 +9,7 @@ torchvision's comes from its ``version.py``. NCCL's version comes from calling
 ``ncclGetVersion`` in the ``libnccl.so.2`` torch loads (what ``torch.cuda.nccl.version()``
 does too), and torch's from ``torch/version.py``;
 ``--import-torch`` then imports torch and cross-checks both. The build always passes it;
-under QEMU it needs the sysfs stand-in of ``torchpod_toolkit.host.emulation_volumes``.
+under QEMU it needs the sysfs stand-in of ``torchpod_toolkit.imagebuild.host.emulation_volumes``.
 It lives in the launcher package because it runs inside the image.
 """
 

@@ -80,8 +80,8 @@ def cluster_image(docker_client, definitions, session_id) -> str:
     two-process `torchpod run`; the cluster tier runs the image users get by default.
     """
     from torchpod.errors import TorchpodError
-    from torchpod_toolkit.definitions import DEFAULT_IMAGE
-    from torchpod_toolkit.host import host_arch
+    from torchpod_toolkit.imagebuild.definitions import DEFAULT_IMAGE
+    from torchpod_toolkit.imagebuild.host import host_arch
 
     defn = definitions[DEFAULT_IMAGE]
     arch = defn.arch("x86_64")
@@ -97,7 +97,7 @@ def cluster_image(docker_client, definitions, session_id) -> str:
         # rebuild: ~13 GB) is freed before the cluster tier builds and runs its nodes
         import subprocess
 
-        from torchpod_toolkit.host import find_builder
+        from torchpod_toolkit.imagebuild.host import find_builder
 
         subprocess.run([find_builder().docker, "builder", "prune", "-af"], capture_output=True)
     yield ref
@@ -112,7 +112,7 @@ def test_label(session_id) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def dev_volumes(definitions) -> dict:
     from torchpod.contract import setting, switch
-    from torchpod_toolkit.definitions import DEFAULT_IMAGE
+    from torchpod_toolkit.imagebuild.definitions import DEFAULT_IMAGE
     from torchpod_toolkit.settings import DEV_MOUNT, DEV_PYTHONPATH
 
     vols = {}

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from torchpod_toolkit.definitions import load_definitions
-from torchpod_toolkit.host import emulation_volumes, host_arch
+from torchpod_toolkit.imagebuild.definitions import load_definitions
+from torchpod_toolkit.imagebuild.host import emulation_volumes, host_arch
 
 import image_runs
 from paths import ROOT

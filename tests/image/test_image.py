@@ -2,7 +2,7 @@
 
 Parametrized over every (ci image, arch) by conftest.py. Foreign-arch containers run
 under QEMU user emulation, with the sysfs stand-in that lets torch import there
-(torchpod_toolkit.host.emulation_volumes).
+(torchpod_toolkit.imagebuild.host.emulation_volumes).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 import pytest
 
 import torchpod
-from torchpod_toolkit import wheelhouse
+from torchpod_toolkit.imagebuild import wheelhouse
 
 import layer_scan
 from needs import missing
@@ -159,7 +159,7 @@ def test_no_build_secret_in_any_layer(built, docker_client, host_only_certs):
     if not needles:  # without one, there is nothing of the host's to look for
         missing("a CA certificate this host added under /usr/local/share/ca-certificates")
     # every layer, each read once for good (tests/layer_scan.py: a diff ID is its bytes)
-    from torchpod_toolkit.host import user_cache
+    from torchpod_toolkit.imagebuild.host import user_cache
 
     scanned = layer_scan.Scanned(user_cache() / "layer-scans", needles)
     dirty, read = layer_scan.dirty_layers(built.image, docker_client.info(), scanned)

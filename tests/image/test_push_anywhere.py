@@ -29,9 +29,9 @@ from pathlib import Path
 import pytest
 
 from torchpod.errors import InputError, RuntimeFailure
-from torchpod_toolkit import registry
-from torchpod_toolkit.definitions import ImageDef, load_definitions
 from torchpod_toolkit.grammars import is_reference
+from torchpod_toolkit.imagebuild import registry
+from torchpod_toolkit.imagebuild.definitions import ImageDef, load_definitions
 
 from paths import ROOT
 from tasks_cli import load_tasks

@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 
 from torchpod.errors import RuntimeFailure
-from torchpod_toolkit import registry
-from torchpod_toolkit.definitions import load_definitions
+from torchpod_toolkit.imagebuild import registry
+from torchpod_toolkit.imagebuild.definitions import load_definitions
 
 from paths import ROOT
 
@@ -67,7 +67,7 @@ def _size(folder: Path) -> int:
 
 @pytest.fixture(scope="module")
 def local_registry(require_tool):
-    from torchpod_toolkit.host import user_cache
+    from torchpod_toolkit.imagebuild.host import user_cache
 
     binary = require_tool("docker-registry", "docker-registry")
     port = kept_port()
@@ -119,7 +119,7 @@ def get_json_and_digest(url: str, accept: str) -> tuple[dict, str]:
 def test_push_merges_every_arch_and_each_pulls_back_by_digest(local_registry, docker_client, definitions):
     # the default image: the push and merge are the same code for every definition, and
     # each image pushed costs its size again on disk while the test runs
-    from torchpod_toolkit.definitions import DEFAULT_IMAGE
+    from torchpod_toolkit.imagebuild.definitions import DEFAULT_IMAGE
 
     for defn in [definitions[DEFAULT_IMAGE]]:
         result = registry.push(defn, local_registry)

@@ -19,7 +19,7 @@ import uuid
 import pytest
 
 from torchpod.contract import label
-from torchpod_toolkit import locks, sbom
+from torchpod_toolkit.imagebuild import locks, sbom
 
 from paths import ROOT
 
@@ -59,8 +59,8 @@ def test_a_variants_sbom_lists_its_apt_layer_too(variant):
 
 
 def test_two_builds_with_no_cache_agree(docker_client):
-    from torchpod_toolkit import host, pipeline
-    from torchpod_toolkit.definitions import load_definitions
+    from torchpod_toolkit.imagebuild import host, pipeline
+    from torchpod_toolkit.imagebuild.definitions import load_definitions
 
     defn = load_definitions(ROOT / "images")["pytorch"]
     arch = host.host_arch()
@@ -102,8 +102,8 @@ def test_a_debian_version_gone_from_the_mirror_fails_the_bootstrap_in_one_line(d
     from dataclasses import replace
 
     from torchpod.errors import RuntimeFailure
-    from torchpod_toolkit import base, commands, host
-    from torchpod_toolkit.definitions import load_definitions
+    from torchpod_toolkit.imagebuild import base, commands, host
+    from torchpod_toolkit.imagebuild.definitions import load_definitions
 
     defn = load_definitions(ROOT / "images")["pytorch"]
     arch = host.host_arch()

@@ -13,8 +13,8 @@ import shutil
 
 import pytest
 
-from torchpod_toolkit.definitions import DEFAULT_IMAGE, load_definitions
-from torchpod_toolkit.host import host_arch
+from torchpod_toolkit.imagebuild.definitions import DEFAULT_IMAGE, load_definitions
+from torchpod_toolkit.imagebuild.host import host_arch
 
 from netplugin_build import build_set, compiler
 from paths import ROOT

@@ -18,8 +18,8 @@ import tarfile
 
 from torchpod import netplugin
 from torchpod.fabric.site import IMAGE_PLUGIN
-from torchpod_toolkit import plugin
-from torchpod_toolkit.definitions import load_definitions
+from torchpod_toolkit.imagebuild import plugin
+from torchpod_toolkit.imagebuild.definitions import load_definitions
 
 from paths import ROOT
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from torchpod_toolkit.definitions import load_definitions
+from torchpod_toolkit.imagebuild.definitions import load_definitions
 
 from paths import ROOT
 

@@ -124,6 +124,74 @@ def test_the_public_names_exist():
         assert all(callable(getattr(importlib.import_module(module), a)) for a in attrs)
 
 
+# The toolkit's rooms, each a folder, over the shared ground at the package's top (ARCHITECTURE.md):
+# which room each may import. Ground imports no room; the image build and the job writing
+# know nothing of each other; the harness runs the jobs the job writing renders.
+GROUND = {"grammars", "measurements", "settings", "timing"}
+ROOMS_MAY_IMPORT = {"ground": set(), "imagebuild": {"ground"}, "manifests": {"ground"},
+                    "cluster": {"ground", "manifests"}, "kube": {"ground", "manifests", "cluster"}}
+
+
+def _room(package: Path, module: str) -> str | None:
+    """The room a dotted ``torchpod_toolkit.…`` name lies in ("ground" for a top module)."""
+    head = module.split(".")[1:2]
+    if not head:
+        return None
+    if (package / head[0]).is_dir():
+        return head[0]
+    return "ground" if (package / f"{head[0]}.py").is_file() else None
+
+
+def room_arrows(package: Path) -> set[tuple[str, str, str]]:
+    """(file, its room, the room it imports) for every import across rooms in ``package``."""
+    arrows = set()
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package)
+        room = rel.parts[0] if len(rel.parts) > 1 else "ground"
+        here = ["torchpod_toolkit", *rel.parent.parts]
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = ".".join(here[:len(here) - node.level + 1] + ([node.module] if node.module else []))
+                names = [f"{base}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [f"{node.module}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            for name in names:
+                target = _room(package, name) if name.startswith("torchpod_toolkit.") else None
+                if target is not None and target != room:
+                    arrows.add((str(rel), room, target))
+    return arrows
+
+
+def test_the_toolkits_top_holds_only_the_shared_ground():
+    top = {p.stem for p in TOOLKIT.glob("*.py")} - {"__init__"}
+    assert top == GROUND, "a module of one room belongs in its folder (ARCHITECTURE.md's module table)"
+    assert {p.name for p in TOOLKIT.iterdir() if p.is_dir() and p.name != "__pycache__"} == set(ROOMS_MAY_IMPORT) - {
+        "ground"}
+
+
+def test_no_room_imports_a_room_it_may_not():
+    wrong = sorted(a for a in room_arrows(TOOLKIT) if a[2] not in ROOMS_MAY_IMPORT[a[1]])
+    assert wrong == [], wrong
+
+
+def test_an_arrow_up_from_the_ground_or_across_rooms_is_found(tmp_path):
+    package = tmp_path / "torchpod_toolkit"
+    for folder in ("imagebuild", "manifests"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "grammars.py").write_text("from .manifests import spec\n")
+    (package / "manifests" / "spec.py").write_text("from .. import grammars\nfrom ..imagebuild import host\n")
+    (package / "imagebuild" / "host.py").write_text("import torchpod_toolkit.grammars\n")
+    assert room_arrows(package) == {("grammars.py", "ground", "manifests"),
+                                    ("manifests/spec.py", "manifests", "ground"),
+                                    ("manifests/spec.py", "manifests", "imagebuild"),
+                                    ("imagebuild/host.py", "imagebuild", "ground")}
+
+
 def test_toolkit_is_a_separate_package_the_launcher_never_names():
     assert (TOOLKIT / "__init__.py").exists()
     for path in LAUNCHER.rglob("*.py"):

@@ -1,6 +1,6 @@
 """Where a build's time goes: the phases ``invoke build`` reports and the clock that adds them up.
 
-It measures and reports only; which phase runs when is the pipeline's (:mod:`.pipeline`).
+It measures and reports only; which phase runs when is the pipeline's (:mod:`.imagebuild.pipeline`).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def _trace(monkeypatch, prune: bool, trims: list | None = None) -> list[tuple]:
         (trims if trims is not None else []).append(set(keep))
         return 0
 
-    from torchpod_toolkit import host, payload, wheelhouse
+    from torchpod_toolkit.imagebuild import host, payload, wheelhouse
 
     c = _Recorder()
     # no engine in the unit tier: the stale payloads' sweep is recorded apart, never run
@@ -49,7 +49,7 @@ def _trace(monkeypatch, prune: bool, trims: list | None = None) -> list[tuple]:
 
 
 def test_with_pruning_the_wheelhouse_keeps_what_later_builds_install(monkeypatch):
-    from torchpod_toolkit import locks
+    from torchpod_toolkit.imagebuild import locks
 
     defs = TASKS._defs()
     trims: list[set] = []

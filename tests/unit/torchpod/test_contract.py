@@ -237,7 +237,7 @@ def test_the_dockerfile_names_the_contracts_image_paths():
 
 
 def test_the_build_passes_the_contracts_examples_dir():
-    from torchpod_toolkit import commands
+    from torchpod_toolkit.imagebuild import commands
 
     assert commands.EXAMPLES_DIR is contract.EXAMPLES_DIR
 

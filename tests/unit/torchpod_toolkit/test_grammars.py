@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from torchpod.errors import InputError
-from torchpod_toolkit import definitions, grammars
+from torchpod_toolkit import grammars
+from torchpod_toolkit.imagebuild import definitions
 from torchpod_toolkit.manifests import spec
 
 SHA256 = "sha256:" + "0123456789abcdef" * 4

@@ -14,7 +14,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from torchpod.errors import InputError
-from torchpod_toolkit import definitions, grammars
+from torchpod_toolkit import grammars
+from torchpod_toolkit.imagebuild import definitions
 from torchpod_toolkit.manifests import spec
 
 PATH = Path("img.yaml")

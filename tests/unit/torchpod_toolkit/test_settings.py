@@ -13,7 +13,8 @@ import pytest
 from torchpod import contract
 from torchpod.contract import setting, switch
 from torchpod.errors import InputError
-from torchpod_toolkit import settings, wheelhouse
+from torchpod_toolkit import settings
+from torchpod_toolkit.imagebuild import wheelhouse
 from torchpod_toolkit.settings import PRUNE_BUILD_CACHE, REQUIRE_TOOLS, SETTINGS, WHEELHOUSE
 
 from paths import ROOT

@@ -1,4 +1,4 @@
-"""torchpod_toolkit.wheelhouse: content-addressed storage, staging exactly a lock's files, and
+"""torchpod_toolkit.imagebuild.wheelhouse: content-addressed storage, staging exactly a lock's files, and
 --offline naming the first file the wheelhouse lacks (no pip, no network: a store made here)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 from torchpod.arch import ARCHES
 from torchpod.errors import InputError
-from torchpod_toolkit import locks, wheelhouse
-from torchpod_toolkit.definitions import load_definitions
+from torchpod_toolkit.imagebuild import locks, wheelhouse
+from torchpod_toolkit.imagebuild.definitions import load_definitions
 
 from paths import ROOT
 
@@ -151,7 +151,7 @@ def test_a_lock_without_pip_is_refused_before_anything_is_staged(tmp_path):
 
 
 def test_staged_without_wheels_the_payload_key_is_the_same_and_no_wheel_is_needed(tmp_path):
-    from torchpod_toolkit import payload
+    from torchpod_toolkit.imagebuild import payload
 
     home, context = tmp_path / "home", tmp_path / "ctx"
     a, pip, sdist, built = _stored_lock(home)

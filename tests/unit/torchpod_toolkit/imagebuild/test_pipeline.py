@@ -1,4 +1,4 @@
-"""torchpod_toolkit.pipeline, checked without an engine: the phase table; the build is a
+"""torchpod_toolkit.imagebuild.pipeline, checked without an engine: the phase table; the build is a
 one-way chain of stages, each a function of the one before it."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ import dataclasses
 import typing
 
 from torchpod.arch import ARCHES
-from torchpod_toolkit import pipeline, timing
-from torchpod_toolkit.definitions import load_definitions
+from torchpod_toolkit import timing
+from torchpod_toolkit.imagebuild import pipeline
+from torchpod_toolkit.imagebuild.definitions import load_definitions
 
 from paths import ROOT
 

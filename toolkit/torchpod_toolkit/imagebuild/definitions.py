@@ -23,7 +23,7 @@ from torchpod import readers
 from torchpod.arch import Arch, normalise_arch
 from torchpod.errors import InputError
 
-from . import grammars
+from .. import grammars
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # The image `invoke build` builds and the demo and cluster tests run, unless told otherwise.
@@ -618,9 +618,9 @@ def host_torch_pin(images_dir: Path) -> str:
     return f"torch=={load_definitions(images_dir)[DEFAULT_IMAGE].torch.version}"
 
 
-if __name__ == "__main__":  # `python -m torchpod_toolkit.definitions --host-torch` (setup.sh)
+if __name__ == "__main__":  # `python -m torchpod_toolkit.imagebuild.definitions --host-torch` (setup.sh)
     import sys
 
     if sys.argv[1:] != ["--host-torch"]:
-        raise SystemExit("usage: python -m torchpod_toolkit.definitions --host-torch")
-    print(host_torch_pin(Path(__file__).resolve().parents[2] / "images"))
+        raise SystemExit("usage: python -m torchpod_toolkit.imagebuild.definitions --host-torch")
+    print(host_torch_pin(Path(__file__).resolve().parents[3] / "images"))

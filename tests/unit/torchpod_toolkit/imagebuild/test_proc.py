@@ -1,4 +1,4 @@
-"""torchpod_toolkit.proc: a command's environment is laid over this process's, its output is
+"""torchpod_toolkit.imagebuild.proc: a command's environment is laid over this process's, its output is
 returned when quiet, and a failure is one error naming the command and its last line (no
 program is started: subprocess.run is stood in for)."""
 
@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from torchpod.errors import RuntimeFailure
-from torchpod_toolkit import proc
+from torchpod_toolkit.imagebuild import proc
 
 
 def _standin(monkeypatch, code: int, stdout: str | None) -> list[dict]:

@@ -1,4 +1,4 @@
-"""torchpod_toolkit.locks: the committed locks parse, match their definitions and refuse every
+"""torchpod_toolkit.imagebuild.locks: the committed locks parse, match their definitions and refuse every
 hand edit, stray file or stale definition in one line; a pip report becomes lock lines."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from torchpod.arch import ARCHES
 from torchpod.errors import InputError
-from torchpod_toolkit import locks
-from torchpod_toolkit.definitions import load_definitions
+from torchpod_toolkit.imagebuild import locks
+from torchpod_toolkit.imagebuild.definitions import load_definitions
 
 from paths import ROOT
 

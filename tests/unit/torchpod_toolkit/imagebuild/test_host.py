@@ -1,4 +1,4 @@
-"""torchpod_toolkit.host, checked without an engine: a foreign arch without emulation is one
+"""torchpod_toolkit.imagebuild.host, checked without an engine: a foreign arch without emulation is one
 clear line; BuildKit's export time is read from its plain progress output."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 from torchpod.arch import ARCHES
 from torchpod.errors import InputError
-from torchpod_toolkit import host
-from torchpod_toolkit.host import check_emulation
+from torchpod_toolkit.imagebuild import host
+from torchpod_toolkit.imagebuild.host import check_emulation
 
 ARM, X86 = ARCHES["aarch64"], ARCHES["x86_64"]
 

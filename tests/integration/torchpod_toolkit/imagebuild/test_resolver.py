@@ -1,4 +1,4 @@
-"""Before Docker runs, every wheel pin must exist for each arch (torchpod_toolkit.resolver.
+"""Before Docker runs, every wheel pin must exist for each arch (torchpod_toolkit.imagebuild.resolver.
 check_wheels): real pip against a wheelhouse of small wheels made here, offline."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from small_wheels import make_wheel
 
 from torchpod.arch import normalise_arch
 from torchpod.errors import InputError
-from torchpod_toolkit.definitions import load_definitions
-from torchpod_toolkit.resolver import check_wheels
+from torchpod_toolkit.imagebuild.definitions import load_definitions
+from torchpod_toolkit.imagebuild.resolver import check_wheels
 
 DEFINITION = """\
 arches: [x86_64, aarch64]

@@ -27,11 +27,11 @@ from torchpod import readers
 from torchpod.contract import Arch, setting
 from torchpod.errors import InputError, RuntimeFailure
 
+from ..settings import WHEELHOUSE
 from . import commands
 from .definitions import ImageDef
 from .locks import Lock, Wheel
 from .proc import run
-from .settings import WHEELHOUSE
 from .sources import sha256_of
 
 STAGE = Path(".cache") / "wheels" / "payload"  # in the build context; docker/Dockerfile mounts it

@@ -1,4 +1,4 @@
-"""torchpod_toolkit.inputs: the labels a build's inputs give its image (the locks' and the
+"""torchpod_toolkit.imagebuild.inputs: the labels a build's inputs give its image (the locks' and the
 SBOM's digests, the oldest driver the locked CUDA runtime runs on)."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 
-from torchpod_toolkit import locks
-from torchpod_toolkit.definitions import load_definitions
-from torchpod_toolkit.inputs import Inputs
+from torchpod_toolkit.imagebuild import locks
+from torchpod_toolkit.imagebuild.definitions import load_definitions
+from torchpod_toolkit.imagebuild.inputs import Inputs
 
 from paths import ROOT
 

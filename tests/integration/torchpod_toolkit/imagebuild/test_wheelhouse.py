@@ -17,8 +17,8 @@ from small_wheels import make_wheel
 
 from torchpod.arch import normalise_arch
 from torchpod.errors import RuntimeFailure
-from torchpod_toolkit import locks, resolver, wheelhouse
-from torchpod_toolkit.definitions import load_definitions
+from torchpod_toolkit.imagebuild import locks, resolver, wheelhouse
+from torchpod_toolkit.imagebuild.definitions import load_definitions
 
 X86 = normalise_arch("x86_64")
 FILES = {"torch": ("2.13.0", "cp311-cp311-manylinux_2_28_x86_64"),

@@ -1,4 +1,4 @@
-"""torchpod_toolkit.plugin reads what a real net plugin is from the file alone: torchpod's test
+"""torchpod_toolkit.imagebuild.plugin reads what a real net plugin is from the file alone: torchpod's test
 plugin, built from its release tarball with configure/make by the host's C compiler."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import platform
 
 import pytest
 
-from torchpod_toolkit import plugin
+from torchpod_toolkit.imagebuild import plugin
 
 from netplugin_build import NAME, VERSION, build_plugin, compiler, fake_libfabric, release_tarball
 

@@ -1,4 +1,4 @@
-"""torchpod_toolkit.base, checked without an engine: a registry base is used as it is, the
+"""torchpod_toolkit.imagebuild.base, checked without an engine: a registry base is used as it is, the
 build host's base is pinned only by a lock for that arch, whether a base must be bootstrapped
 is read from the tag ensure_base gives it, and the commit's time stamps a build."""
 
@@ -8,8 +8,8 @@ import subprocess
 from dataclasses import replace
 
 from torchpod.arch import ARCHES
-from torchpod_toolkit import base, commands, host, locks
-from torchpod_toolkit.definitions import load_definitions
+from torchpod_toolkit.imagebuild import base, commands, host, locks
+from torchpod_toolkit.imagebuild.definitions import load_definitions
 
 from paths import ROOT
 

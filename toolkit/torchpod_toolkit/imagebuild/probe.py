@@ -45,7 +45,7 @@ def probe_image(client, ref: str, arch: Arch, cache: Path, *, timeout: int = 300
 
 
 # the probe and the one module it imports (torchpod.contract)
-PROBE_SOURCES = tuple(Path(__file__).resolve().parents[2] / "entrypoints" / "torchpod" / name
+PROBE_SOURCES = tuple(Path(__file__).resolve().parents[3] / "entrypoints" / "torchpod" / name
                       for name in ("probe.py", "contract.py"))
 
 

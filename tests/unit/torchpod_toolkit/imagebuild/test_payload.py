@@ -1,4 +1,4 @@
-"""torchpod_toolkit.payload, checked without an engine: the payload image's key follows every
+"""torchpod_toolkit.imagebuild.payload, checked without an engine: the payload image's key follows every
 input of the payload and nothing after it; a payload no image stands on is swept."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import pytest
 from torchpod import readers
 from torchpod.arch import ARCHES
 from torchpod.errors import InputError, RuntimeFailure
-from torchpod_toolkit import commands, payload
-from torchpod_toolkit.definitions import load_definitions
+from torchpod_toolkit.imagebuild import commands, payload
+from torchpod_toolkit.imagebuild.definitions import load_definitions
 
 from paths import ROOT
 
@@ -28,7 +28,7 @@ def _staged(tmp_path, lines: str, built: bytes = b"wheel"):
 
 
 def test_the_payload_key_follows_every_input_of_the_payload_and_nothing_after_it(tmp_path):
-    from torchpod_toolkit.commands import Builder
+    from torchpod_toolkit.imagebuild.commands import Builder
 
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
     argv = commands.build_command(Builder("docker", buildx=False), DEFN, X86, context=ROOT, tag="payload",

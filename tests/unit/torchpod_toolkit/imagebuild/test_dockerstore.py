@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchpod_toolkit import dockerstore
+from torchpod_toolkit.imagebuild import dockerstore
 
 IMAGE_LAYER = "3cd3ii60yn6qi6cl5i3zb5e5h"
 PULLED_LAYER = "a" * 64

@@ -9,7 +9,7 @@ import pytest
 
 from torchpod.arch import normalise_arch
 from torchpod.errors import InputError
-from torchpod_toolkit.definitions import load_definitions, select
+from torchpod_toolkit.imagebuild.definitions import load_definitions, select
 
 from paths import ROOT
 
@@ -122,7 +122,7 @@ def test_bad_definitions_name_file_and_key(tmp_path, text, needle):
 @pytest.mark.parametrize("torch, series", [("2.0.1", "0.15"), ("2.9.1", "0.24"), ("2.13.0", "0.28"),
                                            ("2.14.1", "0.29"), ("1.13.1", None)])
 def test_torchvision_series_follows_torchs_minor(torch, series):
-    from torchpod_toolkit.definitions import torchvision_series
+    from torchpod_toolkit.imagebuild.definitions import torchvision_series
 
     assert torchvision_series(torch) == series
 
@@ -159,11 +159,11 @@ def test_shipped_files_stay_valid_when_copied(tmp_path):
 
 
 def test_host_torch_is_the_default_images_torch():
-    # setup.sh installs it from images/ (torchpod_toolkit.definitions --host-torch): the
+    # setup.sh installs it from images/ (torchpod_toolkit.imagebuild.definitions --host-torch): the
     # contract tests then judge torchrun argv with the torch users' images carry
     from importlib.metadata import version
 
-    from torchpod_toolkit.definitions import DEFAULT_IMAGE, host_torch_pin
+    from torchpod_toolkit.imagebuild.definitions import DEFAULT_IMAGE, host_torch_pin
 
     pin = host_torch_pin(ROOT / "images")
     assert pin == f"torch=={load_definitions(ROOT / 'images')[DEFAULT_IMAGE].torch.version}"

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from torchpod.errors import InputError, RuntimeFailure
-from torchpod_toolkit import host, pipeline
-from torchpod_toolkit.definitions import load_definitions
-from torchpod_toolkit.sources import aws_ofi_nccl_source, pack_release, sha256_of
+from torchpod_toolkit.imagebuild import host, pipeline
+from torchpod_toolkit.imagebuild.definitions import load_definitions
+from torchpod_toolkit.imagebuild.sources import aws_ofi_nccl_source, pack_release, sha256_of
 
 PAYLOAD = b"aws-ofi-nccl-1.14.0/configure\n" * 1000
 GOOD_SHA = hashlib.sha256(PAYLOAD).hexdigest()

@@ -1,4 +1,4 @@
-"""torchpod_toolkit.commands: the argv `invoke build` runs (BuildKit, wheel selection, base
+"""torchpod_toolkit.imagebuild.commands: the argv `invoke build` runs (BuildKit, wheel selection, base
 tags, labels, mismatches), checked without an engine."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 
 from torchpod.arch import ARCHES
 from torchpod.errors import InputError, RuntimeFailure
-from torchpod_toolkit import commands
-from torchpod_toolkit.commands import Builder
-from torchpod_toolkit.definitions import load_definitions
+from torchpod_toolkit.imagebuild import commands
+from torchpod_toolkit.imagebuild.commands import Builder
+from torchpod_toolkit.imagebuild.definitions import load_definitions
 
 from paths import ROOT
 
@@ -113,7 +113,7 @@ def test_a_variant_builds_the_plugin_stage_from_the_staged_tarball():
     from dataclasses import replace
 
     from torchpod.errors import InputError
-    from torchpod_toolkit import definitions
+    from torchpod_toolkit.imagebuild import definitions
 
     kw = dict(context=ROOT, tag="t:1", base_image="b", build_base_image="b", payload_image="p")
     base = commands.build_command(Builder("docker", buildx=False), DEFN, ARM, **kw)

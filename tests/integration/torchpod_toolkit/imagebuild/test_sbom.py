@@ -1,4 +1,4 @@
-"""torchpod_toolkit.sbom: the SBOM of each CI image, from its committed locks through
+"""torchpod_toolkit.imagebuild.sbom: the SBOM of each CI image, from its committed locks through
 cyclonedx-py and cyclonedx-python-lib, is valid CycloneDX 1.6, lists exactly the locks, and
 is the same bytes every time (the two-builds test compares the images' copies)."""
 
@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from torchpod_toolkit import locks, sbom
-from torchpod_toolkit.definitions import load_definitions
+from torchpod_toolkit.imagebuild import locks, sbom
+from torchpod_toolkit.imagebuild.definitions import load_definitions
 
 from paths import ROOT
 

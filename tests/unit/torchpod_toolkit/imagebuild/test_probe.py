@@ -1,4 +1,4 @@
-"""torchpod_toolkit.probe, checked without an engine: the probe's result is remembered per
+"""torchpod_toolkit.imagebuild.probe, checked without an engine: the probe's result is remembered per
 lock, base and probe source."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from torchpod_toolkit import probe
-from torchpod_toolkit.definitions import load_definitions
-from torchpod_toolkit.inputs import Inputs
+from torchpod_toolkit.imagebuild import probe
+from torchpod_toolkit.imagebuild.definitions import load_definitions
+from torchpod_toolkit.imagebuild.inputs import Inputs
 
 from paths import ROOT
 
@@ -19,7 +19,7 @@ DEFN = load_definitions(ROOT / "images")["pytorch"]
 def test_the_probe_is_remembered_per_lock_base_and_probe_source(tmp_path):
     from dataclasses import replace
 
-    from torchpod_toolkit import locks
+    from torchpod_toolkit.imagebuild import locks
 
     defn = DEFN
     arch = defn.arch("x86_64")
@@ -50,7 +50,7 @@ def test_the_probe_is_remembered_per_lock_base_and_probe_source(tmp_path):
 def test_a_changed_wheel_base_package_or_apt_layer_package_changes_the_probes_key():
     from dataclasses import replace
 
-    from torchpod_toolkit import locks
+    from torchpod_toolkit.imagebuild import locks
 
     defs = load_definitions(ROOT / "images")
     arch = defs["pytorch"].arch("x86_64")

@@ -26,11 +26,11 @@ from typing import Any, Mapping, Sequence
 from torchpod.contract import Arch
 from torchpod.errors import RuntimeFailure
 
+from ..timing import PHASES, Clock
 from . import base, commands, host, inputs, locks, payload, probe, sources
 from .commands import Builder
 from .definitions import ImageDef
 from .proc import run
-from .timing import PHASES, Clock
 
 
 @dataclass(frozen=True)

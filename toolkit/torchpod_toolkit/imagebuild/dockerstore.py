@@ -25,7 +25,7 @@ What refers to a folder of ``<root>/overlay2`` (moby 20.10, the engine Debian sh
 The sweep runs only while the engine is stopped (setup.sh calls it before it starts dockerd),
 so no build or pull is creating a folder meanwhile. It is a file of its own, on the standard
 library alone, so setup.sh runs it before anything is installed:
-``python3 toolkit/torchpod_toolkit/dockerstore.py [DOCKER_ROOT]``.
+``python3 toolkit/torchpod_toolkit/imagebuild/dockerstore.py [DOCKER_ROOT]``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""torchpod_toolkit.registry: where `invoke push` sends an image (a registry, or any
+"""torchpod_toolkit.imagebuild.registry: where `invoke push` sends an image (a registry, or any
 repository path under one), which arches it pushes, and the commands it runs to merge
 per-arch tags into one multi-arch name (buildx imagetools or docker manifest), checked
 without an engine; anything else is refused in one line."""
@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from torchpod.arch import ARCHES
 from torchpod.errors import InputError, RuntimeFailure
-from torchpod_toolkit import registry
-from torchpod_toolkit.commands import Builder
-from torchpod_toolkit.definitions import load_definitions
 from torchpod_toolkit.grammars import is_reference
+from torchpod_toolkit.imagebuild import registry
+from torchpod_toolkit.imagebuild.commands import Builder
+from torchpod_toolkit.imagebuild.definitions import load_definitions
 
 from paths import ROOT
 

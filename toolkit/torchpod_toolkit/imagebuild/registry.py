@@ -34,7 +34,8 @@ from typing import Sequence
 from torchpod.arch import Arch
 from torchpod.errors import InputError, RuntimeFailure
 
-from . import grammars, host
+from .. import grammars
+from . import host
 from .commands import Builder
 from .definitions import ImageDef
 

@@ -19,9 +19,9 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from torchpod.errors import InputError
-from torchpod_toolkit import commands
-from torchpod_toolkit.commands import Builder
-from torchpod_toolkit.definitions import MAX_FILE_BYTES, load_definitions
+from torchpod_toolkit.imagebuild import commands
+from torchpod_toolkit.imagebuild.commands import Builder
+from torchpod_toolkit.imagebuild.definitions import MAX_FILE_BYTES, load_definitions
 
 from paths import ROOT
 
@@ -252,7 +252,7 @@ def _load_in_child(folder: Path) -> subprocess.CompletedProcess:
     that expands aliases or blocks on a FIFO fails the test instead of taking the machine."""
     code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
             "from pathlib import Path\nfrom torchpod.errors import InputError\n"
-            "from torchpod_toolkit.definitions import load_definitions\n"
+            "from torchpod_toolkit.imagebuild.definitions import load_definitions\n"
             "try:\n    load_definitions(Path(sys.argv[1]))\nexcept InputError as e:\n    print(e); sys.exit(2)\n")
     try:
         return subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, timeout=60)

@@ -1,5 +1,5 @@
-"""torchpod_toolkit.plugin, on bytes that are not a plugin: refused before any field is read.
-(A real plugin, built with the host's compiler: tests/integration/torchpod_toolkit/test_plugin.py.)"""
+"""torchpod_toolkit.imagebuild.plugin, on bytes that are not a plugin: refused before any field is read.
+(A real plugin, built with the host's compiler: tests/integration/torchpod_toolkit/imagebuild/test_plugin.py.)"""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from torchpod_toolkit import plugin
+from torchpod_toolkit.imagebuild import plugin
 
 
 @pytest.mark.parametrize("data", [b"", b"#!/bin/sh\n" * 8, b"MZ\x90\x00" * 16,

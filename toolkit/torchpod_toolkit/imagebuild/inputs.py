@@ -11,9 +11,9 @@ from pathlib import Path
 
 from torchpod.contract import Arch
 
+from ..timing import Clock
 from . import host, locks, sbom, wheelhouse
 from .definitions import ImageDef
-from .timing import Clock
 
 
 @dataclass(frozen=True)
