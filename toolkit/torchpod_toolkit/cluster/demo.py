@@ -19,6 +19,7 @@ from torchpod import readers
 from torchpod.contract import ENV_RDZV_TIMEOUT, PREFLIGHT_MODULE
 from torchpod.errors import InputError
 
+from ..manifests import jobs
 from . import runner, topology
 
 # Resident memory one node needs on a CPU host: torchpod + the torchrun agent (~0.4 GiB)
@@ -65,6 +66,12 @@ def load_manifest(path: str) -> topology.Topology:
     return topology.from_manifest(docs)
 
 
+def _more_nodes() -> str:
+    """`` (K: 2 or more)``: the scenarios whose kind needs more than one node (JobKind.min_nodes)."""
+    more = [f"{k.scenario}: {k.min_nodes} or more" for k in jobs.KINDS if k.min_nodes > 1]
+    return f" ({', '.join(more)})" if more else ""
+
+
 def check(req: DemoRequest, mem_total: int) -> None:
     """Bad input as one InputError: unknown scheduler/workload, too many nodes for memory."""
     if req.manifest:
@@ -74,8 +81,9 @@ def check(req: DemoRequest, mem_total: int) -> None:
                          f"{', '.join(topology.SCENARIOS)}")
     if not req.manifest and req.workload not in WORKLOADS:
         raise InputError(f"--workload={req.workload!r} is unknown; expected one of {', '.join(WORKLOADS)}")
-    if req.nodes < 1 or (req.scheduler == "volcano-master" and req.nodes < 2):
-        raise InputError(f"--nodes={req.nodes}; expected 1 or more (volcano-master: 2 or more)")
+    fewest = next((k.min_nodes for k in jobs.KINDS if k.scenario == req.scheduler), 1)
+    if req.nodes < max(1, fewest):
+        raise InputError(f"--nodes={req.nodes}; expected 1 or more{_more_nodes()}")
     fits = max(0, mem_total // NODE_MEMORY_BYTES)
     if req.nodes > fits:
         raise InputError(

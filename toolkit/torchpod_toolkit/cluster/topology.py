@@ -16,29 +16,17 @@ trainer, volcano, volcano-master) are not written here: ``_from_manifest`` rende
 with `invoke manifests`' renderer and takes each pod from the operator model
 (torchpod_toolkit.manifests.operators, written from the Volcano, training-operator and
 Trainer sources), so the harness runs what a generated manifest makes the operator create.
-The others, one builder each, written from the systems' own sources:
+The batch kinds' are not written here either: each kind's record declares what its system
+hands each node (JobKind.nodes, a record.Nodes written from the system's own sources in the
+kind's module: the listed names, the variables, the node file), and ``_batch`` plays it, so
+a new batch kind brings its scenario with it. The others, one builder each, written from
+the systems' own sources:
 
 - env: the pod-level env:// convention with no marker (Alibaba PAI-DLC, Baidu AIHC,
   training-operator < 1.7): MASTER_ADDR <job>-master-0, WORLD_SIZE nodes, RANK node index,
   NPROC_PER_NODE.
-- pbs: PBS_NODEFILE with one line per mpiprocs slot (duplicates) in FQDN form; hosts report
-  their short name; PBS_NODENUM per node as pbsdsh's tasks get it (openpbs
-  src/resmom/start_exec.c); PBS_JOBID names the job.
-- pbs-pals: the same job started by Cray PALS `mpiexec --ppn 1`: PALS_NODEID per node, and
-  PBS_NODENUM=0 as the job script's shell had it and mpiexec copied to every node.
-- slurm: `srun --ntasks-per-node=1` (Slurm srun(1), OUTPUT ENVIRONMENT VARIABLES):
-  compressed SLURM_JOB_NODELIST, SLURM_NODEID, step variables.
 - mpi: Open MPI `mpirun --map-by ppr:1:node -x MASTER_ADDR -x MASTER_PORT` (mpirun(1)):
   OMPI_COMM_WORLD_* and PMIx variables, MASTER_ADDR the first node's IP, filled in at start.
-- lsf: the job `invoke manifests --scheduler lsf` writes (`bsub -n N -R "span[ptile=1]"`,
-  `blaunch -u`): one slot per host, so LSB_DJOB_HOSTFILE (written under the job's .lsbatch
-  directory, as PBS_NODEFILE is) lists each host once, LSB_MCPU_HOSTS "host 1 ...", LSB_JOBID
-  (IBM LSF 10.1, "Environment variables set for job execution"); no variable says which host
-  this is, so the hostname is the listed name.
-- skypilot: SKYPILOT_NODE_IPS (every node's IP, one a line, head first), SKYPILOT_NODE_RANK,
-  SKYPILOT_NUM_NODES, SKYPILOT_NUM_GPUS_PER_NODE, SKYPILOT_TASK_ID (skypilot-org/skypilot
-  0.14.1, sky/backends/task_codegen.py); nodes named head, worker1.. as SkyPilot's logs name
-  them; every IP filled in at start (``{node<i>_ip}``).
 - sagemaker: containers algo-1..N listed sorted lexicographically in SM_HOSTS and
   /opt/ml/input/config/resourceconfig.json, SM_CURRENT_HOST, SM_NUM_GPUS
   (aws/sagemaker-training-toolkit @33839372, src/sagemaker_training/environment.py and
@@ -303,62 +291,6 @@ def _env(job: Job) -> Raw:
     return nodes
 
 
-def _pbs_nodes(job: Job):
-    slots = job.slots
-    fqdn = [job.host(i, f"{job.name}-n{i + 1:02d}.hpc.local") for i in range(job.nodes)]
-    short = [h.split(".")[0] for h in fqdn]
-    nodefile = "".join(f"{h}\n" * slots for h in fqdn)  # mpiprocs=N: every node listed N times
-    jobid = f"{job.job_number}.pbs01"
-    path = f"/var/spool/pbs/aux/{jobid}"
-    common = (
-        ("PBS_JOBID", jobid), ("PBS_JOBNAME", job.name), ("PBS_QUEUE", "workq"),
-        ("PBS_ENVIRONMENT", "PBS_BATCH"), ("PBS_O_WORKDIR", "/workspace"), ("PBS_NODEFILE", path),
-    )
-    return fqdn, short, common, ((path, nodefile),)
-
-
-def _pbs(job: Job) -> Raw:
-    fqdn, short, common, files = _pbs_nodes(job)
-    nodes: Raw = []
-    for i in range(job.nodes):
-        env = common + (("PBS_NODENUM", str(i)), ("PBS_TASKNUM", f"{i + 1:08X}"))
-        nodes.append((short[i], (fqdn[i], short[i]), env, files))
-    return nodes
-
-
-def _pbs_pals(job: Job) -> Raw:
-    fqdn, short, common, files = _pbs_nodes(job)
-    nodes: Raw = []
-    for i in range(job.nodes):
-        env = common + (
-            ("PBS_NODENUM", "0"),  # the job script's own, copied by mpiexec to every rank
-            ("PALS_NODEID", str(i)), ("PALS_RANKID", str(i)), ("PALS_LOCAL_RANKID", "0"),
-            ("PALS_APID", f"{job.name}-apid"),
-        )
-        nodes.append((short[i], (fqdn[i], short[i]), env, files))
-    return nodes
-
-
-def _slurm(job: Job) -> Raw:
-    hosts = [job.host(i, f"{job.name}-c{i + 1:02d}") for i in range(job.nodes)]
-    compressed = compress_hostlist(hosts)
-    jobid, n = job.job_number, job.nodes
-    nodes: Raw = []
-    for i, host in enumerate(hosts):
-        env = (
-            ("SLURM_JOB_ID", jobid), ("SLURM_JOBID", jobid), ("SLURM_JOB_NAME", job.name),
-            ("SLURM_JOB_NODELIST", compressed), ("SLURM_NODELIST", compressed),
-            ("SLURM_JOB_NUM_NODES", str(n)), ("SLURM_NNODES", str(n)),
-            ("SLURM_STEP_ID", "0"), ("SLURM_STEPID", "0"),
-            ("SLURM_STEP_NODELIST", compressed), ("SLURM_STEP_NUM_NODES", str(n)),
-            ("SLURM_STEP_NUM_TASKS", str(n)), ("SLURM_STEP_TASKS_PER_NODE", f"1(x{n})"),
-            ("SLURM_TASKS_PER_NODE", f"1(x{n})"), ("SLURM_NODEID", str(i)),
-            ("SLURM_PROCID", str(i)), ("SLURM_LOCALID", "0"), ("SLURMD_NODENAME", host),
-        )
-        nodes.append((host, (host,), env, ()))
-    return nodes
-
-
 def _mpi(job: Job) -> Raw:
     hosts = [job.host(i, f"{job.name}-node{i + 1}") for i in range(job.nodes)]
     nodes: Raw = []
@@ -405,19 +337,6 @@ def _sagemaker(job: Job) -> Raw:
     return nodes
 
 
-def _lsf(job: Job) -> Raw:
-    hosts = [job.host(i, f"{job.name}-gpu{i + 1:02d}") for i in range(job.nodes)]
-    jobid = job.job_number
-    path = f"/home/lsfuser/.lsbatch/{jobid}.hostfile"
-    common = (
-        ("LSB_JOBID", jobid), ("LSB_JOBNAME", job.name), ("LSB_QUEUE", "normal"),
-        ("LSB_HOSTS", " ".join(hosts)), ("LSB_MCPU_HOSTS", " ".join(f"{h} 1" for h in hosts)),
-        ("LSB_DJOB_HOSTFILE", path), ("LSB_DJOB_NUMPROC", str(job.nodes)), ("LS_SUBCWD", "/workspace"),
-    )
-    files = ((path, "".join(f"{h}\n" for h in hosts)),)  # one line per slot: one slot per host
-    return [(host, (host,), common, files) for host in hosts]
-
-
 def _f58(number: int) -> str:
     """A Flux job id as FLUX_JOB_ID writes it: 'ƒ' and base58 (flux-core src/common/libutil/fluid.c)."""
     digits = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
@@ -444,20 +363,6 @@ def _flux(job: Job) -> Raw:
             for i, host in enumerate(hosts)]
 
 
-def _skypilot(job: Job) -> Raw:
-    ips = "\n".join(ip_of(i) for i in range(job.nodes))
-    task = f"sky-2026-01-01-00-00-00-000000_{job.name}_{job.job_number}"
-    nodes: Raw = []
-    for i in range(job.nodes):
-        host = job.host(i, f"{job.name}-head" if i == 0 else f"{job.name}-worker{i}")
-        env = (
-            ("SKYPILOT_NODE_IPS", ips), ("SKYPILOT_NODE_RANK", str(i)), ("SKYPILOT_NUM_NODES", str(job.nodes)),
-            ("SKYPILOT_NUM_GPUS_PER_NODE", _gpus(job, i)), ("SKYPILOT_TASK_ID", task),
-        )
-        nodes.append((host, (host,), env, ()))
-    return nodes
-
-
 def _azureml(job: Job) -> Raw:
     run = f"{job.name}_{job.job_number}_a1b2c3d4"
     port = str(AZUREML_MASTER_PORT)
@@ -476,6 +381,45 @@ def _azureml(job: Job) -> Raw:
 Builder = Callable[[Job], Raw]
 
 
+def _job_fields(job: Job, model: jobs.Nodes, hosts: list[str]) -> dict:
+    """The format fields of a batch kind's node texts (record.Nodes) that every node shares."""
+    jobid = model.job_id.format(number=job.job_number, name=job.name)
+    return dict(name=job.name, number=job.job_number, jobid=jobid, nodes=job.nodes, hosts=" ".join(hosts),
+                hostlist=compress_hostlist(hosts), mcpu=" ".join(f"{h} 1" for h in hosts),
+                ips="\n".join(ip_of(k) for k in range(job.nodes)), node_file=model.node_file.format(jobid=jobid))
+
+
+def _listed(job: Job, model: jobs.Nodes) -> list[str]:
+    """Each node's listed name: the caller's, else the kind's (node 0's own where it has one)."""
+    first = model.first_host or model.host
+    return [job.host(i, (first if i == 0 else model.host).format(name=job.name, i=i, n=i + 1))
+            for i in range(job.nodes)]
+
+
+def _batch(kind: jobs.JobKind) -> Builder:
+    """A batch kind's scenario: each node as its record says the system hands it (JobKind.nodes)."""
+    model = kind.nodes
+    if model is None:
+        raise TypeError(f"job kind {kind.name!r} is a batch kind without nodes (a record.Nodes); "
+                        "expected what its system hands each node, for the harness")
+
+    def builder(job: Job) -> Raw:
+        hosts = _listed(job, model)
+        fields = _job_fields(job, model, hosts)
+        lines = "".join(f"{h}\n" * (job.slots if model.per_slot else 1) for h in hosts)
+        files = ((fields["node_file"], lines),) if model.node_file else ()
+        nodes: Raw = []
+        for i, host in enumerate(hosts):
+            mine = dict(fields, i=i, n=i + 1, host=host, gpus=_gpus(job, i))
+            env = tuple((k, v.format(**mine)) for k, v in model.env)
+            short = host.split(".")[0] if model.short_hostname else host
+            nodes.append((short, (host, short) if model.short_hostname else (host,), env, files))
+        return nodes
+
+    return builder
+
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -484,15 +428,11 @@ class Scenario:
     options: Callable[[Job], tuple[str, ...]] = _no_options  # what every node passes before the command
 
 
-# The nodes of each HPC job kind's scenario (JobKind.scenario), written from the batch
-# systems' own sources (above).
-_HPC_NODES: dict[str, Builder] = {"slurm": _slurm, "pbs": _pbs, "pbs-pals": _pbs_pals, "lsf": _lsf,
-                                   "skypilot": _skypilot}
 # The scenarios whose job can run on fewer nodes than it asks for (--nodes MIN:MAX).
 NODE_RANGE_SCENARIOS = tuple(sorted(k.scenario for k in jobs.KINDS if k.node_range))
 
 SCENARIOS: dict[str, Scenario] = {
-    **{k.scenario: Scenario(k.scenario, k.detector, _from_manifest(k.name) if k.kube else _HPC_NODES[k.scenario],
+    **{k.scenario: Scenario(k.scenario, k.detector, _from_manifest(k.name) if k.kube else _batch(k),
                             _manifest_options(k.name) if k.kube else _no_options)
        for k in jobs.KINDS},
     # conventions no manifest renders: their detectors are named here, the one place

@@ -29,6 +29,7 @@ import yaml
 from torchpod import readers
 from torchpod.errors import InputError, RuntimeFailure
 from torchpod_toolkit.cluster.runner import parse_results
+from torchpod_toolkit.manifests import jobs as job_kinds
 from torchpod_toolkit.manifests import podsecurity
 
 from . import build, operators, plane
@@ -118,10 +119,9 @@ def read_manifest(path: Path) -> Manifest:
     if header is None or level is None:
         raise InputError(f"{where} has no torchpod header (its '# torchpod ... job' and '# Pod Security:' lines); "
                          "expected a file `invoke manifests` wrote")
-    if header.group(1) == "runai":
-        raise InputError(f"{where} is a Run:ai job: its pods name runai-scheduler, which no module here builds; "
-                         "expected a kubeflow, kubeflow-elastic, trainer, jobset, lws, volcano or volcano-master "
-                         "manifest (a Run:ai one runs without --kube, on the operator model)")
+    kind = job_kinds.BY_NAME.get(header.group(1))
+    if kind is not None and kind.no_kube_harness:  # a kind whose pods this harness cannot run
+        raise InputError(f"{where} is {kind.no_kube_harness}")
     if not all(isinstance(d, dict) for d in docs):
         raise InputError(f"{where} holds a document that is not an object; expected Kubernetes objects")
     jobs = [d for d in docs if (_group(d), d.get("kind")) in KINDS]

@@ -599,7 +599,7 @@ def slurm_script(spec: JobSpec, header: list[str]) -> str:
 
 
 def pbs_script(spec: JobSpec, header: list[str]) -> str:
-    pals = jobs.kind(spec.scheduler).pals
+    mpiexec = jobs.kind(spec.scheduler).mpiexec
     # ncpus and mem per chunk (one chunk per node): OpenPBS's cgroups hook confines the job to
     # them (src/hooks/cgroups/pbs_cgroups.PY: a cpuset of ncpus CPUs, a memory limit of mem);
     # PBS has no "the whole node" in a select, so the default is sized (resources.per_node)
@@ -619,7 +619,7 @@ def pbs_script(spec: JobSpec, header: list[str]) -> str:
     lines += [*passthrough(spec, "#PBS", lines, {}, PBS_OWN_RESOURCES), *header, "set -euo pipefail",
               'cd "$PBS_O_WORKDIR"', ""]
     cmd = container_command(spec, forwarded(spec))
-    if pals:
+    if mpiexec:
         fan = ["mpiexec", "-n", Sh('"$NNODES"'), "--ppn", "1"]
         lines += ['NNODES=$(sort -u "$PBS_NODEFILE" | wc -l)']
         prep = prepare(spec, fan)
@@ -730,8 +730,3 @@ def skypilot_task(spec: JobSpec) -> dict:
 def skypilot_file(spec: JobSpec, header: list[str]) -> str:
     """The task YAML: the header's comments, then the object in the rendered files' YAML."""
     return "\n".join(header) + "\n" + yamltext.dump([skypilot_task(spec)])
-
-
-# The batch scripts (and task file), by name: a batch kind's record names its own (JobKind.renderer).
-SCRIPTS: dict[str, Callable[..., str]] = {f.__name__: f for f in (slurm_script, pbs_script, lsf_script,
-                                                                     skypilot_file)}

@@ -25,10 +25,10 @@ from typing import Mapping
 from torchpod.errors import InputError
 
 from .kinds import KINDS
-from .kinds.record import RESTARTS, JobKind, Model
+from .kinds.record import RESTARTS, JobKind, Model, Nodes, Ref
 
-__all__ = ["KINDS", "JobKind", "Model", "RESTARTS", "RUNTIMES", "DEFAULT_RUNTIME", "BY_NAME", "NAMES", "KUBE", "HPC",
-           "choices", "kind", "having", "of_pods"]
+__all__ = ["KINDS", "JobKind", "Model", "Nodes", "Ref", "RESTARTS", "RUNTIMES", "DEFAULT_RUNTIME", "BY_NAME", "NAMES",
+           "KUBE", "HPC", "choices", "kind", "having", "of_pods"]
 
 # The container runtimes an HPC job can run the image with (``--runtime``); hpc.RUNTIMES
 # holds one record of each, in this order, and a unit test holds the two to each other.

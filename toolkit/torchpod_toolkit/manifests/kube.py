@@ -392,11 +392,11 @@ class CliLine:
     notes: tuple[str, ...]
 
 
-# The CLI lines, by their builder's name: a kind's record names its own (JobKind.cli).
-CLI_LINES: dict[str, CliLine] = {"runai_command": CliLine(runai_command, (
+# The Run:ai CLI line, which a Run:ai record names (JobKind.cli).
+RUNAI_CLI = CliLine(runai_command, (
     "The Run:ai CLI line for the job; {manifest} is the PyTorchJob it corresponds to.",
     "Flags as in the Run:ai CLI reference (`runai training pytorch submit`, v2.18+).",
-))}
+))
 
 
 # The c10d port's name on LeaderWorkerSet and JobSet pods: no operator reads it (the
@@ -477,14 +477,9 @@ def etcd_objects(spec: JobSpec) -> list[Obj]:
     return [service, pod]
 
 
-# The job object's builders, by name: a Kubernetes kind's record names its own (JobKind.renderer).
-BUILDERS: dict[str, Callable[[JobSpec], Obj]] = {f.__name__: f for f in (
-    volcano_job, pytorch_job_fixed, pytorch_job_elastic, train_job, runai_job, leader_worker_set, job_set)}
-
-
 def objects(spec: JobSpec) -> list[Obj]:
     """Every object to apply, in apply order (etcd before the job that needs it)."""
     out = etcd_objects(spec) if spec.etcd_server else []
     if spec.mnnvl:  # the channel template must exist before the job's pods claim it
         out.insert(0, compute_domain(spec))
-    return out + [BUILDERS[jobs.kind(spec.scheduler).renderer](spec)]
+    return out + [jobs.kind(spec.scheduler).renderer(spec)]  # the builder the record names

@@ -274,13 +274,13 @@ def render(spec: JobSpec, piped: bool = False) -> list[Output]:
     base = f"{spec.name}.{spec.scheduler}"
     name = f"{base}.{kind.suffix}"
     if not kind.kube:
-        return [Output(name, hpc.SCRIPTS[kind.renderer](spec, header(spec, name, piped)))]
+        return [Output(name, kind.renderer(spec, header(spec, name, piped)))]
     docs = kube.objects(spec)
     _require_level(spec, docs)
     out = [Output(name, "\n".join(header(spec, name, piped)) + "\n" + yamltext.dump(docs))]
-    if kind.cli:  # a CLI line beside the manifest (kube.CLI_LINES)
+    if kind.cli:  # a CLI line beside the manifest (a kube.CliLine)
         sh = f"{base}.sh"
-        cli = kube.CLI_LINES[kind.cli]
+        cli: kube.CliLine = kind.cli.target
         # bash: the words may use $'...' quoting (hpc.quote), which POSIX sh before 2024 lacks
         lines = ["#!/bin/bash", hpc.SHELLCHECK, header(spec, sh)[0], header(spec, sh)[-1],
                  *(f"# {note.format(manifest=name)}" for note in cli.notes),

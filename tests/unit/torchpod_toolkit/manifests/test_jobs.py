@@ -78,15 +78,21 @@ def test_the_table_is_what_every_user_lists():
     assert spec_mod.SCHEDULERS == jobs.NAMES == tuple(k.name for k in jobs.KINDS)
     assert set(spec_mod.KUBE) | set(spec_mod.HPC) == set(jobs.NAMES) and not set(spec_mod.KUBE) & set(spec_mod.HPC)
     assert {k.scenario for k in jobs.KINDS} <= set(topology.SCENARIOS)
-    # every record names a renderer of its sort, and every renderer is some kind's
-    assert {k.renderer for k in jobs.KINDS if not k.kube} == set(hpc.SCRIPTS)
-    assert {k.renderer for k in jobs.KINDS if k.kube} == set(kube.BUILDERS)
+    # every record names a function of the renderer module of its sort, which its name finds
+    assert {k.renderer.module for k in jobs.KINDS if not k.kube} == {"hpc"}
+    assert {k.renderer.module for k in jobs.KINDS if k.kube} == {"kube"}
+    assert all(callable(k.renderer.target) and k.renderer.target is getattr(hpc if k.renderer.module == "hpc"
+                                                                             else kube, k.renderer.name)
+               for k in jobs.KINDS)
     assert {k.model for k in jobs.KINDS if k.kube} == set(operators.MODELS.values())
     # a CLI line beside a manifest is a Kubernetes kind's, and every CLI line is some kind's
-    assert {k.cli for k in jobs.KINDS if k.cli} == set(kube.CLI_LINES) and all(k.kube for k in jobs.KINDS if k.cli)
+    assert all(k.kube and isinstance(k.cli.target, kube.CliLine) for k in jobs.KINDS if k.cli)
+    # a batch kind says what its system hands each node (the harness plays it); a Kubernetes one has pods instead
+    assert all(k.nodes for k in jobs.KINDS if not k.kube) and not [k.name for k in jobs.KINDS if k.kube and k.nodes]
     # what only a batch script or a Kubernetes pod can say sits on a record of that sort
-    assert not [k.name for k in jobs.KINDS if k.kube and (k.pals or k.shared_dir or k.shared_writes)]
-    assert not [k.name for k in jobs.KINDS if not k.kube and (k.master_task or k.no_hostnetwork or k.last_pod)]
+    assert not [k.name for k in jobs.KINDS if k.kube and (k.mpiexec or k.shared_dir or k.shared_writes)]
+    assert not [k.name for k in jobs.KINDS if not k.kube and (k.master_task or k.no_hostnetwork or k.last_pod
+                                                          or k.no_kube_harness)]
     # the harness's scenarios that no job renders are conventions with detectors of their own
     assert {s.detector for n, s in topology.SCENARIOS.items() if n not in jobs.NAMES} <= set(schedulers.NAMES)
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 from torchpod.contract import PYTORCHJOB_PORT
 
 from .. import operators
-from .record import JobKind
+from .record import JobKind, Ref
 
 KIND = JobKind("kubeflow", "kubeflow", PYTORCHJOB_PORT, "kubeflow", operators.pytorchjob,
-               "Kubeflow training-operator >= 1.7 (PET_* variables)", "kubectl apply -f", "yaml", "pytorch_job_fixed",
+               "Kubeflow training-operator >= 1.7 (PET_* variables)", "kubectl apply -f", "yaml",
+               Ref("kube", "pytorch_job_fixed"),
                mnnvl="training-operator >= 1.9", pod_fields=True, priority_class=True, workdir=True,
                restarts="a failed container restarts in place (restartPolicy OnFailure) until the job's pods have "
                         "restarted {n} times in all (runPolicy.backoffLimit), then the PyTorchJob is Failed",

@@ -10,10 +10,11 @@ from __future__ import annotations
 from torchpod.contract import PYTORCHJOB_PORT
 
 from .. import operators
-from .record import JobKind
+from .record import JobKind, Ref
 
 KIND = JobKind("kubeflow-elastic", "kubeflow", PYTORCHJOB_PORT, "kubeflow-elastic", operators.pytorchjob,
-               "Kubeflow training-operator >= 1.7 (elasticPolicy)", "kubectl apply -f", "yaml", "pytorch_job_elastic",
+               "Kubeflow training-operator >= 1.7 (elasticPolicy)", "kubectl apply -f", "yaml",
+               Ref("kube", "pytorch_job_elastic"),
                node_range=True, mnnvl="training-operator >= 1.9", pod_fields=True, priority_class=True, workdir=True,
                restarts="torchrun re-forms the group at most {n} times (elasticPolicy.maxRestarts); a failed "
                         "container restarts in place until the pods have restarted {n} times in all "

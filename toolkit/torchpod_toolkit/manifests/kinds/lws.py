@@ -7,11 +7,12 @@ from __future__ import annotations
 from torchpod.contract import RDZV_PORT_DEFAULT
 
 from .. import operators
-from .record import JobKind
+from .record import JobKind, Ref
 
 KIND = JobKind("lws", "lws", RDZV_PORT_DEFAULT, "lws", operators.leaderworkerset,
                "LeaderWorkerSet (kubernetes-sigs/lws) >= 0.6 on Kubernetes >= 1.27", "kubectl apply -f", "yaml",
-               "leader_worker_set", mnnvl="LeaderWorkerSet >= 0.4", pod_fields=True, priority_class=True, workdir=True,
+               Ref("kube", "leader_worker_set"), mnnvl="LeaderWorkerSet >= 0.4", pod_fields=True, priority_class=True,
+               workdir=True,
                restarts="without bound: the group is recreated whenever a pod restarts "
                         "(RecreateGroupOnPodRestart) and a LeaderWorkerSet has no failed state; render a JobSet "
                         "(-s jobset) for a job that must end",

@@ -10,6 +10,13 @@ from dataclasses import replace
 
 from . import pbs
 
-KIND = replace(pbs.KIND, name="pbs-pals", scenario="pbs-pals", fan_out="Cray PALS mpiexec", pals=True,
+# PBS's nodes started by `mpiexec --ppn 1`: PALS_NODEID per node, and PBS_NODENUM=0 as the job
+# script's shell had it and mpiexec copied to every node.
+NODES = replace(pbs.NODES, env=pbs.JOB_ENV + (
+    ("PBS_NODENUM", "0"),  # the job script's own, copied by mpiexec to every rank
+    ("PALS_NODEID", "{i}"), ("PALS_RANKID", "{i}"), ("PALS_LOCAL_RANKID", "0"), ("PALS_APID", "{name}-apid"),
+))
+
+KIND = replace(pbs.KIND, name="pbs-pals", scenario="pbs-pals", fan_out="Cray PALS mpiexec", mpiexec=True, nodes=NODES,
                shared_writes="",  # mpiexec reports each node's status itself: no status files
                order=110)

@@ -12,15 +12,19 @@ from __future__ import annotations
 from torchpod.contract import PYTORCHJOB_PORT
 
 from .. import operators
-from .record import JobKind
+from .record import JobKind, Ref
 
 KIND = JobKind("runai", "runai", PYTORCHJOB_PORT, "runai", operators.pytorchjob,
-               "Run:ai with its PyTorch (training-operator) support", "kubectl apply -f", "yaml", "runai_job",
+               "Run:ai with its PyTorch (training-operator) support", "kubectl apply -f", "yaml",
+               Ref("kube", "runai_job"),
                marker="RUNAI_JOB_NAME", project=True,
                no_mnnvl="the `runai training pytorch submit` line written beside the PyTorchJob has no flag for a "
                         "resource claim, so its pods would get no IMEX channel; use --scheduler kubeflow, the same "
                         "PyTorchJob",
-               cli="runai_command",
+               cli=Ref("kube", "RUNAI_CLI"),
+               no_kube_harness="a Run:ai job: its pods name runai-scheduler, which no module here builds; expected a "
+                               "kubeflow, kubeflow-elastic, trainer, jobset, lws, volcano or volcano-master manifest "
+                               "(a Run:ai one runs without --kube, on the operator model)",
                restarts="a failed container restarts in place (restartPolicy OnFailure) until the job's pods have "
                         "restarted {n} times in all (runPolicy.backoffLimit), then the PyTorchJob is Failed",
                piped="kubectl apply -f -",

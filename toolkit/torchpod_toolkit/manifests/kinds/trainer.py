@@ -16,11 +16,11 @@ from __future__ import annotations
 from torchpod.contract import TRAINER_PORT
 
 from .. import operators
-from .record import JobKind
+from .record import JobKind, Ref
 
 KIND = JobKind("trainer", "kubeflow", TRAINER_PORT, "trainer", operators.trainjob,
                "Kubeflow Trainer v2 with the torch-distributed ClusterTrainingRuntime", "kubectl apply -f", "yaml",
-               "train_job", pod_fields=True,
+               Ref("kube", "train_job"), pod_fields=True,
                no_mnnvl="a TrainJob cannot give its pods a resource claim (Trainer v2.3's runtimePatches have no "
                         "resourceClaims); use --scheduler jobset, the JobSet a TrainJob makes, or a TrainingRuntime "
                         "whose template claims the channel",

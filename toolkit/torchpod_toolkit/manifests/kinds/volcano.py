@@ -14,10 +14,10 @@ from __future__ import annotations
 from torchpod.contract import RDZV_PORT_DEFAULT
 
 from .. import operators
-from .record import JobKind
+from .record import JobKind, Ref
 
 KIND = JobKind("volcano", "volcano", RDZV_PORT_DEFAULT, "volcano", operators.volcano,
-               "Volcano >= 1.9 (its env and svc job plugins)", "kubectl apply -f", "yaml", "volcano_job",
+               "Volcano >= 1.9 (its env and svc job plugins)", "kubectl apply -f", "yaml", Ref("kube", "volcano_job"),
                node_range=True, mnnvl="Volcano >= 1.11", queue=True, pod_fields=True, priority_class=True,
                workdir=True,
                restarts="a failed or evicted pod restarts the whole gang (RestartJob; its pods restart Never, so "

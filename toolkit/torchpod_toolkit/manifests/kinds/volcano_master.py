@@ -6,10 +6,11 @@ from __future__ import annotations
 from torchpod.contract import PYTORCHJOB_PORT
 
 from .. import operators
-from .record import JobKind
+from .record import JobKind, Ref
 
 KIND = JobKind("volcano-master", "volcano", PYTORCHJOB_PORT, "volcano-master", operators.volcano,
-               "Volcano >= 1.9 (its env, svc and pytorch job plugins)", "kubectl apply -f", "yaml", "volcano_job",
+               "Volcano >= 1.9 (its env, svc and pytorch job plugins)", "kubectl apply -f", "yaml",
+               Ref("kube", "volcano_job"),
                mnnvl="Volcano >= 1.11", queue=True, pod_fields=True, priority_class=True, workdir=True,
                master_task=True,
                restarts="a failed or evicted pod restarts the whole gang (RestartJob; its pods restart Never, so "
