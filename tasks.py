@@ -30,8 +30,8 @@ from torchpod_toolkit import settings
 from torchpod_toolkit.cluster.demo import WORKLOADS
 from torchpod_toolkit.cluster.topology import SCENARIOS
 from torchpod_toolkit.imagebuild.definitions import DEFAULT_IMAGE
-from torchpod_toolkit.manifests.spec import cli_options as manifest_options
-from torchpod_toolkit.manifests.spec import options as manifest_option_records
+from torchpod_toolkit.manifests.options import cli_options as manifest_options
+from torchpod_toolkit.manifests.options import options as manifest_option_records
 
 ROOT = Path(__file__).resolve().parent
 
@@ -533,7 +533,7 @@ def _kube_demo(manifest: str, timeout: float, others: dict) -> None:
         raise Exit("torchpod: the job did not succeed; see the pods' lines and the table above", code=code)
 
 
-# The manifests task's options: JobSpec's (declared once, with the field: spec.Option), then
+# The manifests task's options: JobSpec's (declared once, with the field: jobspec.Option), then
 # the task's own.
 _MANIFEST_OPTIONS = [*manifest_options(), *(
     ("out", "", "directory to write the files into (default: print them)"),
@@ -603,7 +603,7 @@ def manifests(c, **opts):
             raise InputError("--submit submits the file it writes; expected --out DIR too (the folder the job is "
                              "submitted from)")
         command = _after_dashes(c, "the script and its arguments", "-- train.py [ARGS...]")
-        from torchpod_toolkit.manifests.spec import given_defaults
+        from torchpod_toolkit.manifests.options import given_defaults
 
         given, explicit = given_defaults({name: opts[name] for name, _, _ in manifest_options()})
         spec = JobSpec(command=tuple(command), explicit=explicit,

@@ -1,5 +1,5 @@
 """The grammars torchpod checks values against, each written once: an OCI image reference
-(a job's ``--image``, manifests.spec.image_problem and manifests.policy; an image
+(a job's ``--image``, manifests.names.image_problem and manifests.policy; an image
 definition's ``base.image`` and names, definitions) and Kubernetes' object names (below the
 reference grammar).
 
@@ -86,3 +86,20 @@ QUALIFIED_NAME = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?", _A)
 QUALIFIED_NAME_MAX = 63
 # IsValidLabelValue: empty, or a qualified name's form, at most 63
 LABEL_VALUE = re.compile(rf"(?:{QUALIFIED_NAME.pattern})?", _A)
+
+
+# --- values typed on `invoke manifests`' command line ---------------------------------------
+
+# A count's ASCII digits (`\d` takes non-ASCII digits too).
+DIGITS = re.compile(r"[0-9]+", _A)
+# N or MIN:MAX (torchrun's --nnodes form): enough digits for any bound, few enough that int()
+# never sees thousands of them (Python refuses more than 4300 with a ValueError).
+COUNT_SPAN = re.compile(r"([0-9]{1,18})(?::([0-9]{1,18}))?", _A)
+# A wall time, HH:MM:SS (hours unbounded up to five digits, which PBS and LSF take too).
+WALLTIME = re.compile(r"([0-9]{1,5}):([0-5][0-9]):([0-5][0-9])", _A)
+# Slurm's days form, D-HH:MM:SS (sbatch(1) --time "days-hours:minutes:seconds").
+WALLTIME_DAYS = re.compile(r"([0-9]{1,3})-([0-9]{1,2}):([0-5][0-9]):([0-5][0-9])", _A)
+# An environment variable's name, shell style, at most 128 characters.
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}", _A)
+# The host of a bracketed IPv6 endpoint, [HOST]:PORT (its hex digits, ':' and '.').
+IPV6_HOST = re.compile(r"[0-9a-fA-F:.]+", _A)

@@ -1,6 +1,6 @@
 """torchpod_toolkit.grammars, hostile: any text (all of Unicode, control characters) and
 references built from the grammar's parts with any registry port, given to both checks of a
-reference (a job's --image in manifests.spec, an image definition's base.image in
+reference (a job's --image in manifests.names, an image definition's base.image in
 definitions). The two once held different port rules, one any digits and one at most five:
 both now follow distribution/reference's optionalPort, ``(?::[0-9]+)?``, so they answer
 alike for every value."""
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from torchpod.errors import InputError
 from torchpod_toolkit import grammars
 from torchpod_toolkit.imagebuild import definitions
-from torchpod_toolkit.manifests import spec
+from torchpod_toolkit.manifests import names
 
 PATH = Path("img.yaml")
 
@@ -38,14 +38,14 @@ def _pinned(ref: str) -> bool:
 def test_a_registry_port_of_any_digits_is_taken_by_both_checks_alike(port):
     # the case where the two checks differed: a port of more than five digits
     ref = f"registry.example.com:{port}/torchpod/pytorch:2.13.0"
-    assert spec.image_problem(ref) is None
+    assert names.image_problem(ref) is None
     assert _definitions_take(ref)
 
 
 @pytest.mark.parametrize("port", ["", "x", "5000a", "-1", "+5000", "\u0665\u0660\u0660\u0660", "5000\n"])
 def test_a_registry_port_that_is_not_ascii_digits_is_refused_by_both_checks(port):
     ref = f"registry.example.com:{port}/torchpod/pytorch:2.13.0"
-    assert spec.image_problem(ref) is not None
+    assert names.image_problem(ref) is not None
     assert not _definitions_take(ref)
 
 
@@ -76,7 +76,7 @@ def references(draw):
 def test_both_checks_answer_alike_for_any_value(ref):
     valid = grammars.is_reference(ref)
     assert _definitions_take(ref) is valid
-    problem = spec.image_problem(ref)
+    problem = names.image_problem(ref)
     assert problem is None or "\n" not in problem
     # --image asks more: a pinned tag or a digest
     assert (problem is None) is (valid and _pinned(ref)), (ref, problem)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from .names import image_problem
 from .podsecurity import pod_specs
-from .spec import image_problem
 
 ALLOWED_CAPABILITIES = {"IPC_LOCK"}
 DEVICE_PREFIXES = ("nvidia.com/", "rdma/", "amd.com/")

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from torchpod.arch import ARCHES
 from torchpod.errors import InputError
-from torchpod_toolkit.manifests import jobs, operators, spec
+from torchpod_toolkit.manifests import jobs, names, operators, placement, spec
 from torchpod_toolkit.manifests import render as render_mod
 from torchpod_toolkit.manifests.spec import HPC, KUBE, MNNVL_KINDS, JobSpec
 
@@ -52,7 +52,7 @@ def test_a_kubernetes_kind_whose_pods_cannot_claim_refuses_with_why(scheduler, n
 
 def test_every_kubernetes_kind_carries_mnnvl_or_says_why_not():
     assert set(MNNVL_KINDS) <= set(KUBE)
-    assert set(KUBE) - set(MNNVL_KINDS) == set(spec._NO_CLAIM)
+    assert set(KUBE) - set(MNNVL_KINDS) == set(placement.NO_CLAIM)
     assert set(spec.MNNVL_OPERATORS) == set(MNNVL_KINDS)
 
 
@@ -89,13 +89,13 @@ def test_an_image_that_may_carry_arm64_is_accepted(image):
 @pytest.mark.parametrize("arch", sorted(ARCHES))
 def test_a_per_arch_tag_is_accepted_only_for_aarch64(arch):
     image = f"registry.example.com/torchpod/pytorch:2.13.0-cuda13.0-{arch}"
-    assert spec.image_arch(image) == arch
+    assert names.image_arch(image) == arch
     try:
         render_mod.render(JobSpec("lws", **{**GB200, "image": image}))
     except InputError as err:
-        assert arch != spec.MNNVL_ARCH and str(err).startswith(f"--image={image!r} with --mnnvl")
+        assert arch != placement.MNNVL_ARCH and str(err).startswith(f"--image={image!r} with --mnnvl")
     else:
-        assert arch == spec.MNNVL_ARCH
+        assert arch == placement.MNNVL_ARCH
 
 
 @settings(deadline=None, max_examples=200)
@@ -119,15 +119,15 @@ def test_any_accepted_name_makes_kubernetes_names_for_the_domain_and_its_claims(
 
 
 def test_every_name_trainer_accepts_fits_jobsets_pod_name_limit():
-    # spec.NAME_MAX holds every kind's --name; Trainer's pods must stay within JobSet's webhook
-    room = spec.pod_name_room(jobs.kind("trainer").last_pod, spec.MAX_NODES)
-    assert room == 63 - len("-abcde") - len(f"-node-0-{spec.MAX_NODES - 1}") and spec.NAME_MAX <= room
-    longest = JobSpec("trainer", spec.MAX_NODES, IMAGE, ("t.py",), name="t" * spec.NAME_MAX)
+    # placement.NAME_MAX holds every kind's --name; Trainer's pods must stay within JobSet's webhook
+    room = placement.pod_name_room(jobs.kind("trainer").last_pod, spec.MAX_NODES)
+    assert room == 63 - len("-abcde") - len(f"-node-0-{spec.MAX_NODES - 1}") and placement.NAME_MAX <= room
+    longest = JobSpec("trainer", spec.MAX_NODES, IMAGE, ("t.py",), name="t" * placement.NAME_MAX)
     job = next(d for d in yaml.safe_load_all(render_mod.render(longest)[0].text) if d)
     operators.trainer_admitted(job["metadata"]["name"], job["spec"]["trainer"])  # the webhooks' rules, modelled
     checked = spec.check(longest)
     with pytest.raises(InputError, match=f"expected a --name of at most {room} characters"):
-        spec._check_kind_limits(replace(checked, name="t" * (room + 1)))
+        placement.check_kind_limits(replace(checked, name="t" * (room + 1)))
     assert "trainer" in jobs.KUBE
 
 
