@@ -4,7 +4,7 @@
 raises one InputError naming the flag, the value and the fix. Nothing is rendered or written
 before ``check`` passes, so bad input never leaves a half-written directory.
 
-Each check sits beside the options it checks (names, placement, site, pods, rendezvous,
+Each check sits beside the options it checks (names, placement, sitefields, pods, rendezvous,
 options); :data:`STEPS` is the order they run in. The names other modules take from here
 (the record, its kinds and bounds, the option table) are listed in ``__all__``.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import names, placement, pods, rendezvous, site
+from . import names, placement, pods, rendezvous, sitefields
 from . import options as table
 from .jobspec import (
     ETCD_IMAGE,
@@ -53,26 +53,26 @@ Step = Callable[[JobSpec], JobSpec]
 STEPS: tuple[Step, ...] = (
     placement.check_scheduler,  # first: every later step looks the kind up
     table.check_counts,
-    site.walltime_in_hours,
+    sitefields.walltime_in_hours,
     pods.check_pod_security,
     names.check_workload,  # the command, or preflight's options
     placement.check_node_range,
     placement.check_master_task,
     names.check_names,  # the job's fields, each in its grammar: from here ...
     names.check_image,
-    site.check_walltime,
-    site.check_queue,
-    site.check_site_lib,
-    site.check_site_fields,
+    sitefields.check_walltime,
+    sitefields.check_queue,
+    sitefields.check_site_lib,
+    sitefields.check_site_fields,
     names.check_job_env,
     pods.check_pod_fields,  # ... to here
-    site.check_requeue,
+    sitefields.check_requeue,
     pods.check_ids,
     pods.check_rdma,
     placement.check_preset,
     rendezvous.check_rdzv,
-    site.check_runtime,
-    site.check_binds,
+    sitefields.check_runtime,
+    sitefields.check_binds,
     placement.check_kind_limits,
     pods.check_memory,
     table.check_taken,  # last: every value is in its grammar before it is named
