@@ -1,7 +1,7 @@
 """torchpod_toolkit.grammars: the image reference grammar of distribution/reference
 (regexp.go), on the examples that project's own tests give for each part, and the one
 grammar behind both checks of a reference: a job's --image (manifests.names) and an image
-definition's base.image (definitions)."""
+definition's base.image (imagebuild.definition_values)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from torchpod.errors import InputError
 from torchpod_toolkit import grammars
-from torchpod_toolkit.imagebuild import definitions
+from torchpod_toolkit.imagebuild import definition_values
 from torchpod_toolkit.manifests import names
 
 SHA256 = "sha256:" + "0123456789abcdef" * 4
@@ -66,14 +66,14 @@ def test_a_name_is_at_most_255_characters_with_its_domain():
 @pytest.mark.parametrize("ref", ["registry.example.com:5000/torchpod/pytorch:2.13.0", f"ubuntu@{SHA256}"])
 def test_both_checks_take_a_pinned_reference_from_the_one_grammar(ref):
     assert names.image_problem(ref) is None
-    assert definitions.check_image_ref(Path("img.yaml"), "base.image", ref) == ref
+    assert definition_values.check_image_ref(Path("img.yaml"), "base.image", ref) == ref
 
 
 def test_both_checks_refuse_what_the_grammar_refuses():
     ref = "registry.example.com:5000/Torchpod/pytorch:2.13.0"
     assert "is not an image reference" in names.image_problem(ref)
     with pytest.raises(InputError, match=r"img\.yaml: base\.image="):
-        definitions.check_image_ref(Path("img.yaml"), "base.image", ref)
+        definition_values.check_image_ref(Path("img.yaml"), "base.image", ref)
 
 
 # k8s.io/apimachinery pkg/util/validation/validation_test.go's own good and bad examples

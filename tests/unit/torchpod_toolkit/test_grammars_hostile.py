@@ -1,7 +1,7 @@
 """torchpod_toolkit.grammars, hostile: any text (all of Unicode, control characters) and
 references built from the grammar's parts with any registry port, given to both checks of a
 reference (a job's --image in manifests.names, an image definition's base.image in
-definitions). The two once held different port rules, one any digits and one at most five:
+imagebuild.definition_values). The two once held different port rules, one any digits and one at most five:
 both now follow distribution/reference's optionalPort, ``(?::[0-9]+)?``, so they answer
 alike for every value."""
 
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from torchpod.errors import InputError
 from torchpod_toolkit import grammars
-from torchpod_toolkit.imagebuild import definitions
+from torchpod_toolkit.imagebuild import definition_values
 from torchpod_toolkit.manifests import names
 
 PATH = Path("img.yaml")
@@ -23,7 +23,7 @@ PATH = Path("img.yaml")
 
 def _definitions_take(ref: object) -> bool:
     try:
-        return definitions.check_image_ref(PATH, "base.image", ref) == ref
+        return definition_values.check_image_ref(PATH, "base.image", ref) == ref
     except InputError as exc:
         assert "\n" not in str(exc) and str(exc).startswith("img.yaml: base.image=")
         return False

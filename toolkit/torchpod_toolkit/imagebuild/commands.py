@@ -1,10 +1,13 @@
-"""Pure builders for the commands ``invoke build`` / ``invoke push`` run.
+"""Pure builders for the commands ``invoke build`` and ``invoke lock`` run.
 
 Each function takes a definition and plain values and returns an argv (and, where
-needed, extra environment), or a text the build writes (the labels' Dockerfile); the
-build's stages run them (``pipeline``, ``base``, ``payload``, ``resolver``, ``locks``,
-``wheelhouse``, ``registry``). Tests assert what these return; integration tests run
-them for real.
+needed, extra environment), or a text the build writes (the labels' Dockerfile). The
+modules that run them: :mod:`.pipeline` (the image's build, its labels and their check
+against the definition), :mod:`.base` (the Debian base's bootstrap and import),
+:mod:`.resolver` (``invoke lock``'s resolution), and :mod:`.locks` and :mod:`.wheelhouse`
+(the pip and apt words a lock is read and filled with). :class:`Builder`, the BuildKit
+client a command runs on, is found by :mod:`.host` and taken by :mod:`.payload` and
+:mod:`.registry` too. Tests assert what these return; integration tests run them for real.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from typing import Mapping, Sequence
 from torchpod.contract import EXAMPLES_DIR, LABEL_KEYS, LOCK_LABEL_KEYS, Arch, label
 from torchpod.errors import InputError, RuntimeFailure
 
-from .definitions import DEBIAN_PACKAGE, ImageDef
+from .definition_values import DEBIAN_PACKAGE
+from .definitions import ImageDef
 
 # Debian policy 5.6.12: NAME=[epoch:]upstream[-revision] (the form apt-get install takes)
 DEB_VERSION = r"(?:[0-9]{1,9}:)?[0-9][A-Za-z0-9.+~:-]{0,127}"

@@ -9,21 +9,42 @@ re-serialised from what was parsed, so no free text reaches pip, a build arg, a 
 path: a value that does not fit is one :class:`InputError` line naming the file, the key,
 the value (repr) and the form expected. Reading is bounded too (a size cap, UTF-8 only,
 no YAML anchors or aliases, a nesting and an ``extends`` depth). Nothing here touches Docker.
+
+The checks of single values are :mod:`.definition_values`; the bounded reading of one file
+and its keys against the schema, :mod:`.definition_yaml`; this module joins the files
+(``extends``) and builds the definitions from them.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Mapping
-from urllib.parse import urlsplit
 
-from torchpod import readers
 from torchpod.arch import Arch, normalise_arch
 from torchpod.errors import InputError
 
 from .. import grammars
+from .definition_values import (
+    CUDA,
+    DEBIAN_PACKAGE,
+    DEBIAN_RELEASE,
+    NCCL,
+    PROVIDER,
+    PYTHON,
+    bad,
+    check_each,
+    check_image_ref,
+    check_pin,
+    check_plugin_version,
+    check_sha256,
+    check_tarball,
+    check_torchvision,
+    check_url,
+    check_version,
+    checked,
+)
+from .definition_yaml import read_yaml
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # The image `invoke build` builds and the demo and cluster tests run, unless told otherwise.
@@ -34,111 +55,9 @@ AWS_OFI_NCCL_URL = (
 )
 LIBFABRIC_FLAVOURS = ("efa", "cxi")
 
-# Bounds on reading: a definition is a few hundred bytes, two levels deep, one or two
-# `extends` away from its root; these leave room while keeping a hostile file cheap.
-MAX_FILE_BYTES = 1 << 20
-MAX_DEPTH = 32
-MAX_NODES = 4096  # the largest shipped definition has about 60; PyYAML spends tens of us on each
+# How many `extends` steps a definition may stand from its root: one or two in practice; the
+# bound keeps a hostile chain cheap.
 MAX_EXTENDS = 8
-
-# Grammars. All ASCII and matched with fullmatch (`$` would let a trailing newline through).
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-# A file stem becomes the repository path component `torchpod/<name>` (grammars.PATH_COMPONENT,
-# capped); a tag is grammars.TAG.
-_PYTHON = re.compile(r"3\.[0-9]{1,2}")
-_CUDA = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}")
-_NCCL = re.compile(r"[0-9]{1,3}(?:\.[0-9]{1,4}){1,3}")
-# A requirement pinned exactly; the name is PEP 508's (packaging.utils: `^([A-Z0-9]|[A-Z0-9]
-# [A-Z0-9._-]*[A-Z0-9])$`, case-insensitive); the version is parsed separately as PEP 440.
-_PIN = re.compile(r"(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?)==(?P<version>[!-~]{1,64})")
-# Debian policy 5.6.7: lower case, digits, + - . ; at least two characters, starting alphanumeric.
-DEBIAN_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]{1,99}")
-_DEBIAN_RELEASE = re.compile(r"[a-z][a-z0-9]{0,31}")
-_PROVIDER = re.compile(r"[a-z0-9_]{1,32}")
-# aws-ofi-nccl's PACKAGE_VERSION as its library reports it (plugin.PACKAGE_RE).
-_PLUGIN_VERSION = re.compile(r"[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4}(?:-aws)?")
-# RFC 3986's characters less the quote: no space or quote, so a URL is one word anywhere.
-_URL = re.compile(r"[A-Za-z0-9._~:/?#\[\]@!$&()*+,;=%-]{1,2048}")
-_TARBALL = re.compile(r"[A-Za-z0-9._+-]{1,255}(?:/[A-Za-z0-9._+-]{1,255}){0,31}")
-
-
-def _shown(value: Any, limit: int = 200) -> str:
-    """``repr(value)``, cut short: a message stays one readable line for any value."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _bad(path: Path | None, key: str, value: Any, expected: str) -> InputError:
-    """The one form of a bad value: file, key, the value seen, the form expected."""
-    return InputError(f"{str(path) + ': ' if path else ''}{key}={_shown(value)}; expected {expected}")
-
-
-def _text(path: Path | None, key: str, value: Any, grammar: re.Pattern, expected: str) -> str:
-    if not isinstance(value, str) or not grammar.fullmatch(value):
-        raise _bad(path, key, value, expected)
-    return value
-
-
-def check_version(path: Path | None, key: str, value: Any, example: str = "2.13.0") -> str:
-    """A PEP 440 version, parsed by ``packaging`` and re-serialised.
-
-    ``Version`` itself strips surrounding whitespace (packaging/version.py, VERSION_PATTERN
-    between ``^\\s*`` and ``\\s*$``), so a trailing newline would pass it silently; a value
-    is accepted only when it is already the normal form ``str(Version(value))`` gives, and
-    the message then names that form.
-    """
-    from packaging.version import InvalidVersion, Version
-
-    if not isinstance(value, str) or not re.fullmatch(r"[!-~]{1,64}", value):
-        raise _bad(path, key, value, f"a PEP 440 version such as {example!r} (ASCII, no spaces)")
-    try:
-        normal = str(Version(value))
-    except InvalidVersion:
-        raise _bad(path, key, value, f"a PEP 440 version such as {example!r}") from None
-    if normal != value:
-        raise _bad(path, key, value, f"a PEP 440 version in normal form: {normal!r}")
-    return normal
-
-
-def check_pin(path: Path, key: str, value: Any) -> tuple[str, str]:
-    """``NAME==VERSION`` exactly: the canonical name (for duplicates) and the requirement."""
-    from packaging.utils import canonicalize_name
-
-    m = _PIN.fullmatch(value) if isinstance(value, str) else None
-    if m is None:
-        raise _bad(path, key, value, "a wheel pinned exactly as NAME==VERSION, such as 'numpy==2.4.6' "
-                                     "(a PEP 508 name, no spaces, markers or ranges)")
-    version = check_version(path, key, m["version"], "2.4.6")
-    return canonicalize_name(m["name"]), f"{m['name']}=={version}"
-
-
-def check_url(path: Path, key: str, value: Any, schemes: tuple[str, ...]) -> str:
-    if isinstance(value, str) and _URL.fullmatch(value):
-        try:
-            parts = urlsplit(value)
-            port_ok = parts.port is None or parts.port > 0  # .port raises ValueError out of 0-65535
-        except ValueError:  # an unclosed IPv6 bracket, a port that is not a number
-            parts, port_ok = None, False
-        if port_ok and parts is not None and parts.scheme in schemes and value.startswith(f"{parts.scheme}://") and (
-                parts.netloc or parts.scheme == "file"):
-            return value
-    raise _bad(path, key, value, f"a URL ({', '.join(schemes)}; RFC 3986 characters, no spaces or quotes)")
-
-
-def check_sha256(path: Path | None, key: str, value: Any) -> str:
-    return _text(path, key, value, _SHA256, "64 lower-case hex digits (sha256sum's output)")
-
-
-def check_plugin_version(path: Path | None, key: str, value: Any) -> str:
-    return _text(path, key, value, _PLUGIN_VERSION,
-                 "a release version such as '1.14.0' (MAJOR.MINOR.PATCH, optionally -aws)")
-
-
-def check_image_ref(path: Path, key: str, value: Any) -> str:
-    if not grammars.is_reference(value):  # distribution/reference's grammar (torchpod_toolkit.grammars)
-        raise _bad(path, key, value, "an image reference such as 'ubuntu:24.04' or "
-                                     "'registry.example.com:5000/base/debian:12@sha256:<64 hex>'")
-    return value
 
 
 @dataclass(frozen=True)
@@ -171,27 +90,6 @@ class TorchSpec:
     @property
     def requirements(self) -> tuple[str, ...]:
         return (*self.wheels, *self.sdist_packages)
-
-
-def torchvision_series(torch_version: str) -> str | None:
-    """The torchvision minor series built for a torch release: torchvision 0.(N+15) goes
-    with torch 2.N (pytorch/vision README, "Installation": 0.15 for 2.0 ... 0.24 for 2.9,
-    0.28 for 2.13, 0.29 for 2.14). None for a version this rule does not cover."""
-    m = re.match(r"2\.([0-9]{1,4})\.", torch_version + ".")
-    return f"0.{int(m.group(1)) + 15}" if m else None
-
-
-def check_torchvision(path: Path, torch_version: str, torchvision: str) -> str:
-    series = torchvision_series(torch_version)
-    if series is None:
-        raise InputError(f"{path}: torch.version={torch_version!r}; expected a torch 2.x release such as \"2.13.0\"")
-    if not re.fullmatch(rf"{re.escape(series)}(\.[0-9]+)?", torchvision):
-        raise InputError(
-            f"{path}: torch.torchvision={torchvision!r} does not match torch.version={torch_version!r}; "
-            f"expected a torchvision {series}.x release (torchvision {series} is built for torch "
-            f"{torch_version.rsplit('.', 1)[0]})"
-        )
-    return torchvision
 
 
 @dataclass(frozen=True)
@@ -290,7 +188,7 @@ def load_definitions(images_dir: Path) -> dict[str, ImageDef]:
             raise InputError(f"{images_dir}: file name {f.name!r}; expected a stem of lower-case letters and "
                              "digits joined by '.', '_' or '-' (a Docker repository name), at most 64 characters")
     paths = {f.stem: f for f in files}
-    raw = {name: _read_yaml(path) for name, path in paths.items()}
+    raw = {name: read_yaml(path, _SCHEMA) for name, path in paths.items()}
     return {name: _build(name, paths[name], _resolve(name, raw, paths, ())) for name in raw}
 
 
@@ -303,131 +201,13 @@ def select(defs: Mapping[str, ImageDef], name: str) -> ImageDef:
     return defs[name]
 
 
-def _printable(text: str) -> str:
-    """``text`` on one line: what is not printable written as its escape (YAML's own
-    messages quote the offending character, but a message must never break a line)."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-def read_text(path: Path, cap: int = MAX_FILE_BYTES, what: str = "a YAML image definition") -> str:
-    """A regular file's text, at most ``cap`` bytes of UTF-8, through the one bounded reader
-    (torchpod.readers): a FIFO, a device, a directory, a larger file or undecodable bytes
-    are one line naming the file."""
-    return readers.read_text(path, what=str(path), expected=what, cap=cap)
-
-
-def _loader_class(path: Path):
-    """A SafeLoader that refuses what a definition never needs and a hostile file abuses.
-
-    Anchors and aliases are refused as the composer meets them (yaml/composer.py,
-    ``compose_node``), before any node is copied, so a billion-laughs file costs its own
-    size and no more; the composer is also the only recursive stage (the parser keeps an
-    explicit state stack), so bounding its depth bounds the recursion, and counting its
-    nodes bounds the time a large file costs. Keys must be strings, appear once, and merge
-    keys (``<<``) are refused.
-    """
-    import yaml  # build-host dependency only
-
-    class Loader(yaml.SafeLoader):
-        depth = nodes = 0
-
-        def compose_node(self, parent, index):
-            event = self.peek_event()
-            line = event.start_mark.line + 1
-            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-                raise InputError(f"{path}: line {line}: YAML anchors and aliases (&name, *name) are not allowed; "
-                                 "expected every value written out")
-            if self.depth >= MAX_DEPTH:
-                raise InputError(f"{path}: line {line}: nested deeper than {MAX_DEPTH} levels; expected a "
-                                 "definition's two levels (torch: {version: ...})")
-            self.nodes += 1
-            if self.nodes > MAX_NODES:
-                raise InputError(f"{path}: line {line}: more than {MAX_NODES} keys and values; expected an image "
-                                 "definition (a few dozen)")
-            self.depth += 1
-            try:
-                return super().compose_node(parent, index)
-            finally:
-                self.depth -= 1
-
-        def construct_object(self, node, deep=False):
-            try:
-                return super().construct_object(node, deep=deep)
-            except (ValueError, OverflowError) as exc:  # a scalar SafeLoader cannot build: 2024-13-45, 5000 digits
-                raise InputError(f"{path}: line {node.start_mark.line + 1}: {_shown(node.value)} cannot be read "
-                                 f"({_printable(str(exc))}); expected quoted text for versions and names") from None
-
-    def mapping(loader, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            line = key_node.start_mark.line + 1
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                raise InputError(f"{path}: line {line}: merge keys (<<) are not allowed; expected the keys written out")
-            key = loader.construct_object(key_node, deep=deep)
-            if not isinstance(key, str):
-                shown = _shown(key) if isinstance(key_node, yaml.ScalarNode) else f"of type {type(key).__name__}"
-                raise InputError(f"{path}: line {line}: key {shown} is not a string; expected a name "
-                                 "such as 'torch' (quote it)")
-            if key in seen:
-                raise InputError(f"{path}: line {line}: key {key!r} appears twice; "
-                                 "expected each key once (one net plugin, one torch, ...)")
-            seen.add(key)
-        return yaml.SafeLoader.construct_mapping(loader, node, deep)
-
-    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
-    return Loader
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    import yaml  # build-host dependency only
-
-    text = read_text(path)
-    loader = None
-    try:
-        loader = _loader_class(path)(text)  # the reader refuses non-printable characters here
-        data = loader.get_single_data()
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}:" if mark is not None else ""
-        said = " ".join(filter(None, (getattr(exc, "context", None), getattr(exc, "problem", None))))
-        problem = said or (str(exc).splitlines() or ["?"])[0]
-        raise InputError(f"{path}:{where} malformed YAML: {_printable(problem)}") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a mapping of keys at the top level, got {type(data).__name__}")
-    _check_keys(path, data, _SCHEMA, "")
-    return data
-
-
-def _check_keys(path: Path, data: Mapping[str, Any], schema: Mapping[str, Any], prefix: str) -> None:
-    for key, value in data.items():
-        dotted = f"{prefix}{key}"
-        if key not in schema:
-            raise InputError(
-                f"{path}: unknown key {dotted!r}; expected one of "
-                f"{', '.join(prefix + k for k in schema)}"
-            )
-        expected = schema[key]
-        if isinstance(expected, dict):
-            if not isinstance(value, dict):
-                raise InputError(f"{path}: {dotted!r} must be a mapping, got {_shown(value)}")
-            _check_keys(path, value, expected, dotted + ".")
-        elif not isinstance(value, expected):
-            raise InputError(
-                f"{path}: {dotted!r} must be a {expected.__name__}, got {_shown(value)} "
-                + ("(quote version numbers: \"3.11\")" if expected is str else "")
-            )
-
-
 def _resolve(name: str, raw: Mapping[str, dict], files: Mapping[str, Path], seen: tuple[str, ...]) -> dict:
     data = raw[name]
     parent = data.get("extends")
     if parent is None:
         return data
     if not grammars.PATH_COMPONENT.fullmatch(parent):
-        raise _bad(files[name], "extends", parent, "the stem of another file in images/, such as 'pytorch'")
+        raise bad(files[name], "extends", parent, "the stem of another file in images/, such as 'pytorch'")
     if parent not in raw:
         raise InputError(
             f"{files[name]}: 'extends: {parent}' names no definition; expected one of "
@@ -460,30 +240,26 @@ def _need(path: Path, data: Mapping[str, Any], key: str, dotted: str) -> Any:
     return data[key]
 
 
-def _each(path: Path, values: list, dotted: str, grammar: re.Pattern, expected: str) -> tuple[str, ...]:
-    return tuple(_text(path, f"{dotted}[{i}]", v, grammar, expected) for i, v in enumerate(values))
-
-
 def _build(name: str, path: Path, data: Mapping[str, Any]) -> ImageDef:
     for key in _REQUIRED:
         _need(path, data, key, key)
     arches = _arches(path, data["arches"])
-    python = _text(path, "python", data["python"], _PYTHON, 'MAJOR.MINOR such as "3.11"')
+    python = checked(path, "python", data["python"], PYTHON, 'MAJOR.MINOR such as "3.11"')
     description = data.get("description", "")
     if len(description) > 300 or not description.isprintable():
-        raise _bad(path, "description", description, "one line of printable text, at most 300 characters")
+        raise bad(path, "description", description, "one line of printable text, at most 300 characters")
     expect = Expect(
-        cuda=_text(path, "expect.cuda", _need(path, data["expect"], "cuda", "expect.cuda"), _CUDA,
-                   'MAJOR.MINOR such as "13.0"'),
-        nccl=_text(path, "expect.nccl", _need(path, data["expect"], "nccl", "expect.nccl"), _NCCL,
-                   'a version such as "2.29.7"'),
+        cuda=checked(path, "expect.cuda", _need(path, data["expect"], "cuda", "expect.cuda"), CUDA,
+                     'MAJOR.MINOR such as "13.0"'),
+        nccl=checked(path, "expect.nccl", _need(path, data["expect"], "nccl", "expect.nccl"), NCCL,
+                     'a version such as "2.29.7"'),
     )
     r = data["rdma_core"]
     rdma = RdmaCore(
-        packages=_each(path, _need(path, r, "packages", "rdma_core.packages"), "rdma_core.packages",
-                       DEBIAN_PACKAGE, "a Debian package name such as 'libibverbs1'"),
-        providers=_each(path, _need(path, r, "providers", "rdma_core.providers"), "rdma_core.providers",
-                        _PROVIDER, "a verbs provider name such as 'mlx5'"),
+        packages=check_each(path, _need(path, r, "packages", "rdma_core.packages"), "rdma_core.packages",
+                            DEBIAN_PACKAGE, "a Debian package name such as 'libibverbs1'"),
+        providers=check_each(path, _need(path, r, "providers", "rdma_core.providers"), "rdma_core.providers",
+                             PROVIDER, "a verbs provider name such as 'mlx5'"),
     )
     defn = ImageDef(name=name, path=path, description=description, arches=arches, ci=data.get("ci", False),
                     base=_base(path, data["base"]), python=python, torch=_torch(path, data["torch"]),
@@ -501,7 +277,7 @@ def _arches(path: Path, values: list) -> tuple[Arch, ...]:
     arches: list[Arch] = []
     for i, value in enumerate(values):
         if not isinstance(value, str):
-            raise _bad(path, f"arches[{i}]", value, "x86_64 (amd64) or aarch64 (arm64)")
+            raise bad(path, f"arches[{i}]", value, "x86_64 (amd64) or aarch64 (arm64)")
         arch = normalise_arch(value, what=f"{path}: arches[{i}]")
         if arch in arches:
             raise InputError(f"{path}: arches[{i}]={value!r} is listed twice")
@@ -519,7 +295,7 @@ def _base(path: Path, b: Mapping[str, Any]) -> Base:
         )
     debian = b.get("debian") or None
     if debian is not None:
-        _text(path, "base.debian", debian, _DEBIAN_RELEASE, "a Debian release name such as 'bookworm'")
+        checked(path, "base.debian", debian, DEBIAN_RELEASE, "a Debian release name such as 'bookworm'")
     image = b.get("image") or None
     if image is not None:
         check_image_ref(path, "base.image", image)
@@ -576,24 +352,11 @@ def _aws_ofi_nccl(path: Path, a: Mapping[str, Any] | None) -> AwsOfiNccl | None:
     if "url" in a:
         raise InputError(f"{path}: aws_ofi_nccl has both 'tarball' and 'url'; expected one: 'url' to download "
                          "(pinned by sha256) or 'tarball' for a local copy")
-    tarball = _tarball(path, a["tarball"])
+    tarball = check_tarball(path, a["tarball"])
     if sha256 is None:
         raise InputError(f"{path}: aws_ofi_nccl.tarball={a['tarball']!r} has no aws_ofi_nccl.sha256; expected "
                          "the tarball pinned: run `sha256sum` on it and set aws_ofi_nccl.sha256")
     return AwsOfiNccl(version=version, sha256=sha256, url=None, tarball=tarball, libfabric=flavour)
-
-
-def _tarball(path: Path, value: Any) -> Path:
-    """A local tarball: relative to the repository root (the folder above images/), inside it."""
-    expected = ("a relative path inside the repository such as 'vendor/aws-ofi-nccl-1.14.0.tar.gz' "
-                "(letters, digits, '._+-' and '/', no '..')")
-    if not isinstance(value, str) or not _TARBALL.fullmatch(value) or ".." in PurePosixPath(value).parts:
-        raise _bad(path, "aws_ofi_nccl.tarball", value, expected)
-    root = path.parent.parent.resolve()
-    resolved = (root / value).resolve()
-    if not resolved.is_relative_to(root):  # a symlink out of the repository
-        raise _bad(path, "aws_ofi_nccl.tarball", value, expected + f"; it resolves to {str(resolved)!r}")
-    return resolved
 
 
 def with_netplugin_source(defn: ImageDef, tarball: Path, version: str, sha256: str | None = None) -> ImageDef:

@@ -33,7 +33,8 @@ from torchpod.errors import InputError
 from torchpod.fabric import driver
 
 from . import commands
-from .definitions import ImageDef, read_text
+from .definition_yaml import read_text
+from .definitions import ImageDef
 
 LOCKS_DIR = "locks"  # under images/
 MAX_LOCK_BYTES = 1 << 20
@@ -100,7 +101,7 @@ class Lock:
 
 
 def canonical(name: str) -> str:
-    """PEP 503 normalised project name (packaging's, as definitions.check_pin uses)."""
+    """PEP 503 normalised project name (packaging's, as definition_values.check_pin uses)."""
     from packaging.utils import canonicalize_name
 
     return str(canonicalize_name(name))

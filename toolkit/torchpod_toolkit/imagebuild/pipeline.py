@@ -5,11 +5,14 @@
       --label--> Labelled --finish--> BuildResult
 
 Each stage is a function of the previous stage's result, a frozen dataclass that keeps the
-result before it; the definition enters once, in the :class:`Request`, and every later stage
-reads it from there. A stage times itself on the build's :class:`.timing.Clock` under the
-phase names of :data:`.timing.PHASES`. Nothing is left half-tagged: the image is built
-under a staging tag and gets its final tag only in :func:`label`, once its versions were
-read back and matched its definition; the staging tag is removed whatever happens.
+result before it as its first field and exposes what the stages after it read: a stage looks
+no further than the result it takes and the ones that result names, and every accessor reaches
+one result back. The definition enters once, in the :class:`Request`; every result after
+:func:`connect` gives the request, the Docker engine and the BuildKit builder (:class:`Later`).
+A stage times itself on the build's :class:`torchpod_toolkit.timing.Clock` under the
+phase names of :data:`torchpod_toolkit.timing.PHASES`. Nothing is left half-tagged: the image
+is built under a staging tag and gets its final tag only in :func:`label`, once its versions
+were read back and matched its definition; the staging tag is removed whatever happens.
 """
 
 from __future__ import annotations
@@ -124,6 +127,32 @@ class Connected:
     def request(self) -> Request:
         return self.sources.request
 
+    @property
+    def netplugin_tarball(self) -> str | None:
+        return self.sources.netplugin_tarball
+
+
+class Later:
+    """A result after :func:`connect`: the request, the engine and the BuildKit builder every
+    stage reads, each taken from the result it keeps (:attr:`before`)."""
+
+    @property
+    def before(self) -> Connected | Later:
+        """The result this one keeps: its first field."""
+        raise NotImplementedError
+
+    @property
+    def request(self) -> Request:
+        return self.before.request
+
+    @property
+    def client(self) -> Any:  # a docker SDK client
+        return self.before.client
+
+    @property
+    def builder(self) -> Builder:
+        return self.before.builder
+
 
 def connect(found: Sources) -> Connected:
     """The engine and a BuildKit-capable client, and QEMU registered for a foreign arch."""
@@ -134,7 +163,7 @@ def connect(found: Sources) -> Connected:
 
 
 @dataclass(frozen=True)
-class Prepared:
+class Prepared(Later):
     """The wheelhouse's files and the SBOM staged in the build context, and the Debian bases:
     the target's (``base``) and the build host's (``build_base``, where the payload's
     wheels are unpacked), with their image IDs."""
@@ -147,35 +176,39 @@ class Prepared:
     wheels_staged: bool  # the lock's wheels too, fetched beside a base being bootstrapped
 
     @property
-    def request(self) -> Request:
-        return self.connected.request
+    def before(self) -> Connected:
+        return self.connected
+
+    @property
+    def netplugin_tarball(self) -> str | None:
+        return self.connected.netplugin_tarball
 
 
 def prepare(connected: Connected, clock: Clock) -> Prepared:
     """The wheelhouse filled and staged with the SBOM (phases wheels and sbom) while the
     target's and the build host's Debian bases are bootstrapped or found (phase base): both
     wait on mirrors, so they run side by side."""
-    request, client, builder = connected.request, connected.client, connected.builder
+    request, client, builder, found = connected.request, connected.client, connected.builder, connected.sources
     defn, arch, root = request.defn, request.arch, request.root
     cache = root / ".cache"
     # A base bootstrapped now has an image ID no payload was built on, so the payload will be
     # built (a fresh machine's first build): its wheels are fetched beside the bootstrap
     # rather than after it. Otherwise only a payload that is built fetches them.
-    early = base.needs_bootstrap(client, defn, arch, connected.sources.debs)
+    early = base.needs_bootstrap(client, defn, arch, found.debs)
     print(f"==> wheels and Debian bases of {defn.name} for {arch.name}, side by side", flush=True)
 
     def bases() -> tuple[str, str]:
         with clock("base"):
-            return (base.ensure_base(client, builder, defn, arch, cache, connected.sources.debs, quiet=True),
+            return (base.ensure_base(client, builder, defn, arch, cache, found.debs, quiet=True),
                     base.ensure_base(client, builder, defn, host.host_arch(), cache, base.host_debs(root, defn),
                                      quiet=True))
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         pending = pool.submit(bases)
-        staged = inputs.prepare(defn, arch, connected.sources.wheels, connected.sources.debs, root=root,
+        staged = inputs.prepare(defn, arch, found.wheels, found.debs, root=root,
                                 offline=request.offline, ca_bundle=request.ca_bundle, clock=clock)
         if early:
-            inputs.wheels(defn, arch, connected.sources.wheels, root=root, offline=request.offline,
+            inputs.wheels(defn, arch, found.wheels, root=root, offline=request.offline,
                           ca_bundle=request.ca_bundle, clock=clock)
         target, build_base = pending.result()
     ids = (client.images.get(target).id, client.images.get(build_base).id)
@@ -183,7 +216,7 @@ def prepare(connected: Connected, clock: Clock) -> Prepared:
 
 
 @dataclass(frozen=True)
-class PayloadBuilt:
+class PayloadBuilt(Later):
     """The payload image the image's layers stand on, and what the image's own build takes
     beside it: the commit's time, the staging tag it is built under, and the image ID the
     final tag named before (removed afterwards if nothing else names it)."""
@@ -196,15 +229,24 @@ class PayloadBuilt:
     previous: str | None
 
     @property
-    def request(self) -> Request:
-        return self.prepared.request
+    def before(self) -> Prepared:
+        return self.prepared
+
+    @property
+    def inputs(self) -> inputs.Inputs:
+        return self.prepared.inputs
+
+    @property
+    def base_id(self) -> str:
+        """The target's Debian base's image ID."""
+        return self.prepared.base_ids[0]
 
 
 def build_payload(prepared: Prepared, clock: Clock) -> PayloadBuilt:
     """The payload image, built unless one with its key exists (phase payload); only then are
     the lock's wheels fetched and staged (phase wheels), unless :func:`prepare` did so beside
     a base's bootstrap."""
-    request, client = prepared.request, prepared.connected.client
+    request, client = prepared.request, prepared.client
     final = request.final
     previous = client.images.get(final).id if host.image_exists(client, final) else None
     staging = f"torchpod-staging/{request.defn.name}:{request.arch.name}-{uuid.uuid4().hex[:8]}"
@@ -220,7 +262,7 @@ def build_payload(prepared: Prepared, clock: Clock) -> PayloadBuilt:
             inputs.wheels(request.defn, request.arch, prepared.inputs.wheels, root=request.root,
                           offline=request.offline, ca_bundle=request.ca_bundle, clock=clock)
         with clock("payload"):
-            exported = payload.build_payload_image(prepared.connected.builder, argv, tag, quiet=request.quiet)
+            exported = payload.build_payload_image(prepared.builder, argv, tag, quiet=request.quiet)
     return PayloadBuilt(prepared, tag, exported, epoch, staging, previous)
 
 
@@ -228,21 +270,21 @@ def _command(prepared: Prepared, epoch: int, **kw) -> list[str]:
     """The BuildKit build of docker/Dockerfile on the prepared bases (the payload's, or with
     ``payload_image`` the image's own)."""
     request = prepared.request
-    return commands.build_command(prepared.connected.builder, request.defn, request.arch, context=request.root,
+    return commands.build_command(prepared.builder, request.defn, request.arch, context=request.root,
                                   base_image=prepared.base, build_base_image=prepared.build_base,
                                   rebuild=request.rebuild, source_date_epoch=epoch, no_cache=request.no_cache, **kw)
 
 
 @dataclass(frozen=True)
-class LayersBuilt:
+class LayersBuilt(Later):
     """The image's own layers built on the payload, under the staging tag."""
 
     payload: PayloadBuilt
     exported: float  # BuildKit's export seconds
 
     @property
-    def request(self) -> Request:
-        return self.payload.request
+    def before(self) -> PayloadBuilt:
+        return self.payload
 
 
 def build_layers(built: PayloadBuilt, clock: Clock) -> LayersBuilt:
@@ -250,35 +292,38 @@ def build_layers(built: PayloadBuilt, clock: Clock) -> LayersBuilt:
     for a net plugin variant, the plugin built from its staged source with its apt layer."""
     prepared, request = built.prepared, built.request
     print(f"==> building {request.final} for {request.arch.docker} on {built.tag}", flush=True)
-    debs = prepared.inputs.debs
+    debs = built.inputs.debs
     argv = _command(prepared, built.epoch, tag=built.staging, payload_image=built.tag,
-                    netplugin_tarball=prepared.connected.sources.netplugin_tarball,
+                    netplugin_tarball=prepared.netplugin_tarball,
                     netplugin_debs=[d.pin for d in debs.entries if d.layer == "apt"] if debs else ())
     with clock("layers"):
-        exported = host.run_build(argv, env=prepared.connected.builder.env, quiet=request.quiet,
+        exported = host.run_build(argv, env=built.builder.env, quiet=request.quiet,
                                   what=f"docker build of {request.final}")
     return LayersBuilt(built, exported)
 
 
 @dataclass(frozen=True)
-class Probed:
+class Probed(Later):
     """What the staged image holds, read back from it."""
 
     layers: LayersBuilt
     versions: Mapping[str, str]
 
     @property
-    def request(self) -> Request:
-        return self.layers.request
+    def before(self) -> LayersBuilt:
+        return self.layers
+
+    @property
+    def payload(self) -> PayloadBuilt:
+        return self.layers.payload
 
 
 def probe_staging(layers: LayersBuilt, clock: Clock) -> Probed:
     """The probe's result for the staged image (phase probe): remembered per lock, base and
     probe source, run otherwise; and a net plugin's identity, read from its file."""
-    built, request = layers.payload, layers.request
-    prepared, client = built.prepared, built.prepared.connected.client
+    built, request, client = layers.payload, layers.request, layers.client
     with clock("probe"):
-        key = probe.probe_key(prepared.inputs, prepared.base_ids[0], request.arch)
+        key = probe.probe_key(built.inputs, built.base_id, request.arch)
         versions = probe.cached_probe(client, built.staging, request.arch, host.user_cache(), key)
         if request.defn.aws_ofi_nccl is not None:
             versions = {**versions, **probe.netplugin_facts(client, built.staging, versions.get("nccl", ""))}
@@ -286,31 +331,37 @@ def probe_staging(layers: LayersBuilt, clock: Clock) -> Probed:
 
 
 @dataclass(frozen=True)
-class Labelled:
+class Labelled(Later):
     """The image under its final tag, with the labels it was given."""
 
     probed: Probed
     labels: Mapping[str, str]
 
     @property
-    def request(self) -> Request:
-        return self.probed.request
+    def before(self) -> Probed:
+        return self.probed
+
+    @property
+    def layers(self) -> LayersBuilt:
+        return self.probed.layers
+
+    @property
+    def payload(self) -> PayloadBuilt:
+        return self.probed.payload
 
 
 def label(probed: Probed, clock: Clock) -> Labelled:
     """The staged image checked against its definition, then tagged final with its labels
     (phase labels): the versions read back, the locks' and the SBOM's digests."""
-    built, request = probed.layers.payload, probed.request
-    prepared = built.prepared
+    built, request, builder = probed.payload, probed.request, probed.builder
     with clock("labels"):
         wrong = commands.mismatches(request.defn, request.arch, probed.versions)
         if wrong:
             raise RuntimeFailure(f"{request.final} differs from {request.defn.path.name}: " + "; ".join(wrong))
         created = datetime.fromtimestamp(built.epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         values = commands.labels(request.defn, request.arch,
-                                 {**probed.versions, **prepared.inputs.labels(request.defn)},
+                                 {**probed.versions, **built.inputs.labels(request.defn)},
                                  created=created, revision=git_revision(request.root))
-        builder = prepared.connected.builder
         with tempfile.TemporaryDirectory(prefix="torchpod-label-") as tmp:
             dockerfile = Path(tmp) / "Dockerfile"
             dockerfile.write_text(commands.label_dockerfile(built.staging, values))
@@ -323,9 +374,7 @@ def finish(labelled: Labelled, clock: Clock) -> BuildResult:
     """The build's result: the image's size, its versions and where the time went. The image
     the final tag named before is removed when no tag names it any more (a rebuild would
     otherwise leave 5 GB of <none> behind)."""
-    layers, request = labelled.probed.layers, labelled.request
-    built = layers.payload
-    client = built.prepared.connected.client
+    built, layers, request, client = labelled.payload, labelled.layers, labelled.request, labelled.client
     image = client.images.get(request.final)
     if built.previous and built.previous != image.id:
         _drop_if_untagged(client, built.previous)
@@ -336,10 +385,9 @@ def finish(labelled: Labelled, clock: Clock) -> BuildResult:
 
 def _remove_scratch(built: PayloadBuilt) -> None:
     """The staging tag, and a ``no_cache`` build's own payload image, removed."""
-    client = built.prepared.connected.client
     for name in (built.staging, built.tag if built.request.no_cache else None):
-        if name and host.image_exists(client, name):
-            client.images.remove(name, noprune=False)
+        if name and host.image_exists(built.client, name):
+            built.client.images.remove(name, noprune=False)
 
 
 def git_revision(root: Path) -> str:

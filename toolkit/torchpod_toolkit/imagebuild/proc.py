@@ -1,9 +1,9 @@
 """Running another program on the build host: the one helper every build step shares.
 
-It sits below the modules that run programs (:mod:`.base`, :mod:`.wheelhouse`) so none of
-them imports another for it. It imports nothing of the toolkit, and knows nothing of images:
-a command, its environment on top of this process's, and one error naming the command when
-it fails.
+It sits below the modules that run programs (:mod:`.base`, :mod:`.pipeline`,
+:mod:`.resolver`, :mod:`.wheelhouse`) so none of them imports another for it. It imports
+nothing of the toolkit, and knows nothing of images: a command, its environment on top of
+this process's, and one error naming the command when it fails.
 """
 
 from __future__ import annotations

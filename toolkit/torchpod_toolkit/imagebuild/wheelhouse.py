@@ -7,7 +7,7 @@ lock's files into ``.cache/wheels/payload`` of the build context (the payload st
 bind-mounts it and installs with ``--no-index --require-hashes``): a rebuild, a second
 image sharing wheels, or CI on a machine that built before downloads nothing.
 
-The root is ``TORCHPOD_WHEELHOUSE`` (:data:`.settings.WHEELHOUSE`), else
+The root is ``TORCHPOD_WHEELHOUSE`` (:data:`torchpod_toolkit.settings.WHEELHOUSE`), else
 ``$XDG_CACHE_HOME/torchpod/wheelhouse``, else ``~/.cache/torchpod/wheelhouse``. pip's own
 cache cannot play this part: the network path here strips the cache headers pip's HTTP
 cache keys on, so each build fetched ~2.5 GB per arch again.
@@ -52,7 +52,8 @@ BACKEND_GENERATOR = f"{BACKEND.name} ({BACKEND.version})"
 
 def root(env: Mapping[str, str] = os.environ) -> Path:
     """The wheelhouse's folder, from ``env`` (this process's environment unless given): a
-    value :data:`.settings.WHEELHOUSE` refuses (a file, a control character) is one line."""
+    value :data:`torchpod_toolkit.settings.WHEELHOUSE` refuses (a file, a control character)
+    is one line."""
     chosen = setting(env, WHEELHOUSE)
     if chosen:
         return Path(chosen)

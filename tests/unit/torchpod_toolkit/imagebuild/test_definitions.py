@@ -119,14 +119,6 @@ def test_bad_definitions_name_file_and_key(tmp_path, text, needle):
     assert message.isprintable()  # one line: no \n, \r, U+2028 or other break
 
 
-@pytest.mark.parametrize("torch, series", [("2.0.1", "0.15"), ("2.9.1", "0.24"), ("2.13.0", "0.28"),
-                                           ("2.14.1", "0.29"), ("1.13.1", None)])
-def test_torchvision_series_follows_torchs_minor(torch, series):
-    from torchpod_toolkit.imagebuild.definitions import torchvision_series
-
-    assert torchvision_series(torch) == series
-
-
 def test_every_shipped_definition_pins_the_matching_torchvision():
     for defn in load_definitions(ROOT / "images").values():
         minor = int(defn.torch.version.split(".")[1])

@@ -21,7 +21,8 @@ from packaging.version import Version
 from torchpod.errors import InputError
 from torchpod_toolkit.imagebuild import commands
 from torchpod_toolkit.imagebuild.commands import Builder
-from torchpod_toolkit.imagebuild.definitions import MAX_FILE_BYTES, load_definitions
+from torchpod_toolkit.imagebuild.definition_yaml import MAX_FILE_BYTES
+from torchpod_toolkit.imagebuild.definitions import load_definitions
 
 from paths import ROOT
 

@@ -215,7 +215,7 @@ def test_the_driver_floor_follows_the_locked_cuda_runtime():
 
 @pytest.mark.parametrize("kind", ["fifo", "binary", "huge", "directory"])
 def test_a_lock_that_is_not_a_small_text_file_is_one_line(tmp_path, kind):
-    # the lock is read through definitions.read_text: regular file, 1 MiB, UTF-8, never a hang
+    # the lock is read through definition_yaml.read_text: regular file, 1 MiB, UTF-8, never a hang
     import os
 
     images = _copy(tmp_path)
