@@ -169,6 +169,10 @@ def test_a_jobset_of_three_nodes_trains_to_completed(cluster):
     wait(cluster, "js", "jobsets.jobset.x-k8s.io", "js", "JobSet condition Completed",
          condition(cluster, "js", "jobsets.jobset.x-k8s.io", "js", "Completed"))
     assert_one_group(cluster, "js", world=NODES, nodes=NODES)
+    # c10d names each store connection's peer by a reverse lookup of its address; the cluster
+    # DNS answers it (podargs.sandbox_name), where an unanswered one stalls the job 10 s a time
+    unanswered = [r.pod for r in runs(cluster, "js") if "hostname of the client socket cannot be retrieved" in r.log]
+    assert unanswered == [], unanswered
     assert_model_agrees(cluster, "js", job["path"])
 
 

@@ -4,7 +4,8 @@ and each of its containers, joined to the sandbox's network.
 
 Every command line is a list of words, never a shell line. Container names follow the
 dockershim's ``k8s_<container>_<pod>_<namespace>_<uid>_<attempt>`` (kubernetes v1.23,
-pkg/kubelet/dockershim/naming.go) and are checked against Docker's grammar
+pkg/kubelet/dockershim/naming.go), but for the sandbox's, ``k8s_POD_<uid>`` (one DNS label:
+:func:`sandbox_name`), and are checked against Docker's grammar
 (moby, daemon/names/names.go: ``[a-zA-Z0-9][a-zA-Z0-9_.-]+``). A pod's DNS names are those
 cluster DNS gives a pod with a hostname and a subdomain behind a headless Service
 (kubernetes' DNS specification, ``<hostname>.<subdomain>.<namespace>.svc.<zone>``), with the
@@ -31,6 +32,29 @@ DOCKER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+", re.ASCII)
 # One word of an execve argument list: Linux refuses a longer one (MAX_ARG_STRLEN).
 MAX_WORD = 128 * 1024
 SANDBOX = "POD"  # the dockershim's name for the sandbox in a container's name
+
+
+# The longest DNS label (RFC 1035 section 2.3.4). Docker's embedded DNS server, the cluster
+# DNS of these pods, answers a reverse (PTR) query for a container's address with
+# ``<container name>.<network>``; a name longer than a label cannot be packed into the answer,
+# so the server sends none and the asking resolver waits out its timeout (glibc: 5 s, twice,
+# resolv.conf(5)). torch's c10d looks up the name of each store connection's address
+# (torch/csrc/distributed/c10d/socket.cpp, "The hostname of the client socket cannot be
+# retrieved"), which stalled every rendezvous and process group on this plane by 10 s at each
+# step. A cluster's DNS (CoreDNS' kubernetes plugin) answers such a query at once, with a
+# name or NXDOMAIN: the sandbox, whose address the pod's containers share, gets a name that fits.
+DNS_LABEL_MAX = 63
+
+
+def sandbox_name(uid: str) -> str:
+    """The Docker name of a pod's sandbox: the dockershim's ``k8s_POD_`` and the pod's UID (a
+    36-character UUID, unique per pod), so that the name fits in one DNS label; a ValueError
+    when it does not (a UID that is not a UUID)."""
+    name = f"k8s_{SANDBOX}_{uid}"
+    if not DOCKER_NAME.fullmatch(name) or len(name) > DNS_LABEL_MAX:
+        raise ValueError(f"{name[:120]!r} is not a Docker container name of at most {DNS_LABEL_MAX} characters "
+                         "([a-zA-Z0-9][a-zA-Z0-9_.-]+)")
+    return name
 
 
 def container_name(namespace: str, pod: str, uid: str, container: str, attempt: int) -> str:

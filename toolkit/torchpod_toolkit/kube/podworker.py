@@ -155,7 +155,7 @@ class PodWorker(threading.Thread):
         self.inits = [Record(c["name"], c.get("image", "")) for c in spec.get("initContainers") or []]
         self.apps = [Record(c["name"], c.get("image", "")) for c in spec.get("containers") or []]
         self.specs = {c["name"]: c for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]}
-        self.sandbox = self.name_of(podargs.SANDBOX, 0)
+        self.sandbox = podargs.sandbox_name(self.uid)
         self.pod_ip, self.start_time = "", ""
         self.sources: dict[str, podargs.Source] = {}
         self.folder: Path | None = None

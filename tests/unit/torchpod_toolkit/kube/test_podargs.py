@@ -27,6 +27,18 @@ def test_names_follow_the_dockershim_and_docker_grammar():
         podargs.container_name("ns", "p o d", "u", "main", 0)
 
 
+def test_the_sandbox_name_fits_one_dns_label_and_is_the_pods_own():
+    uid = "c75f7eb7-20da-4a2a-ab6d-baf2760f1452"  # a pod UID as the API server writes it
+    name = podargs.sandbox_name(uid)
+    assert name == f"k8s_POD_{uid}" and len(name) <= podargs.DNS_LABEL_MAX
+    # the dockershim's own form for the same pod would not fit: Docker's DNS could not answer for it
+    assert len(podargs.container_name("fs-kubeflow-2-0", "fs-kubeflow-2-0-worker-0", uid, "POD", 0)) > 63
+    assert podargs.sandbox_name(uid.replace("c", "d")) != name
+    for bad in ("u" * 56, "a b", "/"):  # longer than a label, or not a Docker name
+        with pytest.raises(ValueError, match="at most 63 characters"):
+            podargs.sandbox_name(bad)
+
+
 @given(st.text(min_size=1, max_size=80))
 def test_any_name_is_either_a_docker_name_or_refused(name):
     try:
