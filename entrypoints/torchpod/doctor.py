@@ -8,7 +8,9 @@ nodes, the locked-memory limit, /dev/shm, the verbs providers, the GID choice, u
 variables that contradict the hardware, the NCCL net plugin a fabric needs (or one on
 InfiniBand/RoCE nobody asked for), GPUs, NCCL's configuration files (fabric.ncclconf: every
 check judges the environment NCCL will see), NCCL_*/FI_* names nobody reads (fabric.names),
-the driver against the image's CUDA (fabric.driver), IMEX channels (fabric.imex). With
+the driver against the image's CUDA (fabric.driver), IMEX channels (fabric.imex), and a
+reverse lookup of this node's address that keeps every c10d connection waiting
+(torchpod.reverse_dns: a row only when it is slow). With
 ``--nccl-log`` it also says which transport NCCL really used (torchpod.nccl_log), quoting
 the lines that prove it.
 
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from . import nccl_log, netplugin, readers
+from . import nccl_log, netplugin, readers, reverse_dns
 from .contract import ENV_DOCTOR, ENV_SITE_LIB, SYSFS_ROOT_DEFAULT
 from .errors import InputError
 from .fabric import FABRICS, FabricReport, by_name, detect_fabric, driver, imex, names, ncclconf, site
@@ -99,6 +101,7 @@ class Machine:
     root: Path = Path("/")
     cuda: tuple[int, int] | None = None  # the CUDA the image's torch was built with (driver.torch_cuda)
     cuda_why: str = "not read"  # why ``cuda`` is None
+    reverse_dns: reverse_dns.Lookup | None = None  # the reverse lookup c10d makes of this node's address
 
 
 def gather(env: Mapping[str, str], sysfs_root: Path, gpu_count: int | None) -> Machine:
@@ -125,7 +128,8 @@ def gather(env: Mapping[str, str], sysfs_root: Path, gpu_count: int | None) -> M
     if found and found not in plugins:
         plugins.append(found)
     cuda, cuda_why = driver.torch_cuda()
-    return Machine(
+    address = reverse_dns.own_address()
+    return Machine(reverse_dns=reverse_dns.lookup(address) if address else None,
         cuda=cuda, cuda_why=cuda_why, sysfs_root=sysfs_root, uverbs=tuple(sorted(glob.glob("/dev/infiniband/uverbs*"))),
         memlock=None if soft == resource.RLIM_INFINITY else soft, shm_bytes=shm, verbs_error=verbs_error,
         providers=tuple(providers), net_plugins=tuple(plugins), gpu_count=gpu_count, net_probe=net_probe,
@@ -339,6 +343,9 @@ def preflight(env: Mapping[str, str], m: Machine) -> tuple[FabricReport, list[Ch
                            "run with the GPUs exposed (--gpus all, nvidia.com/gpu resources)"))
     else:
         checks.append(_row("gpus", "ok", OK, f"{plural(m.gpu_count, 'GPU')} visible"))
+    slow = reverse_dns.finding(m.reverse_dns) if m.reverse_dns else None
+    if slow:  # a row only when it costs time: c10d needs no name, only a prompt answer
+        checks.append(Check("reverse-dns", slow))
     return fabric, checks
 
 
