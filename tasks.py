@@ -578,6 +578,7 @@ def _with_default(text: str, value) -> str:
 @_signature(_MANIFEST_OPTIONS)
 def manifests(c, **opts):
     """Write a ready-to-submit job for a scheduler: `invoke manifests --scheduler S ... -- train.py ARGS`."""
+    from torchpod_toolkit.manifests import outfiles, regenerate
     from torchpod_toolkit.manifests import render as render_mod
     from torchpod_toolkit.manifests.spec import JobSpec
 
@@ -588,7 +589,7 @@ def manifests(c, **opts):
             for path in examples:
                 try:
                     text = path.read_text(encoding="utf-8")
-                    spec = render_mod.parse_invoke_line(render_mod.regenerate_line(text))
+                    spec = regenerate.parse_invoke_line(regenerate.regenerate_line(text))
                     fresh.setdefault(path.parent, []).extend(render_mod.render(spec))
                 except UnicodeDecodeError:
                     raise TorchpodError(f"{path.relative_to(ROOT)} is not UTF-8 text") from None
@@ -596,7 +597,7 @@ def manifests(c, **opts):
                     raise type(exc)(f"{path.relative_to(ROOT)}: {exc}") from None
             for folder, outputs in fresh.items():
                 unique = list({o.name: o for o in outputs}.values())
-                for path, changed in render_mod.write(folder, unique, force=True):
+                for path, changed in outfiles.write(folder, unique, force=True):
                     print(f"{'wrote' if changed else 'unchanged'} {path.relative_to(ROOT)}")
             return
         if opts["submit"] and not opts["out"]:
@@ -615,7 +616,7 @@ def manifests(c, **opts):
             for note in notes:
                 print(f"torchpod: {note}", file=sys.stderr)
             return
-        written = render_mod.write(opts["out"], outputs, force=opts["force"])
+        written = outfiles.write(opts["out"], outputs, force=opts["force"])
         for path, changed in written:
             print(f"{'wrote' if changed else 'unchanged'} {path}")
         for note in render_mod.notices(outputs):

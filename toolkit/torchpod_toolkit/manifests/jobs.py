@@ -30,7 +30,7 @@ from .kinds.record import RESTARTS, JobKind, Model, Nodes, Ref
 __all__ = ["KINDS", "JobKind", "Model", "Nodes", "Ref", "RESTARTS", "RUNTIMES", "DEFAULT_RUNTIME", "BY_NAME", "NAMES",
            "KUBE", "HPC", "choices", "kind", "having", "of_pods"]
 
-# The container runtimes an HPC job can run the image with (``--runtime``); hpc.RUNTIMES
+# The container runtimes an HPC job can run the image with (``--runtime``); runtimes.RUNTIMES
 # holds one record of each, in this order, and a unit test holds the two to each other.
 RUNTIMES: tuple[str, ...] = ("apptainer", "enroot", "podman", "docker", "none")
 DEFAULT_RUNTIME = "apptainer"  # what an HPC job uses when --runtime is not given

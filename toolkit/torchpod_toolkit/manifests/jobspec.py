@@ -40,7 +40,7 @@ VOLUME_KINDS = (*POD_KINDS, *BATCH_KINDS)
 QOS_KINDS = jobs.having("qos")
 REQUEUE_KINDS = jobs.having("requeue")
 PROJECT_KINDS = jobs.having("project")
-RUNTIMES = jobs.RUNTIMES  # one record per container runtime: hpc.RUNTIMES
+RUNTIMES = jobs.RUNTIMES  # one record per container runtime: runtimes.RUNTIMES
 
 
 # Bounds on the counts: far above any cluster torchpod targets, low enough that a typo
@@ -71,7 +71,7 @@ MNNVL_KINDS = tuple(MNNVL_OPERATORS)
 class Option:
     """How one JobSpec field is asked for on `invoke manifests`' command line. Declared with
     the field (``option``), it makes the task's flag and help, the Regenerate line
-    (render.invoke_line) and its parser (render.parse_invoke_line): the flag is the field's
+    (regenerate.invoke_line) and its parser (regenerate.parse_invoke_line): the flag is the field's
     name with '-' for '_', as invoke spells it."""
 
     help: str

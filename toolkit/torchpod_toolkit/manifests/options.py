@@ -1,7 +1,7 @@
 """The `invoke manifests` option table, read from the JobSpec fields that declare an option
 (jobspec.option), and the grammar of the counts typed on the command line. Pure.
 
-tasks.py builds the task's flags from :func:`cli_options`; render.py writes and parses the
+tasks.py builds the task's flags from :func:`cli_options`; regenerate.py writes and parses the
 Regenerate line with :func:`options`, :func:`required`, :func:`default` and
 :func:`option_text`. Two of spec.check's steps are the table's own: :func:`check_counts`
 (every count in its bounds) and :func:`check_taken` (an option the job's kind cannot carry

@@ -35,8 +35,8 @@ from torchpod.errors import InputError
 from torchpod.schedulers import choose, lsf, pbs, slurm
 from torchpod.schedulers.common import Facts
 from torchpod_toolkit.manifests import jobs
-from torchpod_toolkit.manifests.hpc import image_file
 from torchpod_toolkit.manifests.render import render
+from torchpod_toolkit.manifests.runtimes import image_file
 from torchpod_toolkit.manifests.spec import HPC, RUNTIMES, JobSpec
 
 import manifest_stubs as stubs
@@ -268,7 +268,7 @@ def test_the_jobs_env_reaches_torchpod_on_every_node_exactly(scheduler, runtime,
 
 @pytest.mark.parametrize("runtime, verb", [("apptainer", "pull"), ("enroot", "import")])
 def test_a_job_re_rendered_for_another_image_fetches_that_image(runtime, verb, tmp_path):
-    """The image file carries the image (hpc.image_file): a job rendered for a new tag, run in
+    """The image file carries the image (runtimes.image_file): a job rendered for a new tag, run in
     the submit directory where the old tag's file lies, fetches the new image and runs it;
     the same image again reuses its file."""
     def fetched(calls: list[stubs.Call]) -> list[str]:

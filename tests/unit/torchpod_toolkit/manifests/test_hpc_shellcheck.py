@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from torchpod_toolkit.manifests import hpc, jobs
+from torchpod_toolkit.manifests import jobs, shellwords
 from torchpod_toolkit.manifests import spec as spec_mod
 from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import HPC, RUNTIMES, JobSpec
@@ -62,7 +62,7 @@ def _script(name: str, text: str) -> str:
     which SkyPilot runs with bash (under the same directive as the scripts)."""
     if not name.endswith(".yaml"):
         return text
-    return "\n".join(["#!/bin/bash", hpc.SHELLCHECK, yaml.safe_load(text)["run"], ""])
+    return "\n".join(["#!/bin/bash", shellwords.SHELLCHECK, yaml.safe_load(text)["run"], ""])
 
 
 def _rendered() -> dict[str, str]:

@@ -18,7 +18,7 @@ from torchpod.resolve import resolve
 from torchpod.schedulers.common import Facts
 from torchpod.torchrun_flags import split_command_line
 from torchpod_toolkit.cluster import topology
-from torchpod_toolkit.manifests import hpc, jobs, kube, operators, render
+from torchpod_toolkit.manifests import headers, hpc, jobs, kube, operators, regenerate, render, runtimes
 from torchpod_toolkit.manifests import spec as spec_mod
 from torchpod_toolkit.manifests.spec import JobSpec, check
 
@@ -61,7 +61,7 @@ def test_a_kube_kinds_manifest_is_its_operator_model(kind):
     assert operators.MODELS[(job["apiVersion"], job["kind"])] is kind.model
     pods = operators.pods(kube.objects(request))
     assert jobs.of_pods(kind.model, {k for k, _ in pods[0].env}).detector == kind.detector
-    header = render.header(request, "f.yaml")
+    header = headers.header(request, "f.yaml")
     assert f"# Submit: {kind.submit} f.yaml   (needs {kind.requires})" in header
     assert f"port {kind.port};" in "\n".join(header)
 
@@ -155,11 +155,12 @@ def test_the_manifests_task_is_generated_from_the_options():
 
 
 def test_the_parser_knows_every_flag_and_no_other():
-    parser = render._parser()
+    parser = regenerate._parser()
     flags = {o for a in parser._actions for o in a.option_strings}
     assert flags == {spec_mod.flag(n) for n, _ in spec_mod.options()}
     with pytest.raises(InputError, match="unrecognized arguments"):
-        render.parse_invoke_line(f"invoke manifests --scheduler slurm --nodes 2 --image {IMAGE} --command x -- t.py")
+        regenerate.parse_invoke_line(
+            f"invoke manifests --scheduler slurm --nodes 2 --image {IMAGE} --command x -- t.py")
 
 
 @pytest.mark.parametrize("missing", ["scheduler", "nodes", "image"])
@@ -168,7 +169,7 @@ def test_a_regenerate_line_without_a_required_option_is_refused(missing):
     del given[missing]
     line = "invoke manifests " + " ".join(f"--{k} {v}" for k, v in given.items()) + " -- t.py"
     with pytest.raises(InputError, match=f"the line has no --{missing};"):
-        render.parse_invoke_line(line)
+        regenerate.parse_invoke_line(line)
 
 
 _TEXT = {"queue": "gpu", "walltime": "02:00:00", "project": "team-b", "namespace": "ml"}
@@ -183,8 +184,8 @@ def test_the_regenerate_line_round_trips_through_its_parser(kind, nodes, gpus, e
     kinds = {name: how.kinds for name, how in spec_mod.options()}
     chosen = {k: _TEXT[k] for k, on in extra.items() if on and (kinds[k] is None or kind in kinds[k])}
     spec = check(JobSpec(kind, nodes, IMAGE, tuple(command), gpus_per_node=gpus, **chosen))
-    line = render.invoke_line(spec)
-    assert check(render.parse_invoke_line(line)) == spec
+    line = regenerate.invoke_line(spec)
+    assert check(regenerate.parse_invoke_line(line)) == spec
     for name, how in spec_mod.options():  # only the flags the job needs: defaults and other kinds' left out
         if how.only is not None and not how.only(spec):
             assert f" {spec_mod.flag(name)} " not in line.split(" -- ")[0] + " "
@@ -192,13 +193,14 @@ def test_the_regenerate_line_round_trips_through_its_parser(kind, nodes, gpus, e
 
 # --- container runtimes -------------------------------------------------------------
 def test_one_record_per_runtime():
-    assert spec_mod.RUNTIMES == tuple(hpc.RUNTIMES) == ("apptainer", "enroot", "podman", "docker", "none")
-    assert all(name == r.name for name, r in hpc.RUNTIMES.items())
-    assert check(JobSpec("slurm", 2, IMAGE, ("t.py",))).runtime == hpc.DEFAULT_RUNTIME
+    assert spec_mod.RUNTIMES == tuple(runtimes.RUNTIMES) == ("apptainer", "enroot", "podman", "docker", "none")
+    assert all(name == r.name for name, r in runtimes.RUNTIMES.items())
+    assert check(JobSpec("slurm", 2, IMAGE, ("t.py",))).runtime == runtimes.DEFAULT_RUNTIME
     assert check(JobSpec("volcano", 2, IMAGE, ("t.py",))).runtime == "none"
 
 
-@pytest.mark.parametrize("kind, runtime", [(k, r) for k in jobs.HPC for r in jobs.kind(k).runtimes or hpc.RUNTIMES])
+@pytest.mark.parametrize("kind, runtime",
+                         [(k, r) for k in jobs.HPC for r in jobs.kind(k).runtimes or runtimes.RUNTIMES])
 def test_every_runtime_starts_torchpod_under_every_batch_system(kind, runtime):
     (out,) = render.render(JobSpec(kind, 2, IMAGE, ("train.py",), runtime=runtime))
     lines = out.text.rstrip("\n").splitlines()
@@ -214,7 +216,7 @@ def test_every_runtime_starts_torchpod_under_every_batch_system(kind, runtime):
 def test_a_kind_that_runs_the_image_itself_takes_only_its_runtimes(kind):
     allowed = jobs.kind(kind).runtimes
     assert check(JobSpec(kind, 2, IMAGE, ("t.py",))).runtime == allowed[0]
-    for runtime in set(hpc.RUNTIMES) - set(allowed):
+    for runtime in set(runtimes.RUNTIMES) - set(allowed):
         with pytest.raises(InputError, match=f"--runtime={runtime} with --scheduler {kind}, which runs the image"):
             check(JobSpec(kind, 2, IMAGE, ("t.py",), runtime=runtime))
 
@@ -228,12 +230,12 @@ def test_the_header_says_how_torch_will_rank_the_nodes_for_every_kind_and_rendez
     for kind in jobs.KINDS:
         for rdzv in ({}, {"rdzv": "etcd", "etcd_endpoint": "etcd.example.com:2379"}):
             request = check(JobSpec(kind.name, 2, IMAGE, ("train.py",), **rdzv))
-            (line,) = [ln for ln in render.header(request, "f") if ln.startswith("# Ranks: ")]
+            (line,) = [ln for ln in headers.header(request, "f") if ln.startswith("# Ranks: ")]
             assert "node index (torchpod orders the rendezvous" in line, (kind.name, line)
             assert ("switch path" in line) is bool(kind.rank_domains), (kind.name, line)
     for kind in (k for k in jobs.KINDS if k.node_range):
         request = check(JobSpec(kind.name, 4, IMAGE, ("train.py",), min_nodes=2))
-        (line,) = [ln for ln in render.header(request, "f") if ln.startswith("# Ranks: ")]
+        (line,) = [ln for ln in headers.header(request, "f") if ln.startswith("# Ranks: ")]
         assert line.startswith("# Ranks: each round ranks the nodes that joined by node index"), (kind.name, line)
 
 
@@ -260,7 +262,7 @@ def test_every_kind_states_how_its_restarts_end_and_its_object_holds_that_bound(
 
     record = jobs.kind(kind)
     request = check(JobSpec(kind, 2, IMAGE, ("train.py",)))
-    (line,) = [ln for ln in render.header(request, "f") if ln.startswith("# Restarts: ")]
+    (line,) = [ln for ln in headers.header(request, "f") if ln.startswith("# Restarts: ")]
     assert "{n}" not in line and len(line) < 400, line
     if not record.kube:
         assert line.startswith("# Restarts: none: a non-zero exit ends the job") or "runs the task once" in line
@@ -293,7 +295,7 @@ def test_an_elastic_volcano_job_is_bounded_too_its_failed_pods_stay_failed():
     import yaml
 
     request = check(JobSpec("volcano", 4, IMAGE, ("train.py",), min_nodes=2))
-    (line,) = [ln for ln in render.header(request, "f") if ln.startswith("# Restarts: ")]
+    (line,) = [ln for ln in headers.header(request, "f") if ln.startswith("# Restarts: ")]
     assert "without bound" not in line and f"at most {jobs.RESTARTS} times (PET_MAX_RESTARTS)" in line, line
     (job,) = [d for d in yaml.safe_load_all(render.render(request)[0].text) if d and d["kind"] == "Job"]
     assert "policies" not in job["spec"], job["spec"]

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from torchpod.torchrun_flags import split_command_line
-from torchpod_toolkit.manifests import jobs, kube, operators
+from torchpod_toolkit.manifests import jobs, kube, operators, podtemplate
 from torchpod_toolkit.manifests.spec import KUBE, MNNVL_KINDS, JobSpec, check
 
 from manifest_cases import IMAGE, KUBE_SPECS, documents, spec_id
@@ -137,10 +137,10 @@ def test_mnnvl_applies_the_compute_domain_first_and_every_pod_claims_its_channel
     assert domain["spec"] == {"numNodes": spec.nodes,
                               "channel": {"resourceClaimTemplate": {"name": f"{spec.name}-compute-domain-channel"}}}
     pods = [p["spec"] for d in docs[1:] for p in _pod_templates(d)]
-    assert pods and all(p["resourceClaims"] == [{"name": kube.MNNVL_CLAIM, "resourceClaimTemplateName":
+    assert pods and all(p["resourceClaims"] == [{"name": podtemplate.MNNVL_CLAIM, "resourceClaimTemplateName":
                                                  f"{spec.name}-compute-domain-channel"}] for p in pods)
     for c in (c for p in pods for c in p["containers"]):
-        assert c["resources"]["claims"] == [{"name": kube.MNNVL_CLAIM}]
+        assert c["resources"]["claims"] == [{"name": podtemplate.MNNVL_CLAIM}]
         assert c["resources"]["limits"]["nvidia.com/gpu"] == str(spec.gpus_per_node)  # GPUs asked for as before
 
 

@@ -8,8 +8,9 @@ import pytest
 
 from torchpod.errors import InputError
 from torchpod_toolkit.manifests import podfields
+from torchpod_toolkit.manifests.headers import script_source
 from torchpod_toolkit.manifests.podfields import Toleration, Volume
-from torchpod_toolkit.manifests.render import render, script_source
+from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import JobSpec, check
 
 from manifest_cases import IMAGE

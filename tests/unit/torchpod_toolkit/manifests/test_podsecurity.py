@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from torchpod.errors import InputError
-from torchpod_toolkit.manifests import jobs, kube, podsecurity
+from torchpod_toolkit.manifests import jobs, podsecurity, podtemplate
 from torchpod_toolkit.manifests import render as render_mod
 from torchpod_toolkit.manifests.spec import JobSpec, check
 
@@ -26,7 +26,7 @@ def documents(text: str) -> list[dict]:
 
 
 # torchpod's pod for --rdma none, as kube renders it: every check passes
-RESTRICTED = kube.pod_spec(check(JobSpec("volcano", 2, IMAGE, ("t.py",))))
+RESTRICTED = podtemplate.pod_spec(check(JobSpec("volcano", 2, IMAGE, ("t.py",))))
 
 
 def _with(change) -> dict:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from torchpod_toolkit.manifests import regenerate
 from torchpod_toolkit.manifests import render as render_mod
 from torchpod_toolkit.manifests.spec import HPC, KUBE
 
@@ -28,7 +29,7 @@ def test_worked_examples_exist_for_every_scheduler():
 
 @pytest.mark.parametrize("path", _examples(), ids=lambda p: p.name)
 def test_worked_example_is_what_its_regenerate_line_renders(path):
-    spec = render_mod.parse_invoke_line(render_mod.regenerate_line(path.read_text()))
+    spec = regenerate.parse_invoke_line(regenerate.regenerate_line(path.read_text()))
     rendered = {o.name: o.text for o in render_mod.render(spec)}
     assert path.name in rendered, sorted(rendered)
     assert path.read_text() == rendered[path.name], f"{path} is stale: run `invoke manifests --refresh`"

@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from torchpod.errors import InputError
-from torchpod_toolkit.manifests import hpc, jobs, kube, resources
+from torchpod_toolkit.manifests import hpc, jobs, kube, resources, runtimes
 from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import HPC, KUBE, RUNTIMES, JobSpec, check
 
@@ -277,7 +277,8 @@ def check_hpc(spec: JobSpec, locale: str) -> None:
         check_calls(spec, calls, where)
         assert not where["mark"].exists(), "the script ran code from a value (the marker file exists)"
         made = {p.name for p in where["work"].iterdir()}
-        own = {hpc.image_file(spec, "sif"), hpc.image_file(spec, "sqsh"), hpc.image_file(spec, "enroot-rc")}
+        own = {runtimes.image_file(spec, "sif"), runtimes.image_file(spec, "sqsh"),
+               runtimes.image_file(spec, "enroot-rc")}
         assert made <= own, f"stray files: {made}"  # no .part
         assert not any(where["home"].iterdir()), "files appeared in HOME"
         assert {p.name for p in Path(tmp).iterdir()} == {"bin", "work", "home", "job", "calls.log"}

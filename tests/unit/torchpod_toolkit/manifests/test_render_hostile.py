@@ -17,8 +17,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from torchpod.errors import InputError, RuntimeFailure, TorchpodError
-from torchpod_toolkit.manifests import hpc, kube
+from torchpod.errors import InputError
+from torchpod_toolkit.manifests import kube, outfiles, regenerate, shellwords
 from torchpod_toolkit.manifests import render as render_mod
 from torchpod_toolkit.manifests.spec import HPC, KUBE, JobSpec, check
 
@@ -149,7 +149,7 @@ def test_no_argument_reaches_a_comment_raw_and_the_regenerate_line_reads_back(sc
     for out in render_mod.render(spec):
         for line in _comment_lines(out.text):
             assert all(" " <= ch <= "~" for ch in line), (out.name, line)
-        again = render_mod.parse_invoke_line(render_mod.regenerate_line(out.text))
+        again = regenerate.parse_invoke_line(regenerate.regenerate_line(out.text))
         assert check(again) == spec
 
 
@@ -161,65 +161,23 @@ def test_the_header_names_the_etcd_the_job_uses():
 @settings(deadline=None, max_examples=300)
 @given(word=ANY_TEXT)
 def test_any_word_quoted_for_a_comment_is_printable_ascii_and_reads_back(word):
-    quoted = hpc.quote(word, ascii_only=True)
+    quoted = shellwords.quote(word, ascii_only=True)
     assert all(" " <= ch <= "~" for ch in quoted)
-    assert render_mod.split_words(quoted) == [word]
+    assert regenerate.split_words(quoted) == [word]
 
 
 @settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 @given(argv=st.lists(ANY_TEXT, max_size=4), scheduler=st.sampled_from(KUBE + HPC))
 def test_any_argv_round_trips_through_the_regenerate_line(argv, scheduler):
     spec = check(_spec(scheduler=scheduler, command=("train.py", *argv)))
-    line = render_mod.invoke_line(spec)
-    assert check(render_mod.parse_invoke_line(line)) == spec
-
-
-MALFORMED = [
-    ("invoke manifests --scheduler slurm --nodes 2 --image 'x", "not closed"),
-    ("invoke manifests --scheduler slurm --nodes 2 --image $'x", "not closed"),
-    ("invoke build --scheduler slurm", "is not an `invoke manifests` line"),
-    ("invoke manifests --scheduler slurm --nodes 2 --image i:1 --bogus 1 -- t.py", "unrecognized arguments"),
-    ("invoke manifests --scheduler slurm --nodes abc --image i:1 -- t.py", "--nodes='abc'"),
-    ("invoke manifests --scheduler slurm --nodes 2 --image i:1 -- $(touch P)", "is not quoted"),
-    ('invoke manifests --scheduler slurm --nodes 2 --image i:1 -- "$HOME"', 'holds $'),
-    ("invoke manifests --scheduler slurm --nodes 2 --image i:1 -- $'\\q'", "escape \\q"),
-    ("invoke manifests --scheduler slurm --nodes 2 --image i:1 -- $'\\x4'", "bad escape"),
-    ("invoke manifests --scheduler slurm --nodes 2 --image i:1 -- $'\\UFFFFFFFF'", "bad escape"),
-    ("invoke manifests --nodes 2 --image i:1 -- t.py", "has no --scheduler"),
-    ("invoke manifests --scheduler slurm --nodes 2 --image", "expected one argument"),
-    ("invoke manifests --sched slurm --nodes 2 --image i:1", "unrecognized arguments"),
-]
-
-
-@pytest.mark.parametrize("line, needle", MALFORMED, ids=[n for _, n in MALFORMED])
-def test_a_malformed_regenerate_line_is_one_line(line, needle):
-    with pytest.raises(InputError) as err:
-        render_mod.parse_invoke_line(line)
-    assert needle in str(err.value) and "\n" not in str(err.value)
-
-
-def test_a_file_without_a_regenerate_line_is_one_line():
-    with pytest.raises(InputError, match="no '# Regenerate"):
-        render_mod.regenerate_line("#!/bin/bash\n# Regenerate:invoke manifests\n")
+    line = regenerate.invoke_line(spec)
+    assert check(regenerate.parse_invoke_line(line)) == spec
 
 
 # --- scripts: quoted by construction ------------------------------------------------------
 
-def test_only_torchpods_own_expansions_go_unquoted():
-    for text in hpc.EXPANSIONS:
-        assert hpc.line([hpc.Sh(text)]) == text
-    for text in ("$(touch P)", '"$HOME"', "/srv/:rocm/lib", '"$PWD"; touch P'):
-        with pytest.raises(ValueError, match="only torchpod's own expansions"):
-            hpc.Sh(text)
-
-
-def test_a_word_joined_from_text_and_an_expansion_quotes_the_text():
-    word = hpc.Cat("--x=", hpc.Sh('"$SIF"'), ",a b;$(c)")
-    assert hpc.word(word) == "--x=\"$SIF\"',a b;$(c)'"
-
-
 def _bash_words(words: list[str]) -> list[str]:
-    script = "printf '%s\\0' " + hpc.line(words) + "\n"
+    script = "printf '%s\\0' " + shellwords.line(words) + "\n"
     proc = subprocess.run(["bash", "-c", script], capture_output=True, timeout=HANG_GUARD,
                           env={"PATH": os.environ["PATH"], "LC_ALL": "C"})
     assert proc.returncode == 0, proc.stderr
@@ -299,139 +257,16 @@ def test_an_argument_that_is_a_yaml_document_stays_an_argument():
         assert replica["template"]["spec"]["containers"][0]["args"] == ["run", "--", "train.py", evil]
 
 
-# --- writing: all or none, never over work, no stray directories ---------------------------
-
-def _outputs(**change):
-    return render_mod.render(_spec(**change))
-
-
-def test_write_puts_every_file_in_place_and_leaves_no_temporary(tmp_path):
-    outs = _outputs(scheduler="runai")
-    written = render_mod.write(tmp_path / "out", outs)
-    assert [(p.name, changed) for p, changed in written] == [(o.name, True) for o in outs]
-    assert sorted(os.listdir(tmp_path / "out")) == sorted(o.name for o in outs)
-
-
-def test_identical_content_is_left_alone(tmp_path):
-    outs = _outputs()
-    render_mod.write(tmp_path, outs)
-    before = os.stat(tmp_path / outs[0].name).st_mtime_ns
-    assert [changed for _, changed in render_mod.write(tmp_path, outs)] == [False]
-    assert os.stat(tmp_path / outs[0].name).st_mtime_ns == before
-
-
-def test_a_hand_edited_file_is_kept_and_named_unless_forced(tmp_path):
-    outs = _outputs(scheduler="runai")
-    render_mod.write(tmp_path, outs)
-    edited = tmp_path / outs[1].name
-    edited.write_text("# my edits\n")
-    (tmp_path / outs[0].name).unlink()
-    with pytest.raises(InputError) as err:
-        render_mod.write(tmp_path, outs)
-    assert f"kept {edited}" in str(err.value) and "--force" in str(err.value)
-    assert edited.read_text() == "# my edits\n"
-    assert not (tmp_path / outs[0].name).exists()  # both or none
-    render_mod.write(tmp_path, outs, force=True)
-    assert edited.read_text() == outs[1].text
-
-
-@pytest.mark.parametrize("make, kind", [("dir", "a directory"), ("fifo", "a FIFO (named pipe)"),
-                                        ("symlink", "a symbolic link")])
-def test_something_not_a_regular_file_in_the_way_is_refused_and_nothing_written(tmp_path, make, kind):
-    outs = _outputs(scheduler="runai")
-    target = tmp_path / outs[1].name
-    {"dir": target.mkdir, "fifo": lambda: os.mkfifo(target),
-     "symlink": lambda: target.symlink_to(tmp_path / "elsewhere")}[make]()
-    with pytest.raises(InputError) as err:
-        render_mod.write(tmp_path, outs, force=True)
-    assert str(err.value).startswith(f"{target} is {kind}; expected a regular file") and "\n" not in str(err.value)
-    assert not (tmp_path / outs[0].name).exists()
-
-
-def test_a_binary_file_in_the_way_is_compared_as_bytes_and_kept(tmp_path):
-    outs = _outputs()
-    target = tmp_path / outs[0].name
-    target.write_bytes(b"\xff\xfe" + outs[0].text.encode())  # not UTF-8: compared as bytes, kept all the same
-    with pytest.raises(InputError, match="kept .* it exists with other content"):
-        render_mod.write(tmp_path, outs)
-    assert [changed for _, changed in render_mod.write(tmp_path, outs, force=True)] == [True]
-    assert target.read_text() == outs[0].text
-
-
-def test_out_at_a_file_or_under_one_is_one_line(tmp_path):
-    (tmp_path / "f").write_text("x")
-    with pytest.raises(InputError, match="is an existing file; expected a directory"):
-        render_mod.write(tmp_path / "f", _outputs())
-    with pytest.raises(InputError, match="which is not a directory"):
-        render_mod.write(tmp_path / "f" / "sub", _outputs())
-
-
-def test_out_where_nothing_can_be_written_is_one_line():
-    with pytest.raises(TorchpodError) as err:
-        render_mod.write("/proc/torchpod-manifests", _outputs())
-    assert "/proc" in str(err.value) and "\n" not in str(err.value)
-
-
-def test_a_failed_rename_takes_back_the_files_already_moved(tmp_path, monkeypatch):
-    outs = _outputs(scheduler="runai")
-    calls = []
-    real = os.replace
-
-    def flaky(src, dst):
-        calls.append(dst)
-        if len(calls) == 2:
-            raise OSError(28, "No space left on device")
-        real(src, dst)
-
-    monkeypatch.setattr(os, "replace", flaky)
-    with pytest.raises(RuntimeFailure, match="No space left on device; nothing was written"):
-        render_mod.write(tmp_path, outs)
-    assert os.listdir(tmp_path) == []
-
-
-def test_dot_dot_in_out_leaves_no_stray_directories(tmp_path):
-    render_mod.write(tmp_path / "x" / "a" / ".." / "b" / ".." / ".." / "c", _outputs())
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
-
+# --- writing: nothing when render refuses (outfiles.write itself: test_outfiles.py) ---------
 
 def test_nothing_is_written_when_render_refuses(tmp_path):
     with pytest.raises(InputError):
-        render_mod.write(tmp_path / "out", render_mod.render(_spec(nodes="abc")))
+        outfiles.write(tmp_path / "out", render_mod.render(_spec(nodes="abc")))
     assert not (tmp_path / "out").exists()
 
 
 def test_the_worked_examples_parse_with_the_strict_reader():
     root = ROOT / "manifests"
     for path in sorted(p for p in root.rglob("*") if p.is_file() and p.name != "README.md"):
-        spec = render_mod.parse_invoke_line(render_mod.regenerate_line(path.read_text()))
+        spec = regenerate.parse_invoke_line(regenerate.regenerate_line(path.read_text()))
         assert check(spec)
-
-
-def test_a_regenerate_line_after_a_unicode_line_separator_is_not_a_line():
-    fake = "x\u2028# Regenerate: invoke manifests --scheduler slurm --nodes 9 --image i:1 -- evil.py"
-    with pytest.raises(InputError, match="no '# Regenerate"):
-        render_mod.regenerate_line(f"#!/bin/bash\ntorchpod run -- train.py '{fake}'\n")
-
-
-def test_out_with_a_name_too_long_for_the_filesystem_is_one_line(tmp_path):
-    with pytest.raises(InputError, match="a component of 300 bytes"):
-        render_mod.write(tmp_path / ("d" * 300), _outputs())
-    assert os.listdir(tmp_path) == []
-
-
-def test_a_huge_file_in_the_way_is_kept_without_being_read_whole(tmp_path, monkeypatch):
-    outs = _outputs()
-    big = tmp_path / outs[0].name
-    with open(big, "wb") as fh:  # sparse: 1 GiB that costs no disk
-        fh.truncate(1 << 30)
-    reads = []
-    real_read = os.read
-
-    def counting_read(fd, n):
-        reads.append(n)
-        return real_read(fd, n)
-
-    monkeypatch.setattr(os, "read", counting_read)
-    with pytest.raises(InputError, match="kept"):
-        render_mod.write(tmp_path, outs)
-    assert reads and all(0 <= n <= len(outs[0].text.encode()) + 1 for n in reads), reads

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from torchpod.errors import InputError
-from torchpod_toolkit.manifests import kube, resources
+from torchpod_toolkit.manifests import kube, podtemplate, resources
 from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import KUBE, JobSpec, check
 
@@ -95,7 +95,7 @@ def test_skypilot_asks_for_at_least_the_cpus_and_memory():
 @pytest.mark.parametrize("gpus", [0, 8])
 def test_every_pod_requests_and_is_limited_to_cpus_and_memory_never_best_effort(scheduler, gpus):
     spec = check(JobSpec(scheduler, 2, IMAGE, ("train.py",), gpus_per_node=gpus))
-    asked = kube.container(spec)["resources"]
+    asked = podtemplate.container(spec)["resources"]
     want = {"cpu": str(max(gpus * 8, 4)), "memory": f"{max(gpus * 32, 16)}Gi"}
     assert asked["requests"] == asked["limits"] and {k: asked["requests"][k] for k in want} == want
 

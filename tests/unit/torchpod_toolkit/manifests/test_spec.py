@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from torchpod.errors import InputError
 from torchpod_toolkit.manifests import jobs
+from torchpod_toolkit.manifests import regenerate as regenerate_mod
 from torchpod_toolkit.manifests import render as render_mod
 from torchpod_toolkit.manifests import spec as spec_mod
 from torchpod_toolkit.manifests.spec import NODE_RANGE_KINDS, JobSpec, check
@@ -98,9 +99,9 @@ def test_any_requeue_lead_is_refused_in_one_line_or_becomes_the_signal_directive
 def test_requeue_lead_survives_the_regenerate_line():
     spec = JobSpec("slurm", 2, IMAGE, ("train.py",), runtime="none", walltime="02:00:00", requeue_lead="0300")
     (out,) = render_mod.render(spec)
-    regenerate = render_mod.regenerate_line(out.text)
+    regenerate = regenerate_mod.regenerate_line(out.text)
     assert "--requeue-lead 300 " in regenerate
-    assert render_mod.render(render_mod.parse_invoke_line(regenerate))[0].text == out.text
+    assert render_mod.render(regenerate_mod.parse_invoke_line(regenerate))[0].text == out.text
     (plain,) = render_mod.render(JobSpec("slurm", 2, IMAGE, ("train.py",), runtime="none"))
     assert "--requeue-lead" not in plain.text  # off by default, and not named
 
@@ -181,9 +182,9 @@ def test_any_text_is_a_range_with_the_right_bounds_or_one_line(text):
 def test_the_regenerate_line_carries_the_range_and_reads_back(kind):
     spec = _elastic(kind, "2:5")
     (yaml_out,) = render_mod.render(spec)
-    line = render_mod.regenerate_line(yaml_out.text)
+    line = regenerate_mod.regenerate_line(yaml_out.text)
     assert " --nodes 2:5 " in line and yaml_out.text.startswith(f"# torchpod {kind} job 'train': 2:5 nodes")
-    assert check(render_mod.parse_invoke_line(line)) == spec
+    assert check(regenerate_mod.parse_invoke_line(line)) == spec
 
 
 # --- --workload preflight: torchpod.preflight alone, for every kind ---------------------------
@@ -204,8 +205,8 @@ def test_the_preflight_workload_runs_the_module_with_its_options_on_every_kind(k
     assert spec.launch() == (("--module",), ("torchpod.preflight", "--floor-gbps", "100"))
     text = "\n".join(f.text for f in render_mod.render(spec))
     assert "torchpod.preflight" in text and "train.py" not in text
-    line = render_mod.invoke_line(spec)
-    assert "--workload preflight" in line and check(render_mod.parse_invoke_line(line)) == spec
+    line = regenerate_mod.invoke_line(spec)
+    assert "--workload preflight" in line and check(regenerate_mod.parse_invoke_line(line)) == spec
 
 
 def test_the_preflight_workload_needs_no_options_and_train_needs_a_script():
@@ -213,7 +214,7 @@ def test_the_preflight_workload_needs_no_options_and_train_needs_a_script():
     (out,) = render_mod.render(spec)
     words = _launch_words(out.text)
     assert words[-4:] == ["run", "--module", "--", "torchpod.preflight"], words
-    assert check(render_mod.parse_invoke_line(render_mod.invoke_line(spec))) == spec
+    assert check(regenerate_mod.parse_invoke_line(regenerate_mod.invoke_line(spec))) == spec
     with pytest.raises(InputError, match="no training script given"):
         check(JobSpec("slurm", 2, IMAGE, ()))
 
@@ -293,7 +294,7 @@ def test_every_option_either_changes_the_job_or_is_refused_in_one_line(option, k
     except InputError:
         plain = None  # the job needs the option: it took effect
     assert plain != given, f"{spec_mod.flag(option)} changed nothing in a {kind} job"
-    assert f" {spec_mod.flag(option)}" in render_mod.invoke_line(spec).split(" -- ")[0]
+    assert f" {spec_mod.flag(option)}" in regenerate_mod.invoke_line(spec).split(" -- ")[0]
 
 
 @pytest.mark.parametrize("kind, fields, refusal", [
@@ -339,4 +340,4 @@ def test_the_etcd_pod_runs_the_image_named_and_a_tag_is_a_warning_a_digest_is_no
         text = outputs[0].text
         assert f"image: {image}" in text, text
         assert any("etcd Pod's image" in n for n in render_mod.notices(outputs)) is warned
-        assert (f"--etcd-image {image}" in render_mod.regenerate_line(text)) is not warned  # a default is left out
+        assert (f"--etcd-image {image}" in regenerate_mod.regenerate_line(text)) is not warned  # a default is left out
