@@ -17,26 +17,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import socket
 import sys
 import time
 from datetime import timedelta
-from typing import NoReturn
 
 from .contract import RESULT_PREFIX
 from .errors import InputError, one_line
 from .words import plural
-
-UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-
-
-def parse_bytes(text: str) -> int:
-    m = re.fullmatch(r"\s*([0-9]+)\s*([KMG]?)i?B?\s*", text, flags=re.I | re.A)  # ASCII digits only
-    value = int(m.group(1)) * UNITS[m.group(2).upper()] if m else 0
-    if value < 4:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size; expected e.g. 4, 1K, 64M (at least 4 bytes)")
-    return value
+from .workload_options import Parser, parse_bytes, whole
 
 
 def sizes(lo: int, hi: int, factor: int) -> list[int]:
@@ -57,21 +46,6 @@ def table(rows: list[dict], world: int, backend: str) -> str:
     lines = [head] + [f"{r['bytes']:>12} {r['count']:>11} {r['time_us']:>11.1f} {r['algbw_gbps']:>13.3f} "
                       f"{r['busbw_gbps']:>13.3f}" for r in rows]
     return "\n".join(lines)
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse for a workload's options, whose errors are one InputError (one line, exit 2)
-    instead of a usage block and SystemExit: the launcher checks them before torchrun starts."""
-
-    def error(self, message: str) -> NoReturn:
-        raise InputError(f"{self.prog}: {message}")
-
-
-def whole(text: str) -> int:
-    """A whole number typed on the command line: ASCII digits only (int() takes '٣' too)."""
-    if not re.fullmatch(r"-?[0-9]{1,18}", text, flags=re.A):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; expected ASCII digits, e.g. 10")
-    return int(text)
 
 
 def parser() -> argparse.ArgumentParser:

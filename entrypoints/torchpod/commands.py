@@ -15,7 +15,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from . import bench_allreduce, preflight
+from . import bench_allreduce, preflight_options
 from .contract import ENV_COMMAND, ENV_SCHEDULER, PREFLIGHT_MODULE, SETTINGS, Setting
 from .schedulers import SCHEDULERS
 from .torchrun_flags import RESOLVED_OPTIONS, TORCHRUN_OPTIONS, spelling
@@ -122,7 +122,7 @@ class Workload:
 
 BENCHES = {"allreduce": Workload(BENCH, bench_allreduce.__name__, bench_allreduce.parser, bench_allreduce.check_options,
                                  "all-reduce bandwidth as nccl-tests' all_reduce_perf reports it")}
-PREFLIGHT_WORKLOAD = Workload(PREFLIGHT, PREFLIGHT_MODULE, preflight.parser, preflight.check_options)
+PREFLIGHT_WORKLOAD = Workload(PREFLIGHT, PREFLIGHT_MODULE, preflight_options.parser, preflight_options.check_options)
 WORKLOADS = {w.module: w for w in (*BENCHES.values(), PREFLIGHT_WORKLOAD)}
 
 

@@ -36,7 +36,9 @@ and the sweep table, writes ``--json`` and ``--svg`` (busbw against size, standa
 only) and prints a TORCHPOD_RESULT line. Every rank exits 0 only when no node failed and
 the verdict is decided or accepted, 1 otherwise, 2 for bad input. The pure parts
 (torchpod.localise, ``verdicts``, ``assemble``, ``report``, ``svg``) take plain data; only
-``main`` touches torch, the env and the clock.
+``main`` touches torch, the env and the clock. The options (their parser, their check and
+the ``--then`` split) live in torchpod.preflight_options, which the launcher and `invoke
+manifests --workload preflight` read without importing this module's measuring code.
 """
 
 from __future__ import annotations
@@ -45,7 +47,6 @@ import argparse
 import json
 import math
 import os
-import re
 import socket
 import sys
 import time
@@ -54,8 +55,8 @@ from typing import Any, Mapping, Sequence
 from xml.sax.saxutils import escape
 
 from . import doctor, gpus
-from .bench_allreduce import Parser, measure_row, parse_bytes, sizes, whole
-from .contract import ENV_NODE_RANK, ENV_PREFLIGHT, ENV_PREFLIGHT_UNDECIDED, RESULT_PREFIX, switch
+from .bench_allreduce import measure_row, sizes
+from .contract import ENV_NODE_RANK, ENV_PREFLIGHT_UNDECIDED, RESULT_PREFIX, switch
 from .errors import InputError, one_line
 from .fabric import presets
 from .fabric.findings import Severity
@@ -63,7 +64,7 @@ from .fabric.presets import RING, Floor
 from .facts import gather_facts
 from .localise import Pair, Verdict, figure, localise
 from .localise import ring as localise_ring
-from .plan import THEN, THEN_MODES
+from .preflight_options import check_options, split_then
 from .words import plural
 
 PREFIX = "torchpod.preflight"  # the store keys of preflight's own process group
@@ -260,54 +261,6 @@ def exit_code(result: Mapping[str, Any]) -> int:
 
 # -- the impure edge: torch, the env, the clock ---------------------------------------------
 
-def parser() -> argparse.ArgumentParser:
-    """Preflight's options, as its workers read them and `torchpod preflight --help` shows them."""
-    parser = Parser(prog="torchpod preflight", description="Before a job trains, check every node and name "
-                    "every slow one: each node's doctor checks, pairs of nodes timed, an all-reduce sweep.",
-                    epilog=f"{THEN} {'|'.join(THEN_MODES)} TARGET [ARGS...]: when no node failed, every worker "
-                           "replaces itself with that command, in the job's own process group, as "
-                           f"{ENV_PREFLIGHT.name}=1 runs a job (what follows {THEN} is the command's own)")
-    parser.add_argument("--pair-bytes", type=parse_bytes, default=parse_bytes("4M"), metavar="SIZE",
-                        help="message size each pair of nodes is timed at (default 4M)")
-    parser.add_argument("--min-bytes", type=parse_bytes, default=parse_bytes("1K"), metavar="SIZE",
-                        help="smallest size of the all-reduce sweep (default 1K)")
-    parser.add_argument("--max-bytes", type=parse_bytes, default=parse_bytes("4M"), metavar="SIZE",
-                        help="largest size of the sweep (default 4M)")
-    parser.add_argument("--iters", type=whole, default=5, metavar="N", help="timed all-reduces per size (default 5)")
-    parser.add_argument("--warmup", type=whole, default=2, metavar="N",
-                        help="untimed all-reduces before them (default 2)")
-    parser.add_argument("--floor-gbps", type=_gbps, default=None, metavar="GBPS",
-                        help="a pair under this busbw (GB/s) is slow")
-    parser.add_argument("--allow-undecided", action="store_true",
-                        help="exit 0 when the pairs cannot tell slow nodes from fast (e.g. two nodes, no floor)")
-    parser.add_argument("--json", metavar="FILE", help="where rank 0 writes the report")
-    parser.add_argument("--svg", metavar="FILE", help="where rank 0 writes busbw against size")
-    return parser
-
-
-def _gbps(text: str) -> float:
-    """A bandwidth typed on the command line: an ASCII decimal number (float() takes '١٢')."""
-    if not re.fullmatch(r"[0-9]{1,12}(\.[0-9]{1,12})?", text, flags=re.A):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a bandwidth; expected GB/s as a number, e.g. 40 or 12.5")
-    return float(text)
-
-
-def check_options(argv: Sequence[str]) -> argparse.Namespace:
-    """Preflight's options as its workers will read them (``--then`` and what follows it left
-    out); else one InputError. The launcher and `invoke manifests --workload preflight` check
-    them before anything starts."""
-    return _checked(_split_then(argv)[0])
-
-
-def _checked(argv: Sequence[str] | None) -> argparse.Namespace:
-    checker = parser()
-    args = checker.parse_args(argv)
-    floor_ok = args.floor_gbps is None or (math.isfinite(args.floor_gbps) and args.floor_gbps > 0)
-    if args.iters < 1 or args.warmup < 0 or args.min_bytes > args.max_bytes or not floor_ok:
-        checker.error("expected --iters >= 1, --warmup >= 0, --min-bytes <= --max-bytes and --floor-gbps > 0")
-    return args
-
-
 def _doctor_rows(env: Mapping[str, str]) -> list[dict]:
     """This node's doctor checks, as `torchpod doctor` runs them (read-only use)."""
     facts = gather_facts(env)
@@ -412,20 +365,6 @@ def _node_number(env: Mapping[str, str], group_rank: int) -> int:
     return int(value) if value.isascii() and value.isdigit() and len(value) < 10 else group_rank
 
 
-def _split_then(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
-    """preflight's own options, and the command after ``--then MODE TARGET [ARGS...]``
-    (plan.preflight_first writes it; MODE is script, module or program)."""
-    words = list(argv)
-    if THEN not in words:
-        return words, None
-    at = words.index(THEN)
-    then = words[at + 1:]
-    if len(then) < 2 or then[0] not in THEN_MODES:
-        raise InputError(f"preflight {THEN} {' '.join(then)[:80]!r}; "
-                         f"expected {THEN} {'|'.join(THEN_MODES)} TARGET [ARGS...]")
-    return words[:at], then
-
-
 def exec_then(then: Sequence[str], env: Mapping[str, str]) -> int:
     """Replace this worker with the user's command as torchrun would have started it
     (torch/distributed/run.py config_from_args, v2.13: PYTHON_EXEC or sys.executable, -u,
@@ -461,8 +400,8 @@ def _preset_floor() -> tuple[str, Floor | None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        own, then = _split_then(sys.argv[1:] if argv is None else argv)
-        args = _checked(own)
+        own, then = split_then(sys.argv[1:] if argv is None else argv)
+        args = check_options(own)
         accepted = allow_undecided(args.allow_undecided, os.environ)
         preset, floor = _preset_floor()
     except InputError as exc:

@@ -70,7 +70,7 @@ LAUNCHER_PUBLIC_API = {
     ("torchpod.fabric", "presets"),  # shape presets, through presets.load()
     ("torchpod.fabric", "driver"),  # driver.MAJOR_FLOOR: the oldest driver each CUDA major runs on (a label)
     ("torchpod", "netplugin"),  # netplugin.wanted(): the plugin API versions an NCCL asks for
-    ("torchpod", "preflight"),  # preflight.check_options(): the preflight workload's options, checked
+    ("torchpod", "preflight_options"),  # check_options(): the preflight workload's options, checked
     ("torchpod", "readers"),  # the one bounded reader of a file torchpod did not write (READERS below)
 }
 # What the toolkit reads with: a whole file (text or bytes), its start or end, or a descriptor
@@ -78,7 +78,7 @@ LAUNCHER_PUBLIC_API = {
 READERS = {"read_text", "read_bytes", "read_head", "read_tail", "tail_text", "open_regular", "Unreadable", "DATA_CAP",
            "ATTR_CAP"}
 LAUNCHER_PUBLIC_ATTRIBUTES = {"presets": {"load"}, "driver": {"MAJOR_FLOOR"}, "netplugin": {"wanted"},
-                              "preflight": {"check_options"}, "readers": READERS}
+                              "preflight_options": {"check_options"}, "readers": READERS}
 
 
 def _launcher_imports(path: Path) -> list[tuple[str, str, str]]:
@@ -119,7 +119,7 @@ def test_the_public_names_exist():
         found = hasattr(importlib.import_module(module), name) or importlib.util.find_spec(f"{module}.{name}")
         assert found, (module, name)
     for module, attrs in (("torchpod.fabric.presets", {"load"}), ("torchpod.netplugin", {"wanted"}),
-                          ("torchpod.preflight", {"check_options"}),
+                          ("torchpod.preflight_options", {"check_options"}),
                           ("torchpod.readers", {n for n in READERS if not n.endswith("_CAP")})):
         assert all(callable(getattr(importlib.import_module(module), a)) for a in attrs)
 

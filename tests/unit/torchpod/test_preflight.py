@@ -148,11 +148,6 @@ def test_any_setting_value_is_accepted_refused_or_bad_input_in_one_line(value):
         assert accepted is (value.strip() == "1")
 
 
-def test_the_option_is_checked_with_the_others():
-    assert preflight.check_options(["--allow-undecided"]).allow_undecided is True
-    assert preflight.check_options([]).allow_undecided is False
-
-
 def test_a_node_count_other_than_the_pairs_is_bad_input():
     with pytest.raises(InputError, match="preflight has 3 nodes but the pairs were measured for 4"):
         preflight.assemble(_nodes(3), _verdict(4, lambda p: 1.0), ROWS, "gloo")
@@ -203,12 +198,6 @@ def test_the_doctors_own_rows_decide_the_node_status():
 
 
 # --- TORCHPOD_PREFLIGHT=1: preflight's options, then the command it execs -----------------------
-def test_then_splits_preflight_options_from_the_command_exactly():
-    own, then = preflight._split_then(["--iters", "2", "--then", "script", "t.py", "--then", "$(id)"])
-    assert own == ["--iters", "2"] and then == ["script", "t.py", "--then", "$(id)"]
-    assert preflight._split_then(["--iters", "2"]) == (["--iters", "2"], None)
-
-
 @pytest.mark.parametrize("argv", [["--then"], ["--then", "script"], ["--then", "shell", "id"], ["--then", "", "x"]])
 def test_a_malformed_then_is_bad_input_in_one_line(argv, capsys):
     assert preflight.main(argv) == 2
@@ -272,7 +261,7 @@ def test_a_sweep_without_a_number_at_the_floor_is_bad_input(sweep):
 
 
 def test_the_sweep_adds_the_floors_size_on_nccl_only():
-    args = preflight._checked([])
+    args = preflight.check_options([])
     base = preflight.sweep_sizes(args, None, "nccl")
     assert preflight.sweep_sizes(args, _floor(), "gloo") == base
     assert preflight.sweep_sizes(args, _floor(), "nccl") == base + [1 << 30]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from torchpod import preflight
+from torchpod import preflight_options
 from torchpod.arch import normalise_arch
 from torchpod.contract import ENV_COMMAND, ENV_PRESET, GPU_VARS, SCHEDULER_VARS
 from torchpod.errors import InputError
@@ -124,13 +124,13 @@ def check_command(command, *, empty_ok: bool = False) -> tuple[str, ...]:
 
 def check_workload(spec: JobSpec) -> JobSpec:
     """--workload known, and what follows `--` its: the training command (check_command), or
-    preflight's options as every worker will read them (torchpod.preflight.check_options)."""
+    preflight's options as every worker will read them (torchpod.preflight_options.check_options)."""
     if spec.workload not in WORKLOADS:
         raise InputError(f"--workload={spec.workload!r} is unknown; expected one of {', '.join(WORKLOADS)}")
     command = check_command(spec.command, empty_ok=spec.workload == "preflight")
     if spec.workload == "preflight":  # its options, as every worker will read them
         try:
-            preflight.check_options(command)
+            preflight_options.check_options(command)
         except InputError as exc:
             raise InputError(f"--workload preflight, the options after `--`: {exc}") from None
     return replace(spec, command=command)
