@@ -13,6 +13,11 @@ and prints its loss; gradients are all-reduced by DDP. What changed:
 - Each rank prints a ``TORCHPOD_RESULT`` line: steps/s, final loss, and a checksum of the
   parameters, which must be identical on every rank if DDP kept the replicas in sync.
 
+Timings (wall clock, seconds since the epoch, comparable across containers of one host):
+``t_start`` when this process began, ``t_imported`` once torch and torchvision are imported,
+``t_init`` after init_process_group, ``t_first_allreduce`` after the first collective,
+``t_first_step`` after the first optimizer step (the model built, wrapped and stepped once).
+
     torchpod run /opt/torchpod/examples/ddp_resnet.py --steps 10
 """
 
@@ -33,6 +38,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 from common import first_allreduce, log, result, setup  # noqa: E402
 
+T_IMPORTED = time.time()
+
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -44,6 +51,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     device = setup()
+    t_init = time.time()
     t_first = first_allreduce(device)
     rank, local_rank = dist.get_rank(), device.index
     torch.manual_seed(1234)  # the same initial weights everywhere (DDP broadcasts rank 0's anyway)
@@ -54,7 +62,7 @@ def main(argv=None) -> int:
     gen = torch.Generator().manual_seed(rank)
 
     loss = torch.zeros(())
-    t0 = time.time()
+    t0, t_first_step = time.time(), None
     for step in range(args.steps):
         inputs = torch.randn(args.batch_size, 3, args.image_size, args.image_size, generator=gen).to(device)
         target = torch.randint(0, args.classes, (args.batch_size,), generator=gen).to(device)
@@ -62,6 +70,7 @@ def main(argv=None) -> int:
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        t_first_step = t_first_step or time.time()
         log(f"step {step + 1}/{args.steps} loss {loss.item():.4f}")
         if args.sleep:
             time.sleep(args.sleep)
@@ -71,7 +80,8 @@ def main(argv=None) -> int:
     result("ddp_resnet", ok=bool(torch.isfinite(loss).item()), steps=args.steps,
            steps_per_s=round(args.steps / elapsed, 3) if elapsed > 0 else None,
            final_loss=round(loss.item(), 6), param_checksum=checksum,
-           t_start=T_START, t_first_allreduce=t_first)
+           t_start=T_START, t_imported=T_IMPORTED, t_init=t_init, t_first_allreduce=t_first,
+           t_first_step=t_first_step)
     dist.destroy_process_group()
     return 0
 

@@ -494,6 +494,54 @@ def _rendezvous_scale(r: Result) -> list[Row]:
 
 # One entry per result file, in the table's order; a file with no entry is an error, so
 # a new bench cannot be committed without its row.
+def _seconds(r: Result, key: str, base: Any, where: str) -> float:
+    """Seconds at ``key``: a finite number, 0 or more (a part of a whole may round to 0)."""
+    value = r.get(key, base, where)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise r.bad(_full(key, where), value, "seconds, 0 or more")
+    return float(value)
+
+
+def _first_step(r: Result) -> list[Row]:
+    """`kubectl apply` to the first training step on the real control plane, each kind and
+    node count, the two arms side by side (bench/first_step.py): the whole, and the largest
+    part in the first arm."""
+    marks = r.items("marks", list)
+    if not all(isinstance(m, str) and re.fullmatch(r"[a-z-]{1,20}", m) for m in marks):
+        raise r.bad("marks", marks, "mark names such as all-reduce")
+    parts = [f"{a}→{b}" for a, b in zip(("apply", *marks), marks)]
+    arms = r.items("arms", list)
+    if not all(isinstance(a, str) and re.fullmatch(r"[a-z-]{1,30}", a) for a in arms):
+        raise r.bad("arms", arms, "arm names such as now")
+    cells = []
+    for kind, by_arm in r.items("medians"):
+        if not re.fullmatch(r"[a-z-]{1,30}", kind):
+            raise r.bad("medians", kind, "job kinds such as jobset")
+        where = f"medians.{kind}"
+        by_arm = r.mapping(by_arm, where)
+        ran = [a for a in arms if a in by_arm]  # a kind with one way to run (Slurm) has one arm
+        if not ran:
+            raise r.bad(where, sorted(by_arm)[:3], f"results of the arms {', '.join(arms)}")
+        first = r.mapping(by_arm[ran[0]], f"{where}.{ran[0]}")
+        shown = []
+        for nodes in sorted(first, key=lambda n: int(n) if str(n).isdecimal() else -1):
+            if not str(nodes).isdecimal():
+                raise r.bad(f"{where}.{ran[0]}", nodes, "node counts")
+            wholes = [r.number(f"{arm}.{nodes}.whole", by_arm, where) for arm in ran]
+            at = f"{where}.{ran[0]}.{nodes}"
+            med = {k: _seconds(r, k, r.mapping(first[nodes], at), at) for k in parts}
+            top = max(parts, key=lambda k: med[k])
+            shown.append(f"{nodes} nodes **{wholes[0]:.1f}**" + "".join(f" / {w:.1f}" for w in wholes[1:])
+                         + f" s ({top} {100 * med[top] / wholes[0]:.0f}%)")
+        cells.append(f"{kind}: " + ", ".join(shown))
+    what = (f"`kubectl apply` (Slurm: `sbatch`) → the last rank's first training step on the real control plane "
+            f"(Slurm: the real Slurm cluster in containers), {r.text('command.0')} one step, gloo on CPU, median of "
+            f"{r.count('repeats')}; the Kubernetes kinds in two arms side by side, alternating: {' / '.join(arms)} "
+            "(the kubelet stand-in's sandbox names); in brackets the largest part of the first arm and its share")
+    return [(what, "; ".join(cells), f"`python bench/first_step.py --nodes {','.join(map(str, r.get('nodes')))} "
+                                     f"--repeats {r.count('repeats')}`")]
+
+
 ROWS: dict[str, Callable[[Result], list[Row]]] = {
     "images.json": _images,
     "toolkit_edit.json": _toolkit_edit,
@@ -510,6 +558,7 @@ ROWS: dict[str, Callable[[Result], list[Row]]] = {
     "ranks.json": _ranks,
     "hang_watch.json": _hang_watch,
     "rendezvous_scale.json": _rendezvous_scale,
+    "first_step.json": _first_step,
 }
 
 

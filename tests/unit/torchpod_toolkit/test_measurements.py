@@ -148,6 +148,12 @@ _DELETE = object()
     ("preflight.json", "rows.2.slow_nodes", [4, 8], "expected node indices from 0 to 7"),
     ("preflight.json", "rows.2.slow_median_s", -1, "rows.2.slow_median_s=-1; expected a positive number"),
     ("hostile_reads.json", "rows.0.new.peak_rss_mib", "x" * 500, "rows.0.new.peak_rss_mib='xxxxx"),
+    ("first_step.json", "marks", ["step | x"], "marks=['step | x']; expected mark names"),
+    ("first_step.json", "arms", [], "arms=[]; expected a non-empty list"),
+    ("first_step.json", "medians.jobset", {"other": {}}, "expected results of the arms"),
+    ("first_step.json", "medians.jobset.now.2.whole", 0, "medians.jobset.now.2.whole=0; expected a positive number"),
+    ("first_step.json", "medians.jobset.now.2.worker→imported", -1.5, "expected seconds, 0 or more"),
+    ("first_step.json", "medians.jobset.now.2.bound→started", float("nan"), "expected seconds, 0 or more"),
 ])
 def test_a_result_that_is_not_what_the_bench_writes_is_one_line(name, key, value, needle):
     results = copy.deepcopy(REAL)
