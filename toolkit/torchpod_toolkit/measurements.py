@@ -538,8 +538,9 @@ def _first_step(r: Result) -> list[Row]:
             f"(Slurm: the real Slurm cluster in containers), {r.text('command.0')} one step, gloo on CPU, median of "
             f"{r.count('repeats')}; the Kubernetes kinds in two arms side by side, alternating: {' / '.join(arms)} "
             "(the kubelet stand-in's sandbox names); in brackets the largest part of the first arm and its share")
-    return [(what, "; ".join(cells), f"`python bench/first_step.py --nodes {','.join(map(str, r.get('nodes')))} "
-                                     f"--repeats {r.count('repeats')}`")]
+    sizes = r.items("nodes", list)
+    flags = ",".join(str(r.count(str(i), sizes, "nodes", limit=100_000)) for i in range(len(sizes)))
+    return [(what, "; ".join(cells), f"`python bench/first_step.py --nodes {flags} --repeats {r.count('repeats')}`")]
 
 
 ROWS: dict[str, Callable[[Result], list[Row]]] = {

@@ -150,6 +150,8 @@ _DELETE = object()
     ("hostile_reads.json", "rows.0.new.peak_rss_mib", "x" * 500, "rows.0.new.peak_rss_mib='xxxxx"),
     ("first_step.json", "marks", ["step | x"], "marks=['step | x']; expected mark names"),
     ("first_step.json", "arms", [], "arms=[]; expected a non-empty list"),
+    ("first_step.json", "nodes", None, "nodes=None; expected a non-empty list"),
+    ("first_step.json", "nodes.1", "4\n| x", "nodes.1='4\\n| x'; expected a positive integer"),
     ("first_step.json", "medians.jobset", {"other": {}}, "expected results of the arms"),
     ("first_step.json", "medians.jobset.now.2.whole", 0, "medians.jobset.now.2.whole=0; expected a positive number"),
     ("first_step.json", "medians.jobset.now.2.worker→imported", -1.5, "expected seconds, 0 or more"),
