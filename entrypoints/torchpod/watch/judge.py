@@ -121,7 +121,7 @@ def parse_beat(raw: bytes, job: str, world: int) -> tuple[Beat | None, str]:
 class Culprit:
     rank: int
     host: str
-    why: str  # behind, silent or mismatch
+    why: str  # behind, silent, mismatch, or frozen (entered the front collective and stopped at once)
     seq: int  # the collective it last entered
     op: str = ""
     sizes: str = ""
@@ -213,19 +213,26 @@ class Judge:
             # with no beat since then for a whole window is as silent as one whose beat stopped
             silent = sorted({*silent, *(r for r in range(self.world) if r not in self.last)})
         behind = [r for r in range(self.world) if r not in at_front and r not in silent] if stuck else []
+        # a rank that entered the front collective and froze at once: its own thread stopped
+        # before it could tell which collective it is (op and sizes are learned between two
+        # beats), so it neither mismatches nor waits with the others; it is the culprit
+        frozen = [r for r in at_front if r not in silent and not self.last[r].op and self._quiet(r, now)] \
+            if stuck else []
         earlier: list[int] = []
-        if any(self._quiet(r, now) for r in (*silent, *behind)):
+        if any(self._quiet(r, now) for r in (*silent, *behind, *frozen)):
             # a frozen rank (its thread silent too) stops every collective it is in: the live
             # ranks still in an earlier one (its ring neighbours, in the middle of the last
             # exchange) wait on it, and are not named beside it
             earlier = [r for r in behind if not self._quiet(r, now)]
             behind = [r for r in behind if self._quiet(r, now)]
-        mismatch = _minority([self.last[r] for r in at_front]) if stuck and len(at_front) == self.world else []
-        if not (silent or behind or mismatch):
+        known = [self.last[r] for r in at_front if r not in frozen]
+        mismatch = _minority(known) if stuck and len(at_front) == self.world else []
+        if not (silent or behind or mismatch or frozen):
             return None
         culprits = ([self._culprit(r, "silent", now) for r in silent]
                     + [self._culprit(r, "behind", now) for r in behind]
-                    + [self._culprit(r, "mismatch", now) for r in mismatch])
+                    + [self._culprit(r, "mismatch", now) for r in mismatch]
+                    + [self._culprit(r, "frozen", now) for r in frozen])
         blamed = {c.rank for c in culprits}
         if mismatch:  # the collective the others agree on
             lead = self.last[min(r for r in at_front if r not in blamed)]
@@ -307,9 +314,11 @@ def lines(found: Suspicion, reports: Mapping[int, Report], world: int) -> list[s
             said = "did not answer: its beat stopped (frozen, or cut off from the store)"
         elif c.why == "behind":
             said = "never entered it"
+        elif c.why == "frozen":
+            said = "entered it"
         else:
             said = f"entered it as {c.op or 'no op'}, sizes {c.sizes or 'none'}"
-        last = f"last in {_collective(c.seq, c.op, c.sizes)}" if c.why != "mismatch" and c.beat else ""
+        last = f"last in {_collective(c.seq, c.op, c.sizes)}" if c.why in ("silent", "behind") and c.beat else ""
         if report is not None:
             doing = f"now in {report.frame}"
         elif c.why == "silent":

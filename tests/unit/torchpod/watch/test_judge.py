@@ -124,6 +124,26 @@ def test_a_frozen_rank_is_named_alone_while_its_live_neighbours_wait_in_the_coll
     assert judge.parse_suspicion(found.encode()) == (found, "")
 
 
+def test_a_rank_frozen_as_it_entered_the_front_collective_is_named_frozen_not_a_mismatch():
+    judging = Judge(world=4, window_s=W, started=0.0)
+    for t in range(10):  # everyone in collective 6
+        judging.feed(float(t), beats({r: 6 for r in range(4)}, t + 1))
+    # rank 3 enters 7 and freezes at once (docker pause): its one beat there knows no op yet
+    judging.feed(10.0, beats({3: 7}, 11, {3: ("", "")}))
+    found, t = None, 11
+    while found is None and t < 100:
+        found = judging.feed(float(t), beats({0: 7, 1: 7, 2: 7}, t + 1))
+        t += 1
+    assert found is not None and t - 1 == 10 + W
+    assert [(c.rank, c.why, c.quiet) for c in found.culprits] == [(3, "frozen", True)]
+    said = judge.lines(found, {}, 4)
+    assert said[0] == (f"torchpod: hang: no rank went past collective 7 ({AR}, sizes {SIZES}) for {W} s; 3 of 4 "
+                       "ranks wait in it (ranks 0-2)")
+    assert said[1] == ("torchpod: hang: culprit rank 3 on node-3: entered it; did not answer: its beat stopped too "
+                       "(frozen, or cut off from the store)")
+    assert judge.parse_suspicion(found.encode()) == (found, "")
+
+
 def test_ranks_that_entered_another_op_or_size_are_named_against_the_majority():
     judging = Judge(world=4, window_s=W, started=0.0)
     ops = {3: ("gloo:broadcast", SIZES)}
