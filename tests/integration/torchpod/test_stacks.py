@@ -41,7 +41,11 @@ def test_stacks_names_where_each_rank_of_a_hung_job_is(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "TORCHPOD_", "SLURM_", "PBS_"))}
     env.update(CUDA_VISIBLE_DEVICES="", GLOO_SOCKET_IFNAME="lo", TORCHPOD_RDZV_PORT=str(free_ports(1)[0]),
                TMPDIR=str(tmp_path))
-    run = subprocess.Popen([sys.executable, "-m", "torchpod", "run", "--nproc-per-node", "2", str(script)],
+    # a run id of its own: every standalone job on a host takes the id of its host, and other
+    # tests' jobs run beside this one
+    run_id = f"stacks-{os.getpid()}-{time.monotonic_ns()}"
+    run = subprocess.Popen([sys.executable, "-m", "torchpod", "run", "--nproc-per-node", "2", "--rdzv-id", run_id,
+                            str(script)],
                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            start_new_session=True)
     try:
@@ -57,8 +61,8 @@ def test_stacks_names_where_each_rank_of_a_hung_job_is(tmp_path):
                 break
             lines.append(line.strip())
         assert both(), lines
-        # this job's workers alone: other tests' jobs may run on this machine as this user
-        (run_id,) = [m.group(1) for ln in lines if (m := re.search(r"\(id ([^)]+)\)$", ln))]
+        # this job's workers alone, under the id the launcher says it gave them
+        assert [m.group(1) for ln in lines if (m := re.search(r"\(id ([^)]+)\)$", ln))] == [run_id], lines
         time.sleep(0.5)  # rank 0 has entered the collective
         asked = subprocess.run([sys.executable, "-m", "torchpod", "stacks", "--run-id", run_id, "--format", "json"],
                                env=env,
