@@ -213,12 +213,12 @@ def run_kind(client: Any, kind: str, counts: list[int], repeats: int, image: str
             started.stop(client)
 
 
-def slurm_job(cluster: slurm.SlurmCluster, nodes: int, image: str) -> dict[str, float]:
-    """One `sbatch` of the script `invoke manifests --scheduler slurm --runtime none` writes,
+def slurm_job(cluster: slurm.SlurmCluster, kind: str, nodes: int, image: str) -> dict[str, float]:
+    """One `sbatch` of the script `invoke manifests --scheduler KIND --runtime none` writes,
     followed to COMPLETED; the epoch time of each mark, last node's. Slurm binds and starts a
     job in one step: ``bound`` and ``started`` are both its StartTime (whole seconds, UTC as
     the nodes keep it)."""
-    (script,) = render(JobSpec("slurm", nodes, image, COMMAND, name="first", gpus_per_node=0, runtime="none",
+    (script,) = render(JobSpec(kind, nodes, image, COMMAND, name="first", gpus_per_node=0, runtime="none",
                                walltime="00:10:00"))
     t_submit = time.time()
     jobid = cluster.submit(script.text, script.name)
@@ -226,7 +226,7 @@ def slurm_job(cluster: slurm.SlurmCluster, nodes: int, image: str) -> dict[str, 
     out = cluster.read(f"{slurm.SHARED}/first-{jobid}.out")
     results = [r for r in parse_results(out) if r.get("workload") == "ddp_resnet"]
     if state != "COMPLETED" or len(results) != nodes:
-        raise RuntimeError(f"slurm job of {nodes} nodes: {state}, {len(results)} ranks reported\n{out[-3000:]}")
+        raise RuntimeError(f"{kind} job of {nodes} nodes: {state}, {len(results)} ranks reported\n{out[-3000:]}")
     start = re.search(r"\bStartTime=(\S+)", cluster.show_job(jobid))
     if start is None:
         raise RuntimeError(f"slurm job {jobid}: scontrol shows no StartTime")
@@ -235,9 +235,10 @@ def slurm_job(cluster: slurm.SlurmCluster, nodes: int, image: str) -> dict[str, 
     return times
 
 
-def run_slurm(client: Any, counts: list[int], repeats: int, image: str) -> dict[str, Any]:
+def run_slurm(client: Any, kind: str, counts: list[int], repeats: int, image: str) -> dict[str, Any]:
     """The real Slurm cluster in containers (torchpod_toolkit.cluster.slurm) with max(counts)
-    nodes; every job of every size on it, ``sbatch`` to the first step."""
+    nodes; every job of every size of ``kind`` (a batch kind whose system runs here for real)
+    on it, ``sbatch`` to the first step."""
     runs: dict[str, list[dict[str, float]]] = {}
     labels = {"torchpod.bench": f"first-step-{os.urandom(3).hex()}"}
     env = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
@@ -245,9 +246,9 @@ def run_slurm(client: Any, counts: list[int], repeats: int, image: str) -> dict[
         cluster.start()
         for nodes in counts:
             for attempt in range(repeats):
-                times = parts(slurm_job(cluster, nodes, image))
+                times = parts(slurm_job(cluster, kind, nodes, image))
                 runs.setdefault(str(nodes), []).append(times)
-                print(f"  slurm {nodes} nodes #{attempt + 1}: {times['whole']:.1f} s", flush=True)
+                print(f"  {kind} {nodes} nodes #{attempt + 1}: {times['whole']:.1f} s", flush=True)
     return {"now": runs}
 
 
@@ -298,15 +299,15 @@ def main(argv: list[str] | None = None) -> int:
                              "a busy host can measure one kind at a time")
     args = parser.parse_args(argv)
     kinds, counts, arms = _checked(parser, args)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop what it started, as on ^C
-    client = docker.from_env(timeout=600)
     report = _earlier(parser, args, counts) if args.add else {
         "image": args.image, "command": list(COMMAND), "repeats": args.repeats, "nodes": counts,
         "host": {"cpus": os.cpu_count(), "machine": platform.machine()}, "marks": list(MARKS), "arms": arms,
         "measured": {}, "runs": {}, "medians": {}, "largest": {}}
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop what it started, as on ^C
+    client = docker.from_env(timeout=600)
     for kind in kinds:
         load_before, t0 = os.getloadavg(), time.time()
-        runs = (run_slurm(client, counts, args.repeats, args.image) if kind == SLURM
+        runs = (run_slurm(client, kind, counts, args.repeats, args.image) if jobs.kind(kind).real_batch_system
                 else run_kind(client, kind, counts, args.repeats, args.image, arms, args.logs))
         report["measured"][kind] = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "seconds": round(
             time.time() - t0, 1), "load_average": [round(load_before[0], 2), round(os.getloadavg()[0], 2)]}
@@ -319,13 +320,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-SLURM = "slurm"  # the one batch system this machine runs for real (torchpod_toolkit.cluster.slurm)
-
-
 def _checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[list[str], list[int], list[str]]:
     """The kinds, node counts and arms asked for, each checked (parser.error: one line, exit 2)."""
     kinds = [k for k in args.kinds.split(",") if k]
-    runnable = [k.name for k in jobs.KINDS if k.kube and not k.no_kube_harness] + [SLURM]
+    # the Kubernetes kinds the control plane runs, and the batch kinds whose system runs here for real
+    runnable = [k.name for k in jobs.KINDS if (k.kube and not k.no_kube_harness) or k.real_batch_system]
     if not kinds or any(k not in runnable for k in kinds):
         parser.error(f"--kinds={args.kinds!r}: expected some of {', '.join(runnable)}, separated by commas")
     if not re.fullmatch(r"[0-9]{1,3}(,[0-9]{1,3})*", args.nodes) or "0" in args.nodes.split(","):
@@ -340,12 +339,14 @@ def _checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple
 
 def _earlier(parser: argparse.ArgumentParser, args: argparse.Namespace, counts: list[int]) -> dict[str, Any]:
     """--out as an earlier run wrote it, when it measured what this run measures."""
+    expected = "first_step.json as this bench writes it"
     try:
-        report = json.loads(readers.read_text(Path(args.out), what=f"--out={args.out!r}",
-                                              expected="first_step.json as this bench writes it",
+        report = json.loads(readers.read_text(Path(args.out), what=f"--out={args.out!r}", expected=expected,
                                               cap=readers.DATA_CAP))
-    except (InputError, json.JSONDecodeError) as exc:
+    except InputError as exc:
         parser.error(str(exc))
+    except json.JSONDecodeError as exc:
+        parser.error(f"--out={args.out!r} is not JSON ({exc.msg}, line {exc.lineno}); expected {expected}")
     same = {"image": args.image, "command": list(COMMAND), "repeats": args.repeats, "nodes": counts}
     if not isinstance(report, dict) or any(report.get(k) != v for k, v in same.items()):
         parser.error(f"--add: {args.out} measured another image, command, sizes or repeats; expected {same}")

@@ -5,6 +5,7 @@ sandbox names as they are and in the dockershim's form."""
 from __future__ import annotations
 
 import datetime
+import os
 
 import pytest
 
@@ -56,3 +57,38 @@ def test_the_arms_name_the_sandbox_in_one_dns_label_or_in_the_dockershims_form(b
     now, before = bench.ARMS["now"](uid), bench.ARMS["dockershim-names"](uid)
     assert len(now) <= 63 < len(before)
     assert before.startswith("k8s_POD_") and before.endswith(f"_{uid}_0") and uid in now
+
+
+def _refused(bench, capsys, argv):
+    with pytest.raises(SystemExit) as stopped:
+        bench.main(argv)
+    said = capsys.readouterr().err.strip().splitlines()
+    assert stopped.value.code == 2 and said, said
+    return said[-1]
+
+
+@pytest.mark.parametrize("kinds", ["runai", "slurm,pbs", "", ",", "slurm\n", "jobset;rm -rf /"])
+def test_a_kind_the_bench_cannot_run_is_refused_in_one_line(bench, capsys, tmp_path, kinds):
+    line = _refused(bench, capsys, ["--kinds", kinds, "--out", str(tmp_path / "out.json")])
+    assert ": error: --kinds=" in line and "slurm" in line and "jobset" in line, line
+    assert not (tmp_path / "out.json").exists()
+
+
+def _fifo(path):
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize("make, why", [
+    (_fifo, "expected a regular file"),
+    (lambda p: p.write_bytes(b"\xff\xfe\x00binary" * 100), ""),
+    (lambda p: p.write_text('{"image": "someone/else:1", "command": []}'), "measured another image"),
+    (lambda p: p.write_text("[1, 2]"), "measured another image"),
+    (lambda p: p.write_text(""), "is not JSON"),
+])
+def test_add_reads_its_earlier_file_bounded_and_refuses_what_it_did_not_write(bench, capsys, tmp_path, make, why):
+    out = tmp_path / "first_step.json"
+    make(out)
+    before = out.stat().st_mtime_ns
+    line = _refused(bench, capsys, ["--kinds", "slurm", "--add", "--out", str(out)])
+    assert ": error: --" in line and why in line, line
+    assert out.stat().st_mtime_ns == before  # never overwritten

@@ -93,6 +93,9 @@ def test_the_table_is_what_every_user_lists():
     assert not [k.name for k in jobs.KINDS if k.kube and (k.mpiexec or k.shared_dir or k.shared_writes)]
     assert not [k.name for k in jobs.KINDS if not k.kube and (k.master_task or k.no_hostnetwork or k.last_pod
                                                           or k.no_kube_harness)]
+    # the batch system the harness runs for real is Slurm's (cluster/slurm.py), which takes sbatch scripts
+    assert [k.name for k in jobs.KINDS if k.real_batch_system] and all(
+        not k.kube and k.submit == "sbatch" and k.detector == "slurm" for k in jobs.KINDS if k.real_batch_system)
     # the harness's scenarios that no job renders are conventions with detectors of their own
     assert {s.detector for n, s in topology.SCENARIOS.items() if n not in jobs.NAMES} <= set(schedulers.NAMES)
 

@@ -133,6 +133,9 @@ class JobKind:
     # a Kubernetes kind the Kubernetes harness (kube/, `invoke demo --kube`) cannot run: why, as
     # `invoke demo --kube --manifest` refuses its manifest ("--manifest='F' is <this>")
     no_kube_harness: str = ""
+    # a batch kind whose system the harness runs for real (cluster/slurm.py: slurmctld, slurmd
+    # and munge in containers), so its rendered script is submitted and followed as written
+    real_batch_system: bool = False
     no_hostnetwork: str = ""  # a Kubernetes kind whose pods cannot be given hostNetwork: why, and what to use
     # the name the operator gives the job's last pod ({name}, {index}) when a webhook holds it,
     # with the suffix JobSet adds, to a DNS label (spec.pod_name_room)
