@@ -121,7 +121,8 @@ def read_manifest(path: Path) -> Manifest:
                          "expected a file `invoke manifests` wrote")
     kind = job_kinds.BY_NAME.get(header.group(1))
     if kind is not None and kind.no_kube_harness:  # a kind whose pods this harness cannot run
-        raise InputError(f"{where} is {kind.no_kube_harness}")
+        runs = job_kinds.choices(tuple(k.name for k in job_kinds.KINDS if k.kube and not k.no_kube_harness))
+        raise InputError(f"{where} is {kind.no_kube_harness}; expected a {runs} manifest")
     if not all(isinstance(d, dict) for d in docs):
         raise InputError(f"{where} holds a document that is not an object; expected Kubernetes objects")
     jobs = [d for d in docs if (_group(d), d.get("kind")) in KINDS]

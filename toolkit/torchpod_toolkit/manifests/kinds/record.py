@@ -131,7 +131,8 @@ class JobKind:
     shared_writes: str = ""  # what its script writes in the submit directory for the nodes to share
     cli: Optional[Ref] = None  # a CLI line (a kube.CliLine) written beside the manifest, as the file to submit
     # a Kubernetes kind the Kubernetes harness (kube/, `invoke demo --kube`) cannot run: why, as
-    # `invoke demo --kube --manifest` refuses its manifest ("--manifest='F' is <this>")
+    # `invoke demo --kube --manifest` refuses its manifest ("--manifest='F' is <this>; expected a
+    # <the kinds it runs> manifest")
     no_kube_harness: str = ""
     # a batch kind whose system the harness runs for real (cluster/slurm.py: slurmctld, slurmd
     # and munge in containers), so its rendered script is submitted and followed as written

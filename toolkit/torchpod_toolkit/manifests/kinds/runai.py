@@ -22,9 +22,8 @@ KIND = JobKind("runai", "runai", PYTORCHJOB_PORT, "runai", operators.pytorchjob,
                         "resource claim, so its pods would get no IMEX channel; use --scheduler kubeflow, the same "
                         "PyTorchJob",
                cli=Ref("kube", "RUNAI_CLI"),
-               no_kube_harness="a Run:ai job: its pods name runai-scheduler, which no module here builds; expected a "
-                               "kubeflow, kubeflow-elastic, trainer, jobset, lws, volcano or volcano-master manifest "
-                               "(a Run:ai one runs without --kube, on the operator model)",
+               no_kube_harness="a Run:ai job: its pods name runai-scheduler, which no module here builds (a Run:ai "
+                               "job runs without --kube, on the operator model)",
                restarts="a failed container restarts in place (restartPolicy OnFailure) until the job's pods have "
                         "restarted {n} times in all (runPolicy.backoffLimit), then the PyTorchJob is Failed",
                piped="kubectl apply -f -",
