@@ -24,12 +24,17 @@ What refers to a folder of ``<root>/overlay2`` (moby 20.10, the engine Debian sh
 
 The sweep runs only while the engine is stopped (setup.sh calls it before it starts dockerd),
 so no build or pull is creating a folder meanwhile. It is a file of its own, on the standard
-library alone, so setup.sh runs it before anything is installed:
-``python3 toolkit/torchpod_toolkit/imagebuild/dockerstore.py [DOCKER_ROOT]``.
+library and the launcher's bounded reader alone (``torchpod.readers``, itself on the standard
+library), so setup.sh runs it by path before anything is installed:
+``python3 toolkit/torchpod_toolkit/imagebuild/dockerstore.py [DOCKER_ROOT]``. Every file it
+reads goes through that reader, each kind under its own cap; a file it cannot read as its
+kind stops the sweep with nothing removed: a reference it could not read might have kept a
+folder.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -38,10 +43,22 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+if not __package__:  # run by path (setup.sh): the launcher's package, next to the toolkit's
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "entrypoints"))
+from torchpod import readers  # noqa: E402
+from torchpod.errors import TorchpodError  # noqa: E402
+
 # the graph driver's folder names: overlay2 makes them from random IDs (stringid), BuildKit from
 # its own (identity.NewID: 25 base-36 characters); "-init" marks a container's init layer
 _LAYER_NAME = re.compile(r"[0-9a-z]{25,64}(-init)?")
 _ID_FILES = ("cache-id", "mount-id", "init-id")
+# an ID file holds one folder name; an overlay2 ``link`` one short name and ``lower`` a
+# colon-separated list of them, each 26 characters with its ``l/`` (64 KiB: two thousand
+# layers, far past overlay2's depth limit); BuildKit's bolt databases grow with the build cache, and one over
+# this is not read: the sweep stops, keeping everything
+_NAME_CAP = 4 * readers.KiB
+_LOWER_CAP = 64 * readers.KiB
+_BOLT_CAP = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -55,7 +72,7 @@ def referred(root: Path) -> set[str]:
     layerdb = root / "image" / "overlay2" / "layerdb"
     if not layerdb.is_dir():
         raise FileNotFoundError(f"{layerdb} is not a folder: not an overlay2 Docker root")
-    return {path.read_text().strip() for path in layerdb.rglob("*") if path.name in _ID_FILES and path.is_file()}
+    return {_text(path, _NAME_CAP) for path in layerdb.rglob("*") if path.name in _ID_FILES and not path.is_dir()}
 
 
 def buildkit_bytes(root: Path) -> bytes:
@@ -63,7 +80,8 @@ def buildkit_bytes(root: Path) -> bytes:
     folder = root / "buildkit"
     if not folder.is_dir():
         return b""
-    return b"\0".join(path.read_bytes() for path in sorted(folder.rglob("*.db")) if path.is_file())
+    return b"\0".join(readers.read_bytes(path, what=str(path), expected="a BuildKit bolt database", cap=_BOLT_CAP)
+                      for path in sorted(folder.rglob("*.db")) if not path.is_dir())
 
 
 def orphans(root: Path) -> list[Path]:
@@ -74,10 +92,10 @@ def orphans(root: Path) -> list[Path]:
     databases = buildkit_bytes(root)
     layers = [f for f in sorted(store.iterdir()) if _LAYER_NAME.fullmatch(f.name) and f.is_dir() and not f.is_symlink()]
     kept = {f.name for f in layers if f.name.encode() in databases} | referred(root)
-    by_link = {_read(f / "link"): f.name for f in layers}
+    by_link = {_optional(f / "link", _NAME_CAP): f.name for f in layers}
     pending = list(kept)
     while pending:  # a kept layer keeps the layers it stands on
-        for short in _read(store / pending.pop() / "lower").split(":"):
+        for short in _optional(store / pending.pop() / "lower", _LOWER_CAP).split(":"):
             below = by_link.get(short.removeprefix("l/"))
             if below is not None and below not in kept:
                 kept.add(below)
@@ -85,8 +103,19 @@ def orphans(root: Path) -> list[Path]:
     return [f for f in layers if f.name not in kept]
 
 
-def _read(path: Path) -> str:
-    return path.read_text().strip() if path.is_file() else ""
+def _text(path: Path, cap: int) -> str:
+    return readers.read_text(path, what=str(path), expected="a layer's name or names, as moby writes them",
+                             cap=cap).strip()
+
+
+def _optional(path: Path, cap: int) -> str:
+    """``_text``, or "" where the file does not exist (a layer without a ``lower``: a base)."""
+    try:
+        return _text(path, cap)
+    except readers.Unreadable as exc:
+        if exc.errno == errno.ENOENT:
+            return ""
+        raise
 
 
 def _size(folder: Path) -> int:
@@ -105,7 +134,7 @@ def sweep(root: Path) -> Sweep:
     """Remove every orphaned layer folder and its short link (``overlay2/l/<link>``)."""
     removed, freed = [], 0
     for folder in orphans(root):
-        short = _read(folder / "link")
+        short = _optional(folder / "link", _NAME_CAP)
         freed += _size(folder)
         shutil.rmtree(folder)
         entry = root / "overlay2" / "l" / short
@@ -119,8 +148,9 @@ def sweep(root: Path) -> Sweep:
 def data_root(config: Path = Path("/etc/docker/daemon.json")) -> Path:
     """The engine's root: ``data-root`` of its configuration file, else /var/lib/docker."""
     try:
-        value = json.loads(config.read_text()).get("data-root") if config.is_file() else None
-    except (OSError, ValueError, AttributeError):
+        value = json.loads(readers.read_text(config, what=str(config), expected="the engine's JSON configuration",
+                                             cap=readers.DATA_CAP)).get("data-root")
+    except (TorchpodError, ValueError, AttributeError):  # absent or unusable: the engine's own default
         value = None
     return Path(value) if isinstance(value, str) and value.startswith("/") else Path("/var/lib/docker")
 
@@ -132,7 +162,7 @@ def main(argv: list[str]) -> int:
     root = Path(argv[0]) if argv else data_root()
     try:
         result = sweep(root)
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, TorchpodError) as exc:
         print(f"docker store {root}: not swept: {exc}", file=sys.stderr)
         return 1
     if result.removed:

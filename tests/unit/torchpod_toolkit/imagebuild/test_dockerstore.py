@@ -1,9 +1,13 @@
-"""The sweep of the engine's overlay2 store: only folders nothing refers to go.
+"""The sweep of the engine's overlay2 store: only folders nothing refers to go; a reference
+it cannot read as moby wrote it (a FIFO, a device, binary, over its cap) stops the sweep in
+one line with nothing removed.
 
 The tree below is laid out as moby 20.10 lays out /var/lib/docker (layer/filestore.go's
 cache-id, mount-id and init-id files; BuildKit's bolt databases under buildkit/)."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -128,3 +132,40 @@ def test_an_orphan_naming_a_kept_layers_link_leaves_that_link(root):
     (root / "overlay2" / LEAKED[0] / "link").write_text(kept_short)
     dockerstore.sweep(root)
     assert (root / "overlay2" / "l" / kept_short).resolve() == (root / "overlay2" / IMAGE_LAYER / "diff").resolve()
+
+
+def _fifo(path):
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _device(path):
+    path.unlink()
+    path.symlink_to("/dev/zero")
+
+
+def _binary(path):
+    path.write_bytes(b"\xff\xfe" * 8)
+
+
+def _huge(path):
+    path.write_bytes(b"x" * (dockerstore._LOWER_CAP + 1))
+
+
+NAMES = ("image/overlay2/layerdb/mounts/c0ffee/mount-id", f"overlay2/{LEAKED[0]}/link")
+
+
+# a bolt database is bytes of any value, far larger than a name: only what is not a file stops it
+@pytest.mark.parametrize("where, spoil, said", [
+    *((w, s, said) for w in NAMES for s, said in ((_fifo, "is a FIFO"), (_device, "expected a regular file"),
+                                                  (_binary, "not UTF-8"), (_huge, "cap"))),
+    ("buildkit/snapshots.db", _fifo, "is a FIFO"), ("buildkit/snapshots.db", _device, "expected a regular file"),
+])
+def test_a_reference_it_cannot_read_stops_the_sweep_with_nothing_removed(root, capsys, where, spoil, said):
+    before = sorted(p.name for p in (root / "overlay2").iterdir())
+    spoil(root / where)
+    assert dockerstore.main([str(root)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "not swept" in err and where.split("/")[-1] in err and said in err, err
+    assert sorted(p.name for p in (root / "overlay2").iterdir()) == before
+

@@ -32,7 +32,8 @@ NODES = Nodes("{name}-c{n:02d}", (
 KIND = JobKind("slurm", "slurm", RDZV_PORT_DEFAULT, "slurm", None, None, "sbatch", "sbatch", Ref("hpc", "slurm_script"),
                forwards=SCHEDULER_VARS["slurm"], job_id="SLURM_JOB_ID", nodes=NODES, step_gpus=True,
                queue=True, queue_list=True, job_name=JOB_NAME, gpu_model=True, batch=True, qos=True, requeue=True,
-               shared_dir=True, real_batch_system=True, rank_domains="the switch path of Slurm's topology/tree plugin, where the site runs it",
+               shared_dir=True, real_batch_system=True,
+               rank_domains="the switch path of Slurm's topology/tree plugin, where the site runs it",
                restarts="none: a non-zero exit ends the job FAILED; Slurm requeues a batch job after a node "
                         "failure where the site's JobRequeue allows it",
                piped="sbatch",
