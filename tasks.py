@@ -28,7 +28,7 @@ from torchpod.contract import switch
 from torchpod.errors import InputError, TorchpodError, one_line
 from torchpod_toolkit import settings
 from torchpod_toolkit.cluster.demo import WORKLOADS
-from torchpod_toolkit.cluster.topology import SCENARIOS
+from torchpod_toolkit.cluster.scenarios import SCENARIOS
 from torchpod_toolkit.imagebuild.definitions import DEFAULT_IMAGE
 from torchpod_toolkit.manifests.options import cli_options as manifest_options
 from torchpod_toolkit.manifests.options import options as manifest_option_records
@@ -719,11 +719,11 @@ def kube_up(c, timeout=180):
     In a new folder under /tmp, certificates made at start, loopback only; prints the
     kubeconfig, the start time and the memory each component holds. `invoke kube.down` stops it."""
     from torchpod_toolkit.kube import build as kube_build_mod
-    from torchpod_toolkit.kube import plane as plane_mod
+    from torchpod_toolkit.kube import planeup
 
     try:
         plan = kube_build_mod.plan_for(ROOT, os.environ)
-        print(plane_mod.report(plane_mod.up(plan.bindir, kube_build_mod.cache_root(os.environ), float(timeout))))
+        print(planeup.report(planeup.up(plan.bindir, kube_build_mod.cache_root(os.environ), float(timeout))))
     except TorchpodError as exc:
         raise _abort(exc) from None
 
@@ -732,10 +732,10 @@ def kube_up(c, timeout=180):
 def kube_down(c):
     """Stop the control plane `invoke kube.up` started and remove its folder."""
     from torchpod_toolkit.kube import build as kube_build_mod
-    from torchpod_toolkit.kube import plane as plane_mod
+    from torchpod_toolkit.kube import planeup
 
     try:
-        stopped = plane_mod.down(kube_build_mod.cache_root(os.environ))
+        stopped = planeup.down(kube_build_mod.cache_root(os.environ))
     except TorchpodError as exc:
         raise _abort(exc) from None
     print(f"stopped the control plane in {stopped.root}" if stopped else "no control plane was started")

@@ -65,7 +65,7 @@ from torchpod.errors import InputError  # noqa: E402
 from torchpod_toolkit.cluster import slurm  # noqa: E402
 from torchpod_toolkit.cluster.runner import EXAMPLES, parse_results  # noqa: E402
 from torchpod_toolkit.imagebuild.definitions import DEFAULT_IMAGE, load_definitions  # noqa: E402
-from torchpod_toolkit.kube import build, demo, operators, plane, podargs  # noqa: E402
+from torchpod_toolkit.kube import build, demo, operators, planestart, podargs  # noqa: E402
 from torchpod_toolkit.kube import kubelet as kubelet_mod  # noqa: E402
 from torchpod_toolkit.manifests import jobs, podsecurity  # noqa: E402
 from torchpod_toolkit.manifests.render import render  # noqa: E402
@@ -191,7 +191,7 @@ def run_kind(client: Any, kind: str, counts: list[int], repeats: int, image: str
         started = demo.Started(folder / "run")
         started.folder.mkdir()
         try:
-            started.plane = plane.start(base.bindir, started.folder / "plane")
+            started.plane = planestart.start(base.bindir, started.folder / "plane")
             started.kubelet = kubelet_mod.Kubelet(started.plane, client, nodes=max(counts), prefix="node",
                                                   version=base.kubernetes).start()
             kubectl = operators.Kubectl(base.bindir / "kubectl", started.plane.kubeconfig)

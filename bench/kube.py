@@ -8,7 +8,7 @@ and a throwaway binary folder: Go's module cache is kept, so downloads are not t
 the standard library is compiled as on a new machine. Records each program's seconds, the
 build cache's and the binaries' size, and the 1-minute load average sampled every 10 s
 during the build, mean and peak (the host is shared). Then starts the control plane
-``--repeats`` times from those programs (torchpod_toolkit.kube.plane), timing each start to
+``--repeats`` times from those programs (torchpod_toolkit.kube.planestart), timing each start to
 every health check and reading each component's resident memory ``--settle`` seconds
 later. Writes bench/results/kube.json and removes everything it built.
 """
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoints"))
 sys.path.insert(0, str(ROOT / "toolkit"))
 
-from torchpod_toolkit.kube import build, plane  # noqa: E402
+from torchpod_toolkit.kube import build, plane, planestart  # noqa: E402
 
 
 def folder_bytes(folder: Path) -> int:
@@ -76,7 +76,7 @@ def starts(plan: build.Plan, work: Path, repeats: int, settle: float) -> dict:
     """Start and stop the control plane ``repeats`` times; each start's seconds and memory."""
     seconds, memory = [], []
     for i in range(repeats):
-        started = plane.start(plan.bindir, work / f"plane-{i}")
+        started = planestart.start(plan.bindir, work / f"plane-{i}")
         try:
             time.sleep(settle)
             memory.append(plane.rss_bytes(started.pids))

@@ -23,7 +23,7 @@ import yaml
 
 from torchpod_toolkit.cluster.runner import parse_results
 from torchpod_toolkit.kube import kubelet as kubelet_mod
-from torchpod_toolkit.kube import operators
+from torchpod_toolkit.kube import operators, operatorspecs
 from torchpod_toolkit.manifests import operators as model_operators
 from torchpod_toolkit.manifests import submit as submit_mod
 from torchpod_toolkit.manifests.render import render
@@ -64,7 +64,7 @@ def start(kube: Kube, docker_client: Any, image: str, session_id: str, tmp_path_
     """A module fixture's body: ``nodes`` nodes (``node_labels``: each one's --node-labels)
     and the operators ``names`` on the module's plane, stopped after the module."""
     kubectl = operators.Kubectl(kube.plan.bindir / "kubectl", kube.plane.kubeconfig)
-    running: list[operators.Running] = []
+    running: list[operatorspecs.Running] = []
     stand_in = kubelet_mod.Kubelet(kube.plane, docker_client, nodes=nodes, labels={LABEL: label_value(session_id)},
                                 version=kube.plan.kubernetes, node_labels=node_labels).start()
     try:
@@ -140,7 +140,7 @@ def init_containers(cluster: Cluster, namespace: str) -> set[tuple[str, str]]:
 
 # the init containers an operator adds to pods (training-operator's init-pytorch), known by
 # name once their pods are gone (a failed job's pods deleted by its clean-pod policy)
-OPERATOR_INITS = frozenset(c["name"] for c in operators.INIT_CONTAINERS)
+OPERATOR_INITS = frozenset(c["name"] for c in operatorspecs.INIT_CONTAINERS)
 
 
 def runs(cluster: Cluster, namespace: str) -> list[Ran]:

@@ -22,6 +22,7 @@ from torchpod.schedulers.common import Facts
 from torchpod.stacks import SHIM_DIR
 from torchpod.torchrun_flags import split_command_line
 from torchpod_toolkit.cluster import topology
+from torchpod_toolkit.cluster.nodes import fill_ips
 
 from paths import UNIT_FIXTURES
 
@@ -60,8 +61,8 @@ def _render(name: str, model: dict) -> tuple[str, dict[str, str], dict[str, str]
     node = topo.nodes[model["node"]]
     ips = model.get("node_ips") or [model.get("node0_ip", "10.0.0.10")] + [f"10.0.0.{11 + i}" for i in
                                                                           range(model["nodes"] - 1)]
-    env = {k: topology.fill_ips(v, ips) for k, v in node.env}
-    return node.hostname, env, {path.lstrip("/"): topology.fill_ips(text, ips) for path, text in node.files}
+    env = {k: fill_ips(v, ips) for k, v in node.env}
+    return node.hostname, env, {path.lstrip("/"): fill_ips(text, ips) for path, text in node.files}
 
 
 def _load() -> dict[str, Case]:

@@ -16,7 +16,7 @@ import os
 import pytest
 
 from torchpod_toolkit.cluster import runner, topology
-from torchpod_toolkit.kube import plane
+from torchpod_toolkit.kube import plane, planestart
 
 from cluster_helpers import LABEL, NODE_ENV, label_value, sweep_session
 from kube_helpers import Kube, require_programs
@@ -163,10 +163,10 @@ def shared_network(docker_client, test_label):
 
 @pytest.fixture(scope="module")
 def kube(tmp_path_factory):
-    """A real Kubernetes control plane (torchpod_toolkit.kube.plane) from the programs
+    """A real Kubernetes control plane (torchpod_toolkit.kube.planestart) from the programs
     `invoke kube.build` made, stopped after the module; fails under CI without them."""
     plan = require_programs()
-    started = plane.start(plan.bindir, tmp_path_factory.mktemp("kube") / "plane")
+    started = planestart.start(plan.bindir, tmp_path_factory.mktemp("kube") / "plane")
     yield Kube(started, plan)
     plane.stop(started)
     assert not plane.running(started), "a control plane component outlived stop()"

@@ -68,7 +68,7 @@ def cluster(kube, docker_client, cluster_image, session_id, tmp_path_factory) ->
 # init-pytorch (pkg/controller.v1/pytorch/initcontainer.go), which waits until the Master's
 # name resolves; its default image, alpine:3.10, comes from Docker Hub, which this machine
 # cannot reach, so the operator is installed as such a site installs it: its own image
-# (torchpod's) and template (operators.INIT_CONTAINERS: `getent hosts` for nslookup). The
+# (torchpod's) and template (operatorspecs.INIT_CONTAINERS: `getent hosts` for nslookup). The
 # render's Pod Security level counts that container ('baseline', so the namespace admits it).
 #
 # The kinds of the Kubernetes first-job page whose operators this module runs (Volcano's are

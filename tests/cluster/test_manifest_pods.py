@@ -42,7 +42,7 @@ def test_rendered_manifest_runs_as_containers(scheduler, rdma, tmp_path, docker_
 @pytest.mark.parametrize("scheduler", ["volcano", "trainer"])
 def test_a_restricted_manifest_trains_as_its_pods_user_on_a_read_only_root(scheduler, tmp_path, docker_client,
                                                                               cluster_image, test_label):
-    """Pod Security 'restricted' as the harness applies it (topology.security_of): UID 1000
+    """Pod Security 'restricted' as the harness applies it (nodes.security_of): UID 1000
     with no passwd entry, read-only root with the pod's /tmp emptyDir, every capability
     dropped, no new privileges. The launcher finds its HOME under /tmp (torchpod.home)."""
     name = f"r-{test_label[LABEL][:6]}"

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from torchpod_toolkit.cluster import topology
+from torchpod_toolkit.cluster import scenarios
 
 from cluster_helpers import EXAMPLES, assert_group
 
 CHECK = [f"{EXAMPLES}/allreduce_check.py", "--expect-world", "2", "--expect-nodes", "2"]
 
 
-@pytest.mark.parametrize("scenario", list(topology.SCENARIOS))
+@pytest.mark.parametrize("scenario", list(scenarios.SCENARIOS))
 def test_scheduler_forms_one_group_across_two_containers(scenario, make_cluster):
     cl = make_cluster(scenario, 2, CHECK).start()
     assert_group(cl, cl.wait(180), world=2, nodes=2)

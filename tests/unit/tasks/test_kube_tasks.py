@@ -55,7 +55,7 @@ def test_kube_build_reports_a_bad_module_in_one_line(monkeypatch):
 
 
 def test_kube_up_starts_from_the_build_cache_and_prints_the_report(monkeypatch, capsys, tmp_path):
-    from torchpod_toolkit.kube import plane
+    from torchpod_toolkit.kube import plane, planeup
 
     seen = {}
     record = plane.Plane(root=tmp_path, ports=plane.Ports(1, 2, 3, 4, 5), pids={}, binaries={}, seconds=4.2)
@@ -67,16 +67,16 @@ def test_kube_up_starts_from_the_build_cache_and_prints_the_report(monkeypatch, 
         seen.update(bindir=bindir, cache=cache, timeout=timeout)
         return record
 
-    monkeypatch.setattr(plane, "up", up)
+    monkeypatch.setattr(planeup, "up", up)
     TASKS.ns["kube.up"](Context(), timeout="30")
     assert seen == {"bindir": tmp_path / "bin", "cache": tmp_path / "cache", "timeout": 30.0}
     assert "started in   4.2 s" in capsys.readouterr().out
 
 
 def test_kube_down_says_what_it_stopped_or_that_nothing_ran(monkeypatch, capsys, tmp_path):
-    from torchpod_toolkit.kube import plane
+    from torchpod_toolkit.kube import planeup
 
     monkeypatch.setattr(build, "cache_root", lambda env: tmp_path)
-    monkeypatch.setattr(plane, "down", lambda cache: None)
+    monkeypatch.setattr(planeup, "down", lambda cache: None)
     TASKS.ns["kube.down"](Context())
     assert capsys.readouterr().out == "no control plane was started\n"

@@ -16,17 +16,7 @@ from hypothesis import strategies as st
 from torchpod.errors import InputError, RuntimeFailure
 from torchpod_toolkit import measurements as m
 
-from paths import ROOT
-
-RESULTS = ROOT / "bench" / "results"
-PAGE = ROOT / "docs" / "measurements.md"
-REAL = m.load(RESULTS)
-
-
-def one_line(exc: BaseException) -> str:
-    text = str(exc)
-    assert len(text.splitlines()) == 1 and text.isprintable(), repr(text)
-    return text
+from measurement_cases import PAGE, REAL, RESULTS, one_line
 
 
 def test_the_committed_table_is_what_the_json_renders():
@@ -44,127 +34,6 @@ def test_the_table_has_one_markdown_row_per_figure():
     assert lines[:2] == ["| what | figure | command |", "|---|---|---|"]
     assert len(lines) == 2 + 3 + 3 + 2 + len(m.ROWS) - 3  # images 3, rebuild 3, loop 2, others 1
     assert all(line.startswith("| ") and line.endswith(" |") and line.count(" | ") == 2 for line in lines[2:])
-
-
-def test_figures_come_from_the_json_not_from_the_renderer():
-    results = copy.deepcopy(REAL)
-    x86 = results["images.json"]["arches"]["x86_64"]
-    x86["image_bytes"] = 2 * x86["payload_bytes"]
-    results["toolkit_edit.json"]["cached_steps"] = 7
-    results["slurm.json"]["median_s"] = {"sbatch": 6.0, "harness": 3.0}
-    table = m.render(results)
-    assert "= **2.000**" in table and "**7 of 10**" in table and "6.00 / 3.00 s = **2.00**" in table
-    assert "= **2.000**" not in m.render(REAL)
-
-
-def _row(table: str, start: str) -> str:
-    (row,) = [line for line in table.splitlines() if line.startswith(f"| {start}")]
-    return row
-
-
-WARM = "warm rebuild after adding a file under `entrypoints/` only"
-EDIT = "rebuild after adding a file under `entrypoints/` only"
-
-
-def test_a_goal_missed_or_met_follows_the_figure():
-    results = copy.deepcopy(REAL)
-    assert "goal ≤ 20 s: missed by aarch64" in _row(m.render(results), WARM)
-    assert "goal ≤ 20 s: met" in _row(m.render(results), EDIT)
-    results["images.json"]["arches"]["aarch64"]["warm_rebuild_s"] = 5.0
-    results["rebuild.json"]["arches"]["x86_64"]["after"]["launcher_edit_s"] = 20.5
-    assert "goal ≤ 20 s: met" in _row(m.render(results), WARM)
-    assert "goal ≤ 20 s: missed by x86_64" in _row(m.render(results), EDIT)
-
-
-def _section(text: str, heading: str) -> str:
-    return text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
-
-
-def test_the_rebuild_figures_written_by_hand_are_the_jsons():
-    # the README's tour and the prose of the page's Rebuilds section repeat figures of
-    # rebuild.json and images.json: each one written there is the JSON's, to the tenth
-    rebuild, images = REAL["rebuild.json"]["arches"], REAL["images.json"]["arches"]
-    rebuilds = " ".join(_section(PAGE.read_text(encoding="utf-8"), "Rebuilds").split())
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    before, after = ({a: rebuild[a][side]["launcher_edit_s"] for a in rebuild} for side in ("before", "after"))
-    for arch in rebuild:
-        assert f"{arch} {before[arch]:.1f} s before, {after[arch]:.1f} s after" in rebuilds, arch
-    met = all(v <= m.GOAL_WARM_REBUILD_S for v in after.values())
-    assert ("both arches meet the 20 s goal" in rebuilds) is met
-    host = REAL["rebuild.json"]["host"]
-    assert f"costs {after[host] - before[host]:.1f} s more than before" in rebuilds
-    warm = {a: images[a]["warm_rebuild_s"] for a in images}
-    assert f"x86_64 {warm['x86_64']:.1f} s, aarch64 {warm['aarch64']:.1f} s" in rebuilds
-    full = {a: rebuild[a]["after"]["full_s"] for a in rebuild}
-    assert (f"full: {full['x86_64']:.1f} s x86_64, {full['aarch64']:.1f} s aarch64; a launcher edit "
-            f"{after['x86_64']:.1f} / {after['aarch64']:.1f} s") in readme
-
-
-def _set(data, dotted, value):
-    *parents, last = dotted.split(".")
-    for part in parents:
-        data = data[int(part)] if isinstance(data, list) else data[part]
-    if value is _DELETE:
-        del data[int(last) if isinstance(data, list) else last]
-    elif isinstance(data, list):
-        data[int(last)] = value
-    else:
-        data[last] = value
-
-
-_DELETE = object()
-
-
-@pytest.mark.parametrize("name, key, value, needle", [
-    ("images.json", "arches.x86_64.cold_build_s", _DELETE, "arches.x86_64.cold_build_s is missing"),
-    ("images.json", "arches.x86_64.cold_build_s", "78.6",
-     "arches.x86_64.cold_build_s='78.6'; expected a positive number"),
-    ("images.json", "arches.x86_64.cold_build_s", True, "arches.x86_64.cold_build_s=True; expected a positive number"),
-    ("images.json", "arches.x86_64.cold_build_s", -1, "arches.x86_64.cold_build_s=-1; expected a positive number"),
-    ("images.json", "arches.x86_64.payload_bytes", 0, "arches.x86_64.payload_bytes=0; expected a positive number"),
-    ("images.json", "arches.aarch64", [1, 2], "arches.aarch64=[1, 2]; expected a mapping"),
-    ("images.json", "arches", {"x86_64": {}}, "expected the native arch and at least one other"),
-    ("images.json", "arches", {"x86\n64": {}}, "arches='x86\\n64'; expected arch names"),
-    ("images.json", "rounds", 1.5, "rounds=1.5; expected a positive integer"),
-    ("images.json", "host", None, "host=None; expected 1-120 characters"),
-    ("toolkit_edit.json", "edited", "a.py | b\n", "edited='a.py | b\\n'; expected 1-120 characters"),
-    ("toolkit_edit.json", "layers_identical", "yes", "layers_identical='yes'; expected true or false"),
-    ("rendezvous.json", "summary", [], "summary=[]; expected a non-empty list"),
-    ("rendezvous.json", "runs.0", "x", "runs.0='x'; expected a mapping"),
-    ("rendezvous.json", "runs.0.seconds", None, "runs.0.seconds=None; expected a positive number"),
-    ("allreduce.json", "median", {}, "median.busbw_gbps is missing"),
-    ("allreduce.json", "runs.0.rows.0.bytes", 1e3, "runs.0.rows.0.bytes=1000.0; expected a positive integer"),
-    ("netplugin.json", "sizes.1.variant", "", "sizes.1.variant=''; expected 1-120 characters"),
-    ("netplugin.json", "median_s", {"x86_64": 8.4}, "median_s.aarch64 is missing"),
-    ("payload.json", "same_tree", "yes", "same_tree='yes'; expected true or false"),
-    ("payload.json", "median_s", {"before": 48.0}, "median_s.after is missing"),
-    ("payload.json", "median_s.before", 0, "median_s.before=0; expected a positive number"),
-    ("payload.json", "before", "HEAD; rm -rf /", "before='HEAD; rm -rf /'; expected 1-120 characters"),
-    ("payload.json", "cores", 4096, "cores=4096; expected a positive integer"),
-    ("payload.json", "image", "pytorch | x", "image='pytorch | x'; expected 1-120 characters"),
-    ("slurm.json", "rows", [{"how": "harness", "seconds": 3.0}], "expected at least one row with how='sbatch'"),
-    ("hostile_reads.json", "rows.4.old", {"cpu_s": None}, "rows.4.old.note is missing"),
-    ("preflight.json", "rows.2.slow_nodes", [4, "5 | x"], "rows.2.slow_nodes=[4, '5 | x']; expected node indices"),
-    ("preflight.json", "rows.2.slow_nodes", [4, 8], "expected node indices from 0 to 7"),
-    ("preflight.json", "rows.2.slow_median_s", -1, "rows.2.slow_median_s=-1; expected a positive number"),
-    ("hostile_reads.json", "rows.0.new.peak_rss_mib", "x" * 500, "rows.0.new.peak_rss_mib='xxxxx"),
-    ("first_step.json", "marks", ["step | x"], "marks=['step | x']; expected mark names"),
-    ("first_step.json", "arms", [], "arms=[]; expected a non-empty list"),
-    ("first_step.json", "nodes", None, "nodes=None; expected a non-empty list"),
-    ("first_step.json", "nodes.1", "4\n| x", "nodes.1='4\\n| x'; expected a positive integer"),
-    ("first_step.json", "medians.jobset", {"other": {}}, "expected results of the arms"),
-    ("first_step.json", "medians.jobset.now.2.whole", 0, "medians.jobset.now.2.whole=0; expected a positive number"),
-    ("first_step.json", "medians.jobset.now.2.worker→imported", -1.5, "expected seconds, 0 or more"),
-    ("first_step.json", "medians.jobset.now.2.bound→started", float("nan"), "expected seconds, 0 or more"),
-])
-def test_a_result_that_is_not_what_the_bench_writes_is_one_line(name, key, value, needle):
-    results = copy.deepcopy(REAL)
-    _set(results[name], key, value)
-    with pytest.raises(InputError) as info:
-        m.render(results)
-    text = one_line(info.value)
-    assert text.startswith(f"bench/results/{name}: ") and needle in text, text
-    assert len(text) < 400
 
 
 def test_an_unknown_or_missing_result_file_is_one_line():

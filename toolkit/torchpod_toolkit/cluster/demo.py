@@ -20,7 +20,8 @@ from torchpod.contract import ENV_RDZV_TIMEOUT, PREFLIGHT_MODULE
 from torchpod.errors import InputError
 
 from ..manifests import jobs
-from . import runner, topology
+from . import runner, scenarios, topology
+from .nodes import Topology
 
 # Resident memory one node needs on a CPU host: torchpod + the torchrun agent (~0.4 GiB)
 # and one worker with the CUDA build of torch imported (~0.6 GiB), with headroom.
@@ -54,7 +55,7 @@ class DemoRequest:
 MANIFEST_CAP = 4 << 20  # a rendered manifest is kilobytes
 
 
-def load_manifest(path: str) -> topology.Topology:
+def load_manifest(path: str) -> Topology:
     """The pods of a rendered manifest, as the operator model says they are created."""
     text = readers.read_text(path, what=f"--manifest={path!r}", expected="a file `invoke manifests` wrote",
                              cap=MANIFEST_CAP)
@@ -76,9 +77,9 @@ def check(req: DemoRequest, mem_total: int) -> None:
     """Bad input as one InputError: unknown scheduler/workload, too many nodes for memory."""
     if req.manifest:
         pass
-    elif req.scheduler not in topology.SCENARIOS:
+    elif req.scheduler not in scenarios.SCENARIOS:
         raise InputError(f"--scheduler={req.scheduler!r} is unknown; expected one of "
-                         f"{', '.join(topology.SCENARIOS)}")
+                         f"{', '.join(scenarios.SCENARIOS)}")
     if not req.manifest and req.workload not in WORKLOADS:
         raise InputError(f"--workload={req.workload!r} is unknown; expected one of {', '.join(WORKLOADS)}")
     fewest = next((k.min_nodes for k in jobs.KINDS if k.scenario == req.scheduler), 1)
@@ -117,7 +118,7 @@ def summarize(cl: runner.Cluster, t0: float) -> str:
     return "\n".join(lines)
 
 
-def summary_lines(results: list[dict], nodes: int, topo: topology.Topology, t0: float) -> list[str]:
+def summary_lines(results: list[dict], nodes: int, topo: Topology, t0: float) -> list[str]:
     """The closing lines: group size and scheduler, the first all-reduce, a bench's peak."""
     if not results:
         return [f"nodes {nodes}: no rank reported a result"]

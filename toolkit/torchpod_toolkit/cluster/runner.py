@@ -35,7 +35,7 @@ from torchpod.contract import EXAMPLES_DIR as EXAMPLES
 from torchpod.contract import RESULT_PREFIX
 from torchpod.errors import RuntimeFailure
 
-from .topology import Node, Security, Topology, fill_ips, needs_ips
+from .nodes import Node, Security, Topology, fill_ips, needs_ips
 
 # What a container that went away (or an engine that timed out) raises through the SDK.
 ENGINE_ERRORS = (docker.errors.APIError, requests.exceptions.RequestException)
@@ -112,7 +112,7 @@ class NodeRun:
 
 
 def security_kwargs(sec: Security) -> dict[str, Any]:
-    """docker-py's create() arguments for a pod's securityContext (topology.Security)."""
+    """docker-py's create() arguments for a pod's securityContext (nodes.Security)."""
     out: dict[str, Any] = {"read_only": sec.read_only}
     if sec.user is not None:
         out["user"] = sec.user

@@ -56,8 +56,8 @@ _ID_FILES = ("cache-id", "mount-id", "init-id")
 # colon-separated list of them, each 26 characters with its ``l/`` (64 KiB: two thousand
 # layers, far past overlay2's depth limit); BuildKit's bolt databases grow with the build cache, and one over
 # this is not read: the sweep stops, keeping everything
-_NAME_CAP = 4 * readers.KiB
-_LOWER_CAP = 64 * readers.KiB
+_NAME_CAP = 4 << 10
+_LOWER_CAP = 64 << 10
 _BOLT_CAP = 1 << 30
 
 

@@ -32,9 +32,9 @@ from torchpod_toolkit.cluster.runner import parse_results
 from torchpod_toolkit.manifests import jobs as job_kinds
 from torchpod_toolkit.manifests import podsecurity
 
-from . import build, operators, plane
+from . import build, operators, operatorspecs, plane, planestart
 from . import kubelet as kubelet_mod
-from .podworker import Ended
+from .podruntime import Ended
 
 Obj = dict[str, Any]
 HEADER = re.compile(r"^# torchpod ([a-z0-9-]+) job '([^']+)': (\d+) nodes", re.MULTILINE)
@@ -189,7 +189,7 @@ class Started:
     folder: Path
     plane: plane.Plane | None = None
     kubelet: kubelet_mod.Kubelet | None = None
-    running: list[operators.Running] = field(default_factory=list)
+    running: list[operatorspecs.Running] = field(default_factory=list)
     tagged: list[str] = field(default_factory=list)
 
     def stop(self, client: Any) -> None:
@@ -230,7 +230,7 @@ def start(client: Any, req: Request, manifest: Manifest, env: Mapping[str, str],
             started.tagged.append(ref)
             say(f"image {ref}: the image under test {req.image}, tagged for the run")
         t0 = time.monotonic()
-        started.plane = plane.start(base.bindir, started.folder / "plane")
+        started.plane = planestart.start(base.bindir, started.folder / "plane")
         say(f"control plane {base.kubernetes}: started in {time.monotonic() - t0:.0f} s")
         started.kubelet = kubelet_mod.Kubelet(started.plane, client, nodes=manifest.nodes, prefix="node",
                                               version=base.kubernetes).start()

@@ -39,10 +39,11 @@ from torchpod.errors import RuntimeFailure, one_line
 from torchpod_toolkit import grammars
 from torchpod_toolkit.manifests import spec as spec_mod
 
-from . import kubeletlogs, podargs
+from . import kubeletlogs, planecerts, podargs
 from . import plane as plane_mod
 from .api import ApiError, Client
-from .podworker import Ended, PodWorker, Runtime
+from .podruntime import Ended, Runtime
+from .podworker import PodWorker
 
 LABEL = "torchpod.kubelet"
 LEASE_NAMESPACE = "kube-node-lease"
@@ -168,11 +169,11 @@ class Kubelet:
         self.host_cpus = int(self.docker.info().get("NCPU") or 0)
         pki = self.plane.root / "pki"
         # the container-log endpoint every Node names, on the network's gateway (`kubectl logs`)
-        cert = plane_mod.issue_server(pki, f"kubelet-{self.id}", "torchpod-kubelet", [self.address])
+        cert = planecerts.issue_server(pki, f"kubelet-{self.id}", "torchpod-kubelet", [self.address])
         self.logs = kubeletlogs.LogServer(self.address, self._log_attempts, pki / "ca.crt", cert,
                                           cert.with_suffix(".key")).start()
         for name in self.names:
-            plane_mod.issue_client(pki, f"node-{name}", f"system:node:{name}", "system:nodes")
+            planecerts.issue_client(pki, f"node-{name}", f"system:node:{name}", "system:nodes")
             self.clients[name] = Client(plane_mod.LOOPBACK, self.plane.ports.apiserver, pki / "ca.crt",
                                         pki / f"node-{name}.crt", pki / f"node-{name}.key")
             self._register(name)

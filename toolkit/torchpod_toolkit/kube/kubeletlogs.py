@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-# The API server's client certificate for kubelets (plane.make_pki), as kubeadm names it
+# The API server's client certificate for kubelets (planecerts.make_pki), as kubeadm names it
 ADMITTED = "kube-apiserver-kubelet-client"
 _PATH = re.compile(r"/containerLogs/([^/]+)/([^/]+)/([^/]+)")
 _WHOLE = re.compile(r"[0-9]{1,18}", re.ASCII)

@@ -1,7 +1,7 @@
 """The job kinds `invoke manifests` renders, assembled from their modules (manifests/kinds/). Pure.
 
 "Scheduler" means three things in torchpod: the launcher's detectors (torchpod.schedulers),
-the containers-as-nodes harness's scenarios (cluster/topology.py) and the jobs rendered
+the containers-as-nodes harness's scenarios (cluster/scenarios.py) and the jobs rendered
 here. A ``JobKind`` (kinds/record.py) ties them: the ``--scheduler`` name, the detector
 `torchpod plan` finds in the job's pods or nodes, the c10d port the job uses, the harness
 scenario that runs it, the operator model of its manifest (manifests/operators.py; None for

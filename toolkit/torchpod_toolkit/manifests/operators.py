@@ -88,7 +88,7 @@ from torchpod.errors import InputError
 from .. import grammars
 
 # What Kubernetes sets in every container (the API server's Service); the harness's
-# non-manifest scenarios (cluster/topology.py) set the same.
+# non-manifest scenarios (cluster/scenarios.py) set the same.
 K8S_ENV = (("KUBERNETES_SERVICE_HOST", "10.96.0.1"), ("KUBERNETES_SERVICE_PORT", "443"))
 Obj = Mapping[str, Any]
 

@@ -36,7 +36,7 @@ def test_dev_mounts_put_this_checkout_over_the_images_launcher_and_examples_read
 
 
 def test_security_kwargs_are_what_docker_create_takes():
-    from torchpod_toolkit.cluster.topology import Security
+    from torchpod_toolkit.cluster.nodes import Security
 
     sec = Security(user="1000:1000", groups=("1000",), read_only=True, tmpfs=("/tmp",), cap_drop=("ALL",),
                    no_new_privileges=True)

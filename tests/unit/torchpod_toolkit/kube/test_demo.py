@@ -11,7 +11,7 @@ import pytest
 
 from torchpod.errors import InputError
 from torchpod_toolkit.kube import demo
-from torchpod_toolkit.kube.podworker import Ended
+from torchpod_toolkit.kube.podruntime import Ended
 
 from paths import ROOT
 
@@ -64,8 +64,8 @@ JOBSET = "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: x
     (HEADER + "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n", "holds 0 job objects"),
     (HEADER + JOBSET + "---\n" + JOBSET, "holds 2 job objects"),
     (HEADER.replace("jobset job", "runai job") + JOBSET, "is a Run:ai job: its pods name runai-scheduler, which no "
-     "module here builds (a Run:ai job runs without --kube, on the operator model); expected a volcano, volcano-master, "
-     "kubeflow, kubeflow-elastic, trainer, lws or jobset manifest"),
+     "module here builds (a Run:ai job runs without --kube, on the operator model); expected a volcano, "
+     "volcano-master, kubeflow, kubeflow-elastic, trainer, lws or jobset manifest"),
     (HEADER + "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n", "holds 0 job objects"),
 ])
 def test_a_manifest_it_cannot_run_is_refused_in_one_line(tmp_path, text, needle):

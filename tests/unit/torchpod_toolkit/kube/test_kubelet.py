@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from torchpod_toolkit.kube import kubelet, plane
+from torchpod_toolkit.kube import kubelet, plane, planecerts
 from torchpod_toolkit.manifests.spec import GPU_RESOURCE
 
 
@@ -63,8 +63,8 @@ def test_a_nodes_certificate_names_it_in_system_nodes(tmp_path):
     from cryptography import x509
     from cryptography.x509.oid import NameOID
 
-    plane.make_pki(tmp_path, datetime.datetime.now(datetime.timezone.utc))
+    planecerts.make_pki(tmp_path, datetime.datetime.now(datetime.timezone.utc))
     cert = x509.load_pem_x509_certificate(
-        plane.issue_client(tmp_path, "node-n-0", "system:node:n-0", "system:nodes").read_bytes())
+        planecerts.issue_client(tmp_path, "node-n-0", "system:node:n-0", "system:nodes").read_bytes())
     assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "system:node:n-0"
     assert cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)[0].value == "system:nodes"

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from torchpod_toolkit.kube import kubeletlogs, plane
+from torchpod_toolkit.kube import kubeletlogs, planecerts
 from torchpod_toolkit.kube.kubeletlogs import BadRequest, LogRequest, parse, select, shaped
 
 
@@ -66,8 +66,8 @@ class Attempt:
 @pytest.fixture
 def served(tmp_path):
     pki = tmp_path / "pki"
-    plane.make_pki(pki, datetime.datetime.now(datetime.timezone.utc))
-    cert = plane.issue_server(pki, "kubelet", "torchpod-kubelet", ["127.0.0.1"])
+    planecerts.make_pki(pki, datetime.datetime.now(datetime.timezone.utc))
+    cert = planecerts.issue_server(pki, "kubelet", "torchpod-kubelet", ["127.0.0.1"])
 
     def attempts(request: LogRequest):
         if request.pod != "train-0":
@@ -94,12 +94,12 @@ def get(pki, port: int, path: str, client: str | None) -> tuple[int, bytes]:
 
 def test_the_api_servers_certificate_reads_the_newest_attempt_and_the_one_before(served):
     pki, port = served
-    assert get(pki, port, "/containerLogs/ml/train-0/pytorch?tailLines=1", plane.KUBELET_CLIENT) == (
+    assert get(pki, port, "/containerLogs/ml/train-0/pytorch?tailLines=1", planecerts.KUBELET_CLIENT) == (
         200, b"TORCHPOD_RESULT {}\n")
-    assert get(pki, port, "/containerLogs/ml/train-0/pytorch?previous=true", plane.KUBELET_CLIENT) == (
+    assert get(pki, port, "/containerLogs/ml/train-0/pytorch?previous=true", planecerts.KUBELET_CLIENT) == (
         200, b"first run\n")
-    assert get(pki, port, "/containerLogs/ml/other/pytorch", plane.KUBELET_CLIENT)[0] == 404
-    assert get(pki, port, "/containerLogs/ml/train-0/pytorch?follow=maybe", plane.KUBELET_CLIENT)[0] == 400
+    assert get(pki, port, "/containerLogs/ml/other/pytorch", planecerts.KUBELET_CLIENT)[0] == 404
+    assert get(pki, port, "/containerLogs/ml/train-0/pytorch?follow=maybe", planecerts.KUBELET_CLIENT)[0] == 400
 
 
 def test_any_other_client_is_refused(served):

@@ -17,7 +17,8 @@ from torchpod.errors import InputError
 from torchpod.resolve import resolve
 from torchpod.schedulers.common import Facts
 from torchpod.torchrun_flags import split_command_line
-from torchpod_toolkit.cluster import topology
+from torchpod_toolkit.cluster import scenarios, topology
+from torchpod_toolkit.cluster.nodes import fill_ips
 from torchpod_toolkit.manifests import headers, hpc, jobs, kube, operators, regenerate, render, runtimes
 from torchpod_toolkit.manifests import spec as spec_mod
 from torchpod_toolkit.manifests.spec import JobSpec, check
@@ -37,7 +38,7 @@ def _plans(topo, tmp_path):
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
             env = {k: (str(target) if v == path else v) for k, v in env.items()}
-        env = {k: topology.fill_ips(v, [f"10.0.0.{10 + i}" for i in range(len(topo.nodes))]) for k, v in env.items()}
+        env = {k: fill_ips(v, [f"10.0.0.{10 + i}" for i in range(len(topo.nodes))]) for k, v in env.items()}
         env["CUDA_VISIBLE_DEVICES"] = ""
         plans.append(resolve(env, Facts(hostname=node.hostname), split_command_line([*node.options, "x.py"])))
     return plans
@@ -46,7 +47,7 @@ def _plans(topo, tmp_path):
 @pytest.mark.parametrize("kind", KINDS)
 def test_each_kind_runs_in_the_harness_as_its_detector_on_its_port(kind, tmp_path):
     assert kind.detector in schedulers.NAMES
-    scenario = topology.SCENARIOS[kind.scenario]
+    scenario = scenarios.SCENARIOS[kind.scenario]
     assert scenario.detector == kind.detector
     topo = topology.build(kind.scenario, 2, "job-1")
     plans = _plans(topo, tmp_path)
@@ -77,7 +78,7 @@ def test_an_hpc_kind_renders_its_script(kind):
 def test_the_table_is_what_every_user_lists():
     assert spec_mod.SCHEDULERS == jobs.NAMES == tuple(k.name for k in jobs.KINDS)
     assert set(spec_mod.KUBE) | set(spec_mod.HPC) == set(jobs.NAMES) and not set(spec_mod.KUBE) & set(spec_mod.HPC)
-    assert {k.scenario for k in jobs.KINDS} <= set(topology.SCENARIOS)
+    assert {k.scenario for k in jobs.KINDS} <= set(scenarios.SCENARIOS)
     # every record names a function of the renderer module of its sort, which its name finds
     assert {k.renderer.module for k in jobs.KINDS if not k.kube} == {"hpc"}
     assert {k.renderer.module for k in jobs.KINDS if k.kube} == {"kube"}
@@ -97,7 +98,7 @@ def test_the_table_is_what_every_user_lists():
     assert [k.name for k in jobs.KINDS if k.real_batch_system] and all(
         not k.kube and k.submit == "sbatch" and k.detector == "slurm" for k in jobs.KINDS if k.real_batch_system)
     # the harness's scenarios that no job renders are conventions with detectors of their own
-    assert {s.detector for n, s in topology.SCENARIOS.items() if n not in jobs.NAMES} <= set(schedulers.NAMES)
+    assert {s.detector for n, s in scenarios.SCENARIOS.items() if n not in jobs.NAMES} <= set(schedulers.NAMES)
 
 
 def test_every_kube_kind_is_rendered():

@@ -1,7 +1,7 @@
 """What one job kind is, as a record: the fields every module under manifests/kinds/ fills in. Pure.
 
 A kind's module declares one ``JobKind`` (``KIND``); everything else asks the record. The
-option checks (spec), the renderers (kube, hpc, render), the harness (cluster/topology) and
+option checks (spec), the renderers (kube, hpc, render), the harness (cluster/scenarios) and
 the demos read its fields, and none of them names a kind: adding a kind is its module, which
 ``kinds`` finds in its folder and places by ``order``.
 
@@ -60,10 +60,10 @@ class Ref:
 @dataclass(frozen=True)
 class Nodes:
     """What a batch system hands each node of a job, as the containers-as-nodes harness
-    (cluster/topology.py) plays it from the system's own sources: the names the nodes are
+    (cluster/scenarios.py) plays it from the system's own sources: the names the nodes are
     listed by, the variables each node gets and the node file, if any.
 
-    The texts are format strings over the job (cluster/topology.py ``_node_fields``):
+    The texts are format strings over the job (cluster/scenarios.py ``_batch``):
     {name} the job's name, {number} its numeric id, {jobid} its id as ``job_id`` forms it,
     {nodes} the node count, {i} the node's index and {n} its number (index + 1), {host} its
     listed name, {hosts} every listed name, space-separated, {hostlist} the list in Slurm's
@@ -85,7 +85,7 @@ class JobKind:
     name: str  # the --scheduler value
     detector: str  # the torchpod.schedulers NAME `torchpod plan` detects in the job's pods/nodes
     port: int  # the job's c10d port
-    scenario: str  # the harness scenario (cluster/topology.py) that runs this job
+    scenario: str  # the harness scenario (cluster/scenarios.py) that runs this job
     model: Optional[Model]  # operators' model of the manifest's job object; None: a batch script
     requires: Optional[str]  # the operator the cluster must run (Kubernetes kinds)
     submit: str  # the command that submits the rendered file

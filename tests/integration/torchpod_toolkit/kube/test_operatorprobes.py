@@ -1,4 +1,4 @@
-"""torchpod_toolkit.kube.operators with a real server. ready: a GET answered 200, over plain HTTP
+"""torchpod_toolkit.kube.operatorprobes with a real server. ready: a GET answered 200, over plain HTTP
 and over TLS, and nothing else. webhook_served against a TLS server holding the
 harness's certificate: a path with a handler is served whatever it answers an empty
 request, a path the server does not know (404, as a controller-runtime manager
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from torchpod_toolkit.kube import operators, plane
+from torchpod_toolkit.kube import operatorprobes, plane, webhookcerts
 
 NOW = datetime.datetime.now(datetime.timezone.utc)  # the certificates are valid from now
 
@@ -58,35 +58,35 @@ def _serve(certs: Path | None) -> Iterator[int]:
 @pytest.fixture
 def webhook_server(tmp_path) -> Iterator[tuple[int, Path]]:
     certs = tmp_path / "certs"
-    operators.make_certs(certs, "op-ca", ["op-webhook.ops.svc"], NOW)
+    webhookcerts.make_certs(certs, "op-ca", ["op-webhook.ops.svc"], NOW)
     for port in _serve(certs):
         yield port, certs / "ca.crt"
 
 
 def test_a_path_with_a_handler_is_served_whatever_it_answers(webhook_server):
     port, ca = webhook_server
-    assert operators.webhook_served(port, "/mutate-thing", ca)
-    assert operators.webhook_served(port, "/validate-thing", ca)
+    assert operatorprobes.webhook_served(port, "/mutate-thing", ca)
+    assert operatorprobes.webhook_served(port, "/validate-thing", ca)
 
 
 def test_a_path_the_server_does_not_know_is_not_served(webhook_server):
     port, ca = webhook_server
-    assert not operators.webhook_served(port, "/mutate-other", ca)
+    assert not operatorprobes.webhook_served(port, "/mutate-other", ca)
 
 
 def test_another_cas_server_and_a_closed_port_are_not_served(webhook_server, tmp_path):
     port, _ = webhook_server
     other = tmp_path / "other"
-    operators.make_certs(other, "other-ca", ["op-webhook.ops.svc"], NOW)
-    assert not operators.webhook_served(port, "/mutate-thing", other / "ca.crt")  # TLS refuses it
+    webhookcerts.make_certs(other, "other-ca", ["op-webhook.ops.svc"], NOW)
+    assert not operatorprobes.webhook_served(port, "/mutate-thing", other / "ca.crt")  # TLS refuses it
     (closed,) = plane.free_ports(1)
-    assert not operators.webhook_served(closed, "/mutate-thing", other / "ca.crt", timeout=1.0)
+    assert not operatorprobes.webhook_served(closed, "/mutate-thing", other / "ca.crt", timeout=1.0)
 
 
 def test_ready_is_a_get_answered_200_over_http_or_tls(webhook_server):
     port, ca = webhook_server
-    assert operators.ready(port, ca=ca) and not operators.ready(port, "/livez", ca=ca)  # 503: not ready
+    assert operatorprobes.ready(port, ca=ca) and not operatorprobes.ready(port, "/livez", ca=ca)  # 503: not ready
     for plain in _serve(None):
-        assert operators.ready(plain) and not operators.ready(plain, "/livez")
-        assert not operators.ready(plain, ca=ca)  # a TLS client against a plain server: no answer
-    assert not operators.ready(port)  # a plain client against a TLS server: no status line
+        assert operatorprobes.ready(plain) and not operatorprobes.ready(plain, "/livez")
+        assert not operatorprobes.ready(plain, ca=ca)  # a TLS client against a plain server: no answer
+    assert not operatorprobes.ready(port)  # a plain client against a TLS server: no status line
