@@ -5,7 +5,10 @@ with the environment the kubelet would give them; a failing command, a missing C
 a capability docker refuses and a deletion end as the kubelet reports them; a pod running as
 a user on a read-only root restarts on failure with its memory emptyDir kept; the real Job
 controller's Indexed Job runs to Complete with its pods finding each other by their headless
-Service names; and stopping the stand-in leaves no container, volume or network.
+Service names; an image absent from the engine is pulled from a registry on this machine
+as its imagePullPolicy says, each step an event worded as the kubelet words it, and one
+that cannot be had waits ErrImageNeverPull or ErrImagePull, then ImagePullBackOff; and
+stopping the stand-in leaves no container, volume or network.
 
 Without the control plane's programs the tests fail under CI (TORCHPOD_REQUIRE_TOOLS=1) and
 skip elsewhere, naming `invoke kube.build`; without the image (the cluster tier's
@@ -14,13 +17,18 @@ skip elsewhere, naming `invoke kube.build`; without the image (the cluster tier'
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import subprocess
 import time
+import uuid
 
 import pytest
 import yaml
 
 from torchpod_toolkit.kube import kubelet as kubelet_mod
 
+import registry_helpers
 from cluster_helpers import LABEL, label_value
 from kube_helpers import until
 
@@ -271,3 +279,83 @@ def test_an_indexed_job_finds_its_peer_by_dns_and_completes(kube, nodes, cluster
     logs = {p["spec"]["hostname"]: _logs(docker_client, p) for p in pods}
     assert verdict.get("Complete") == "True", (verdict, logs)
     assert "pod 0 resolved pair-1.peers" in logs["pair-0"] and "pod 1 heard hello from pod 0" in logs["pair-1"]
+
+
+# --- images: pulled as imagePullPolicy says, and told as events -------------------------------
+
+@pytest.fixture(scope="module")
+def pushed(require_tool, docker_client, tmp_path_factory):
+    """A registry on this machine holding a small image (busybox as its sh and sleep) that the
+    engine does not hold: pushed, then removed here, so that a pod of it needs a real pull."""
+    binary = require_tool("docker-registry", "docker-registry")
+    busybox = require_tool("busybox", "busybox-static")
+    folder = tmp_path_factory.mktemp("pull-registry")
+    context = folder / "context"
+    context.mkdir()
+    shutil.copy(busybox, context / "busybox")
+    (context / "Dockerfile").write_text("FROM scratch\nCOPY busybox /bin/sh\nCOPY busybox /bin/sleep\n")
+    with registry_helpers.serving(binary, folder / "registry", registry_helpers.free_port()) as address:
+        ref = f"{address}/torchpod-test/pulled:{uuid.uuid4().hex[:12]}"
+        subprocess.run(["docker", "build", "-q", "-t", ref, str(context)], check=True, capture_output=True)
+        subprocess.run(["docker", "push", ref], check=True, capture_output=True)
+        docker_client.images.remove(ref, force=True)
+        assert not docker_client.images.list(name=ref.rsplit(":", 1)[0]), "the pushed image is still here"
+        yield ref, address
+        docker_client.images.remove(ref, force=True)
+
+
+def _events(kube, namespace: str, pod: str) -> list[tuple[str, str, str]]:
+    found = json.loads(kube.kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
+    return [(e["type"], e["reason"], e["message"]) for e in found
+            if e["involvedObject"].get("name") == pod and e["source"].get("component") == "kubelet"]
+
+
+def _waiting(kube, namespace: str, pod: str, reason: str):
+    def seen():
+        statuses = _pod(kube, namespace, pod).get("status", {}).get("containerStatuses") or []
+        waiting = statuses[0]["state"].get("waiting", {}) if statuses else {}
+        return waiting if waiting.get("reason") == reason else None
+    return until(reason, seen, seconds=120)
+
+
+def test_an_absent_image_is_pulled_from_the_registry_and_each_step_is_an_event(kube, nodes, pushed, docker_client):
+    ref, _ = pushed
+    kube.namespace("pull")
+    pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+             "spec": {"restartPolicy": "Never", "nodeName": nodes.names[0],
+                      "containers": [_container(ref, ["sh", "-c", "echo ran"], imagePullPolicy="IfNotPresent")]}}
+            for name in ("first", "second")]
+    _apply(kube, "pull", pods[0])
+    done = _phase(kube, "pull", "first", "Succeeded", "Failed", nodes=nodes)
+    assert done["status"]["phase"] == "Succeeded" and _logs(docker_client, done).strip() == "ran"
+    said = _events(kube, "pull", "first")
+    assert ("Normal", "Pulling", f'Pulling image "{ref}"') in said, said
+    (pulled,) = [m for _, reason, m in said if reason == "Pulled"]
+    size = docker_client.images.get(ref).attrs["Size"]
+    assert re.fullmatch(rf'Successfully pulled image "{re.escape(ref)}" in [0-9.]+m?s \([0-9.]+m?s including '
+                        rf"waiting\)\. Image size: {size} bytes\.", pulled), pulled
+    _apply(kube, "pull", pods[1])  # the image is on the machine now: not pulled again
+    assert _phase(kube, "pull", "second", "Succeeded", "Failed", nodes=nodes)["status"]["phase"] == "Succeeded"
+    assert [r for _, r, _ in _events(kube, "pull", "second")].count("Pulling") == 0
+    assert ("Normal", "Pulled", f'Container image "{ref}" already present on machine and can be accessed by the '
+            "pod") in _events(kube, "pull", "second")
+
+
+def test_an_image_that_cannot_be_had_waits_with_the_kubelets_reasons(kube, nodes, pushed):
+    _, address = pushed
+    kube.namespace("nopull")
+    absent = f"{address}/torchpod-test/never-pushed:1"
+    pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+             "spec": {"restartPolicy": "Never", "containers": [_container(absent, ["true"], imagePullPolicy=policy)]}}
+            for name, policy in (("never", "Never"), ("missing", "IfNotPresent"))]
+    _apply(kube, "nopull", *pods)
+    never = _waiting(kube, "nopull", "never", "ErrImageNeverPull")
+    assert never["message"] == f'Container image "{absent}" is not present with pull policy of Never'
+    assert ("Warning", "ErrImageNeverPull", never["message"]) in _events(kube, "nopull", "never")
+    failed = _waiting(kube, "nopull", "missing", "ImagePullBackOff")  # after one ErrImagePull
+    assert failed["message"].startswith(f'Back-off pulling image "{absent}": ErrImagePull: ') and \
+        "manifest unknown" in failed["message"], failed
+    said = _events(kube, "nopull", "missing")
+    assert [m for t, r, m in said if (t, r) == ("Warning", "Failed")][0].startswith(f'Failed to pull image "{absent}"')
+    assert ("Normal", "BackOff", f'Back-off pulling image "{absent}"') in said
+    assert {_pod(kube, "nopull", n)["status"]["phase"] for n in ("never", "missing")} == {"Pending"}

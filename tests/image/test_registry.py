@@ -19,8 +19,6 @@ import hashlib
 import json
 import shutil
 import socket
-import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
@@ -30,17 +28,12 @@ from torchpod.errors import RuntimeFailure
 from torchpod_toolkit.imagebuild import registry
 from torchpod_toolkit.imagebuild.definitions import load_definitions
 
+import registry_helpers
 from paths import ROOT
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]
 MANIFEST_LIST_V2 = "application/vnd.docker.distribution.manifest.list.v2+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # The ports tried, first free first: the same one run after run (Docker's record of what it
@@ -58,7 +51,7 @@ def kept_port() -> int:
             except OSError:
                 continue
             return port
-    return free_port()
+    return registry_helpers.free_port()
 
 
 def _size(folder: Path) -> int:
@@ -75,34 +68,8 @@ def local_registry(require_tool):
     if root.exists() and _size(root) > MAX_KEPT_BYTES:
         shutil.rmtree(root)
     root.mkdir(parents=True, exist_ok=True)
-    config = root / "config.yml"
-    config.write_text(json.dumps({  # YAML is a superset of JSON
-        "version": 0.1,
-        "log": {"level": "warn"},
-        "storage": {"filesystem": {"rootdirectory": str(root / "data")}},
-        "http": {"addr": f"127.0.0.1:{port}"},
-    }))
-    log = root / "registry.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([binary, "serve", str(config)], stdout=out, stderr=subprocess.STDOUT)
-    address = f"127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(f"http://{address}/v2/", timeout=1)
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    break
-                time.sleep(0.1)
-        else:
-            pytest.fail(f"docker-registry never answered on {address} in 10 s; its log:\n{log.read_text()[-2000:]}")
-        if proc.poll() is not None:
-            pytest.fail(f"docker-registry exited ({proc.returncode}); its log:\n{log.read_text()[-2000:]}")
+    with registry_helpers.serving(binary, root, port) as address:
         yield address
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def get_json(url: str, accept: str) -> dict:

@@ -17,10 +17,11 @@ environment podenv resolves as the kubelet's makeEnvironmentVariables does.
 
 What it is not: no CRI, no cgroups beyond docker's ``--cpus`` and ``--memory``, no probes (a
 running container is ready), no kube-proxy or ClusterIP routing (peers find each other by
-the headless DNS names only), no GPUs or RDMA devices behind the advertised counts, no image
-pulls (the image must be on this machine), no exec or attach (its endpoint serves container
-logs only: kubeletlogs), and no sidecar (restartable init) containers:
-a pod with one is failed in one line. Every container and the network carry the labels
+the headless DNS names only), no GPUs or RDMA devices behind the advertised counts, no pause
+image (the sandbox runs the first app container's image, pulled first), one image store for
+every node (an image one node pulled is present on all: podimages), no exec or attach (its
+endpoint serves container logs only: kubeletlogs), and no sidecar (restartable init)
+containers: a pod with one is failed in one line. Every container and the network carry the labels
 given to ``Kubelet`` plus ``torchpod.kubelet=<id>``; ``stop`` removes them all.
 """
 

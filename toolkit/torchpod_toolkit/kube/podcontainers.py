@@ -1,7 +1,8 @@
 """A pod's containers on a kubelet stand-in node, as the kubelet's runtime manager runs them
 (kubernetes v1.37.2, pkg/kubelet/kuberuntime/kuberuntime_manager.go ``SyncPod``): each
-created and started in the pod's sandbox with the environment and command line ``podenv``
-makes and the ``docker create`` words ``podargs`` makes; the init containers one at a time
+one's image made present first (``podimages``), then created and started in the pod's
+sandbox with the environment and command line ``podenv`` makes and the ``docker create``
+words ``podargs`` makes; the init containers one at a time
 (each must exit 0 before the next), then every app container, followed until it exits. A
 container whose configuration cannot be made (a missing ConfigMap key, say) waits with the
 reason CreateContainerConfigError and is tried again (one docker refuses to create or start
@@ -21,7 +22,7 @@ from typing import Any
 from torchpod.errors import RuntimeFailure, one_line
 
 from . import podargs, podenv, podstatus
-from .podmounts import MountingPod
+from .podimages import ImagePod
 from .podreport import CONFIG_RETRY
 from .podruntime import ENGINE_ERRORS, docker_time
 from .podstatus import Record
@@ -29,7 +30,7 @@ from .podstatus import Record
 BACKOFF, BACKOFF_MAX = 10.0, 300.0  # the kubelet's crash-loop back-off
 
 
-class ContainerPod(MountingPod):
+class ContainerPod(ImagePod):
     """A pod worker's containers (``podworker.PodWorker`` runs them once its sandbox is up)."""
 
     def _env(self, container: Mapping[str, Any]) -> dict[str, str]:
@@ -57,6 +58,8 @@ class ContainerPod(MountingPod):
         """Create and start ``record``'s container; False (and a waiting state) when its
         configuration cannot be made."""
         container = self.specs[record.name]
+        if not self._ensure_image(record):
+            return False
         try:
             env = self._env(container)
             command, args = podenv.expand_command(container, env)
@@ -77,6 +80,7 @@ class ContainerPod(MountingPod):
             except RuntimeFailure as exc:
                 record.state = podstatus.waiting(reason, one_line(exc))
                 return False
+        self._ensured.discard(record.name)  # a restart makes its image present again, as the kubelet's start does
         if record.restarts:
             self.runtime.remove(self.name_of(record.name, record.restarts - 1))
         container_id = self.runtime.docker.containers.get(name).id
@@ -100,8 +104,8 @@ class ContainerPod(MountingPod):
         try:
             image = self.runtime.docker.images.get(str(container.get("image", "")))
         except ENGINE_ERRORS as exc:
-            raise podenv.ConfigError(f"image {container.get('image')!r} is not on this machine "
-                                     f"(the stand-in pulls nothing): {one_line(exc)}") from None
+            raise podenv.ConfigError(f"image {container.get('image')!r} is not on this machine: "
+                                     f"{one_line(exc)}") from None
         return str((image.attrs.get("Config") or {}).get("User") or "")
 
     def _poll(self, record: Record) -> bool:

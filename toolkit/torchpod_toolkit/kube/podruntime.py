@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +58,8 @@ class Runtime:
     # deleted pod's), as docker last showed it: what `kubectl logs --previous` and a runtime's
     # log files keep past a container's removal, for whoever watches the stand-in.
     ended: list[Ended] = field(default_factory=list)
+    # the node pulls one image at a time (the kubelet's serializeImagePulls, true by default)
+    pull_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run(self, argv: Sequence[str], timeout: float = 120.0) -> str:
         """A docker command (a list of words, never a shell line); its stdout, or RuntimeFailure."""

@@ -11,6 +11,7 @@ uid as precondition, as the kubelet's status manager finishes a deletion.
 
 The worker is built in layers, one concern a module: ``podreport`` (the pod as last listed,
 the kubelet loop's signals, the status written back), ``podmounts`` (the volumes),
+``podimages`` (each container's image, pulled as its policy says, and the events told),
 ``podcontainers`` (creating, following and restarting the containers) and, here, the pod's
 life from its sandbox to its deletion; ``podruntime`` holds what every worker shares with its
 kubelet.
@@ -29,6 +30,7 @@ from torchpod.errors import RuntimeFailure, one_line
 from . import podargs, podstatus, podvolumes
 from .api import ApiError
 from .podcontainers import ContainerPod
+from .podreport import CONFIG_RETRY
 from .podruntime import ENGINE_ERRORS
 
 FAILURES = (RuntimeFailure, *ENGINE_ERRORS, OSError, subprocess.SubprocessError, ValueError)
@@ -78,7 +80,7 @@ class PodWorker(ContainerPod):
                          "startTime": self.start_time, "hostIP": self.runtime.host_ip})
             return
         # volumes before the sandbox, as the kubelet mounts them before it creates one
-        if not self._volumes():
+        if not self._volumes() or not self._sandbox_image():
             return
         self._make_sandbox()
         for record in self.apps:
@@ -91,6 +93,18 @@ class PodWorker(ContainerPod):
             # a finished pod's sandbox is stopped and its address released (SyncTerminatedPod);
             # its containers stay for their logs until the pod is deleted
             self.runtime.run(["docker", "kill", self.sandbox])
+
+    def _sandbox_image(self) -> bool:
+        """The sandbox's image made present: the first app container's (this stand-in has no
+        pause image), pulled as that container's, tried again while it cannot be; False when
+        the pod is stopping first."""
+        if not self.apps:
+            return True
+        while not self._ensure_image(self.apps[0]):
+            self.report()
+            if self._wait(CONFIG_RETRY):
+                return False
+        return True
 
     def _make_sandbox(self) -> None:
         image = str(self.specs[self.apps[0].name].get("image", "")) if self.apps else ""
