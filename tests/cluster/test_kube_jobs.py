@@ -32,6 +32,7 @@ from torchpod_toolkit.cluster.runner import parse_results
 from torchpod_toolkit.kube import kubelet as kubelet_mod
 from torchpod_toolkit.manifests import jobs
 from torchpod_toolkit.manifests import operators as model_operators
+from torchpod_toolkit.manifests.models.pytorchjob import RUNAI_SCHEDULER
 
 from cluster_helpers import EXAMPLES
 from kube_helpers import settled, until
@@ -119,7 +120,7 @@ def page_kinds(cluster: Cluster, tmp_path) -> None:
     cancelled: set[str] = set()
     # a serving kind first: read and cancelled, its group stops retraining beside the others
     for kind, job in sorted(jobs_.items(), key=lambda kj: first_job.done_command(kj[1].row, "", 1) is not None):
-        if f"schedulerName: {model_operators.RUNAI_SCHEDULER}" in job.path.read_text():
+        if f"schedulerName: {RUNAI_SCHEDULER}" in job.path.read_text():
             continue  # its pods wait for a scheduler no module here runs
         serves = first_job.done_command(job.row, job.namespace, int(WAIT)) is None  # the table: it never ends
         if serves:

@@ -8,8 +8,8 @@ which no manifest renders.
 The Kubernetes ones (runai, kubeflow, kubeflow-elastic,
 trainer, volcano, volcano-master) are not written here: ``_from_manifest`` renders the job
 with `invoke manifests`' renderer and takes each pod from the operator model
-(torchpod_toolkit.manifests.operators, written from the Volcano, training-operator and
-Trainer sources), so the harness runs what a generated manifest makes the operator create.
+(torchpod_toolkit.manifests.operators, one model per operator under manifests/models/,
+written from the operators' sources), so the harness runs what a generated manifest makes the operator create.
 The batch kinds' are not written here either: each kind's record declares what its system
 hands each node (JobKind.nodes, a record.Nodes written from the system's own sources in the
 kind's module: the listed names, the variables, the node file), and ``_batch`` plays it, so
@@ -50,7 +50,7 @@ from typing import Callable, Sequence
 from torchpod.contract import RDZV_PORT_DEFAULT
 
 from ..manifests import jobs
-from ..manifests.operators import K8S_ENV as K8S
+from ..manifests.models.common import K8S_ENV as K8S
 from .nodes import IP_OF_NODE0, ip_of
 
 # AzureML's PyTorch distribution sets MASTER_PORT 6105 (Azure/azureml-cheatsheets,

@@ -4,7 +4,7 @@
 the containers-as-nodes harness's scenarios (cluster/scenarios.py) and the jobs rendered
 here. A ``JobKind`` (kinds/record.py) ties them: the ``--scheduler`` name, the detector
 `torchpod plan` finds in the job's pods or nodes, the c10d port the job uses, the harness
-scenario that runs it, the operator model of its manifest (manifests/operators.py; None for
+scenario that runs it, the operator model of its manifest (manifests/models/; None for
 a batch script), what the cluster must run, its renderer, and what the job can say. spec
 (``--scheduler`` choices, which kinds take an option), the renderers, render (the header,
 the file names), tasks.py (choices and help) and the harness derive from ``KINDS``; a unit

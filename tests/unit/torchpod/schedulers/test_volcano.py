@@ -85,13 +85,13 @@ def _volcano_job(name, tasks, plugins):
 
 def _each_pod(tmp_path, job, keep=lambda key: True):
     """(pod name, detect's answer: a Detection or the InputError's line) for every pod of the
-    job, as Volcano's controller and plugins make them (torchpod_toolkit.manifests.operators)."""
+    job, as Volcano's controller and plugins make them (torchpod_toolkit.manifests.models.volcano)."""
     from torchpod.errors import InputError
     from torchpod.schedulers.common import Facts
-    from torchpod_toolkit.manifests import operators
+    from torchpod_toolkit.manifests.models import volcano as model
 
     answers = []
-    for pod in operators.volcano(job):
+    for pod in model.volcano(job):
         root = tmp_path / pod.name
         for path, text in pod.files:
             (root / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from torchpod.arch import ARCHES
 from torchpod.errors import InputError
-from torchpod_toolkit.manifests import jobs, names, operators, placement, spec
+from torchpod_toolkit.manifests import jobs, names, placement, spec
 from torchpod_toolkit.manifests import render as render_mod
+from torchpod_toolkit.manifests.models.trainjob import trainer_admitted
 from torchpod_toolkit.manifests.spec import HPC, KUBE, MNNVL_KINDS, JobSpec
 
 from manifest_cases import IMAGE
@@ -124,7 +125,7 @@ def test_every_name_trainer_accepts_fits_jobsets_pod_name_limit():
     assert room == 63 - len("-abcde") - len(f"-node-0-{spec.MAX_NODES - 1}") and placement.NAME_MAX <= room
     longest = JobSpec("trainer", spec.MAX_NODES, IMAGE, ("t.py",), name="t" * placement.NAME_MAX)
     job = next(d for d in yaml.safe_load_all(render_mod.render(longest)[0].text) if d)
-    operators.trainer_admitted(job["metadata"]["name"], job["spec"]["trainer"])  # the webhooks' rules, modelled
+    trainer_admitted(job["metadata"]["name"], job["spec"]["trainer"])  # the webhooks' rules, modelled
     checked = spec.check(longest)
     with pytest.raises(InputError, match=f"expected a --name of at most {room} characters"):
         placement.check_kind_limits(replace(checked, name="t" * (room + 1)))

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from torchpod.contract import PYTORCHJOB_PORT
 
-from .. import operators
+from ..models.pytorchjob import pytorchjob
 from .record import JobKind, Ref
 
-KIND = JobKind("kubeflow", "kubeflow", PYTORCHJOB_PORT, "kubeflow", operators.pytorchjob,
+KIND = JobKind("kubeflow", "kubeflow", PYTORCHJOB_PORT, "kubeflow", pytorchjob,
                "Kubeflow training-operator >= 1.7 (PET_* variables)", "kubectl apply -f", "yaml",
                Ref("kube", "pytorch_job_fixed"),
                mnnvl="training-operator >= 1.9", pod_fields=True, priority_class=True, workdir=True,

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from torchpod.contract import PYTORCHJOB_PORT
 
-from .. import operators
+from ..models.pytorchjob import pytorchjob
 from .record import JobKind, Ref
 
-KIND = JobKind("kubeflow-elastic", "kubeflow", PYTORCHJOB_PORT, "kubeflow-elastic", operators.pytorchjob,
+KIND = JobKind("kubeflow-elastic", "kubeflow", PYTORCHJOB_PORT, "kubeflow-elastic", pytorchjob,
                "Kubeflow training-operator >= 1.7 (elasticPolicy)", "kubectl apply -f", "yaml",
                Ref("kube", "pytorch_job_elastic"),
                node_range=True, mnnvl="training-operator >= 1.9", pod_fields=True, priority_class=True, workdir=True,
