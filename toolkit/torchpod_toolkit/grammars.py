@@ -1,7 +1,9 @@
 """The grammars torchpod checks values against, each written once: an OCI image reference
 (a job's ``--image``, manifests.names.image_problem and manifests.policy; an image
-definition's ``base.image`` and names, definitions) and Kubernetes' object names (below the
-reference grammar).
+definition's ``base.image`` and names, definitions), Kubernetes' object names (below the
+reference grammar), the values typed on `invoke manifests`' command line, and resource
+quantities (the API's, which the kubelet stand-in reads, and the parts of it torchpod
+writes or models).
 
 It is the grammar of the distribution project's reference package (distribution/reference,
 regexp.go), which Docker, containerd and the kubelet parse references with, translated to
@@ -103,3 +105,21 @@ WALLTIME_DAYS = re.compile(r"([0-9]{1,3})-([0-9]{1,2}):([0-5][0-9]):([0-5][0-9])
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}", _A)
 # The host of a bracketed IPv6 endpoint, [HOST]:PORT (its hex digits, ':' and '.').
 IPV6_HOST = re.compile(r"[0-9a-fA-F:.]+", _A)
+# A size as `invoke manifests` takes it (--memory-per-node): a whole number and a binary unit
+# (Kubernetes' quantity suffixes Mi, Gi, Ti), so that no target reads it in another unit:
+# Slurm's --mem, PBS's mem= and LSF's rusage[mem=] count in 1024s too (their M/G/T and mb/gb/tb).
+BINARY_SIZE = re.compile(r"([1-9][0-9]{0,8})(Mi|Gi|Ti)", _A)
+
+
+# --- Kubernetes resource quantities -----------------------------------------------------------
+
+# A quantity as the API takes it (k8s.io/apimachinery pkg/api/resource/quantity.go,
+# ParseQuantity): a signed decimal number, then a decimal exponent (e3, E-2) or a suffix,
+# binary (Ki ... Ei) or decimal (n, u, m, k, M, G, T, P, E), or none. Group 1 the number,
+# group 2 the exponent, group 3 the suffix.
+QUANTITY = re.compile(r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+                      r"(?:([eE][+-]?[0-9]{1,3})|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)", _A)
+# The part of it a CPU or GPU count is modelled in where a count must be rounded up (the
+# Trainer's resourcesPerNode, resource.Quantity.Value()): a whole or decimal number, or millis.
+# Group 1 the whole part, group 2 the decimals, group 3 "m" or "".
+WHOLE_OR_MILLI = re.compile(r"([0-9]+)(?:\.([0-9]+))?(m?)", _A)

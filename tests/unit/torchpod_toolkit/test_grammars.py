@@ -87,3 +87,31 @@ def test_both_checks_refuse_what_the_grammar_refuses():
 def test_each_kubernetes_name_grammar_takes_what_apimachinery_takes(pattern, good, bad):
     assert all(pattern.fullmatch(v) for v in good), [v for v in good if not pattern.fullmatch(v)]
     assert not any(pattern.fullmatch(v) for v in bad), [v for v in bad if pattern.fullmatch(v)]
+
+
+# Quantities as apimachinery's ParseQuantity takes them (pkg/api/resource/quantity.go): the
+# accepted forms of its quantity_test.go table, and forms it refuses.
+@pytest.mark.parametrize("text", ["0", "1", "500m", "1.5", ".5", "+2", "-3", "2Gi", "128Mi", "1Ki", "1e3", "1E-2",
+                                  "100n", "7u", "4k", "2M", "8Ei"])
+def test_quantities_the_api_takes(text):
+    assert grammars.QUANTITY.fullmatch(text)
+
+
+@pytest.mark.parametrize("text", ["", "1.5.2", "Gi", "2gi", "2KiB", "1e", "1 Gi", "1Gi\n", "١", "--1", "2mi"])
+def test_quantities_the_api_refuses(text):
+    assert not grammars.QUANTITY.fullmatch(text)
+
+
+@pytest.mark.parametrize("text, ok", [("256Gi", True), ("1536Mi", True), ("1Ti", True), ("0Gi", False),
+                                      ("1.5Gi", False), ("2G", False), ("2Ki", False), ("1234567890Mi", False)])
+def test_a_size_on_the_command_line_is_a_whole_number_and_a_binary_unit(text, ok):
+    assert bool(grammars.BINARY_SIZE.fullmatch(text)) is ok
+    # every size it takes is a quantity the API takes
+    assert not ok or grammars.QUANTITY.fullmatch(text)
+
+
+@pytest.mark.parametrize("text, ok", [("4", True), ("0.5", True), ("500m", True), ("2Gi", False), ("1e3", False),
+                                      ("-1", False)])
+def test_the_modelled_counts_are_a_part_of_the_quantities(text, ok):
+    assert bool(grammars.WHOLE_OR_MILLI.fullmatch(text)) is ok
+    assert not ok or grammars.QUANTITY.fullmatch(text)

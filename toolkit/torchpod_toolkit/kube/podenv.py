@@ -25,10 +25,11 @@ Nothing here reads the API, the environment or the clock.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
+
+from torchpod_toolkit import grammars
 
 Obj = Mapping[str, Any]
 # name -> its data (Secret values already decoded to text), or None when it does not exist
@@ -89,13 +90,11 @@ def expand_command(container: Obj, env: Mapping[str, str]) -> tuple[list[str], l
 _SUFFIX: dict[str, int | Fraction] = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
            "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": 1,
            "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
-_QUANTITY = re.compile(r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
-                       r"(?:([eE][+-]?[0-9]{1,3})|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)", re.ASCII)
 
 
 def quantity(text: object) -> Fraction:
     """A resource quantity (``500m``, ``2Gi``, ``1e3``) as an exact number; anything else is a ConfigError."""
-    found = _QUANTITY.fullmatch(str(text)) if isinstance(text, (str, int)) else None
+    found = grammars.QUANTITY.fullmatch(str(text)) if isinstance(text, (str, int)) else None
     if found is None:
         raise ConfigError(f"quantities must match the regular expression of a Kubernetes quantity: {str(text)[:64]!r}")
     number = Fraction(found.group(1))

@@ -13,10 +13,11 @@ default is the whole node; elsewhere it is sized from the GPUs (DEFAULT_*).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from torchpod.errors import InputError
+
+from .. import grammars
 
 # Defaults sized for a GPU node: 8 CPUs and 32 GiB per GPU fit every 8-GPU cloud shape
 # (96 to 224 vCPUs, 1 to 2 TiB) with room for the kubelet's reservation; a CPU job asks for
@@ -28,11 +29,8 @@ MEMORY_PER_GPU_MI = 32 * 1024
 CPU_JOB_MEMORY_MI = 16 * 1024
 MAX_CPUS_PER_NODE = 4096
 
-# A size as `invoke manifests` takes it: a whole number and a binary unit (Kubernetes'
-# quantity suffixes Mi, Gi, Ti), so that no target reads it in another unit: Slurm's --mem,
-# PBS's mem= and LSF's rusage[mem=] count in 1024s too (their M/G/T and mb/gb/tb).
+# A size's binary units (grammars.BINARY_SIZE) in MiB
 UNITS_MI = {"Mi": 1, "Gi": 1024, "Ti": 1024 * 1024}
-_SIZE = re.compile(r"([1-9][0-9]{0,8})(Mi|Gi|Ti)", re.ASCII)
 MIN_MEMORY_MI = 256
 MAX_MEMORY_MI = 64 * 1024 * 1024  # 64 TiB: above any node
 MEMORY_FORM = ("expected a whole number and a binary unit, Mi, Gi or Ti (e.g. 256Gi, 1536Mi), "
@@ -42,7 +40,7 @@ MEMORY_FORM = ("expected a whole number and a binary unit, Mi, Gi or Ti (e.g. 25
 def parse_memory(flag: str, value) -> int:
     """``value`` in MiB, or one InputError naming the flag, the value and the form."""
     shown = f"{value[:40]!r}..." if isinstance(value, str) and len(value) > 40 else repr(value)
-    m = _SIZE.fullmatch(value) if isinstance(value, str) else None
+    m = grammars.BINARY_SIZE.fullmatch(value) if isinstance(value, str) else None
     if m is None:
         raise InputError(f"{flag}={shown}; {MEMORY_FORM}")
     mi = int(m.group(1)) * UNITS_MI[m.group(2)]

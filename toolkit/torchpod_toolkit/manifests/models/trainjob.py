@@ -15,7 +15,6 @@ suffix (jobset v0.12.0 webhook), a PET_* variable in trainer.env (torch.go Valid
 
 from __future__ import annotations
 
-import re
 from typing import Sequence
 
 from torchpod.contract import TRAINER_PORT
@@ -27,13 +26,12 @@ from .common import K8S_ENV, Obj, Pod, last_wins, launcher_args, node_name, reso
 # What the torch plugin sets and so refuses in trainer.env (pkg/constants TorchRunReservedEnvNames).
 TRAINER_RESERVED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 _TRAINJOB_NAME = grammars.DNS1035_LABEL  # the TrainJob's CEL rule
-_QUANTITY = re.compile(r"([0-9]+)(?:\.([0-9]+))?(m?)", re.ASCII)
 
 
 def _ceil_quantity(text) -> int:
     """A CPU or GPU quantity rounded up to a whole number, as resource.Quantity.Value() does:
     whole or decimal numbers and millis (``500m`` is 1); other suffixes are not modelled."""
-    m = _QUANTITY.fullmatch(str(text))
+    m = grammars.WHOLE_OR_MILLI.fullmatch(str(text))
     if m is None:
         raise InputError(f"resource quantity {text!r} is not modelled; expected a number or millis, e.g. 4 or 500m")
     whole, frac, milli = int(m.group(1)), m.group(2) or "", m.group(3)
