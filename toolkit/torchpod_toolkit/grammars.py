@@ -111,6 +111,21 @@ IPV6_HOST = re.compile(r"[0-9a-fA-F:.]+", _A)
 BINARY_SIZE = re.compile(r"([1-9][0-9]{0,8})(Mi|Gi|Ti)", _A)
 
 
+# --- packages an image definition and its locks pin ------------------------------------------
+
+# Debian policy 5.6.7: lower case, digits, + - . ; at least two characters, starting alphanumeric.
+DEBIAN_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]{1,99}", _A)
+# Debian policy 5.6.12: [epoch:]upstream[-revision], as text to build a pattern from
+DEBIAN_VERSION = r"(?:[0-9]{1,9}:)?[0-9][A-Za-z0-9.+~:-]{0,127}"
+# NAME=VERSION, the form apt-get install takes
+DEBIAN_PIN = re.compile(rf"{DEBIAN_PACKAGE.pattern}={DEBIAN_VERSION}", _A)
+# A Python project's name, PEP 508's (packaging.utils: `^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$`,
+# case-insensitive), at most 100 characters, as text to build a pattern from
+PYTHON_PROJECT = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?"
+# A sha256 digest's hex digits, as sha256sum prints them
+SHA256_HEX = re.compile(r"[0-9a-f]{64}", _A)
+
+
 # --- Kubernetes resource quantities -----------------------------------------------------------
 
 # A quantity as the API takes it (k8s.io/apimachinery pkg/api/resource/quantity.go,

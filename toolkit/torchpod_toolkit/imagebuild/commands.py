@@ -21,12 +21,8 @@ from typing import Mapping, Sequence
 from torchpod.contract import EXAMPLES_DIR, LABEL_KEYS, LOCK_LABEL_KEYS, Arch, label
 from torchpod.errors import InputError, RuntimeFailure
 
-from .definition_values import DEBIAN_PACKAGE
+from .. import grammars
 from .definitions import ImageDef
-
-# Debian policy 5.6.12: NAME=[epoch:]upstream[-revision] (the form apt-get install takes)
-DEB_VERSION = r"(?:[0-9]{1,9}:)?[0-9][A-Za-z0-9.+~:-]{0,127}"
-DEB_PIN = re.compile(rf"[a-z0-9][a-z0-9+.-]{{1,99}}={DEB_VERSION}", re.ASCII)
 
 # glibc of each Debian release: manylinux wheels up to this version run on it.
 DEBIAN_GLIBC = {"bullseye": (2, 31), "bookworm": (2, 36), "trixie": (2, 41)}
@@ -124,7 +120,7 @@ def rootfs_command(defn: ImageDef, arch: Arch, out_tar: Path, pins: Mapping[str,
     include = [f"{n}={pins[n]}" if n in pins else n for n in base_packages(defn)]
     include += sorted(f"{n}={v}" for n, v in pins.items() if n not in base_packages(defn))
     for word in include:
-        if not (DEB_PIN.fullmatch(word) or DEBIAN_PACKAGE.fullmatch(word)):
+        if not (grammars.DEBIAN_PIN.fullmatch(word) or grammars.DEBIAN_PACKAGE.fullmatch(word)):
             raise InputError(f"Debian package {word!r}; expected NAME or NAME=VERSION (fix the lock or definition)")
     return [
         "mmdebstrap",
@@ -198,7 +194,7 @@ def build_command(
         "BUILD_BASE_IMAGE": _words("BUILD_BASE_IMAGE", [build_base_image]),
         "PYTHON_VERSION": _words("PYTHON_VERSION", [defn.python]),
         "PIP_TARGET": _words("PIP_TARGET", pip_target(defn, arch), allow_dash=True),
-        "BASE_PACKAGES": _words("BASE_PACKAGES", base_packages(defn), DEBIAN_PACKAGE),
+        "BASE_PACKAGES": _words("BASE_PACKAGES", base_packages(defn), grammars.DEBIAN_PACKAGE),
         "EXAMPLES_DIR": EXAMPLES_DIR,
         # the payload build reaches no stage FROM it; the frontend still wants a name there
         "PAYLOAD_IMAGE": _words("PAYLOAD_IMAGE", [payload_image or base_image]),
@@ -235,7 +231,7 @@ def _netplugin_args(defn: ImageDef, tarball: str | None, debs: Sequence[str]) ->
         # EFA images ask for aws-ofi-nccl's AWS platform code (it enables itself only when
         # configure runs on EC2); Slingshot's cxi builds leave it out.
         "NETPLUGIN_CONFIGURE": NETPLUGIN_CONFIGURE[defn.aws_ofi_nccl.libfabric],  # type: ignore[union-attr]
-        "NETPLUGIN_DEBS": _words("NETPLUGIN_DEBS", debs, DEB_PIN),
+        "NETPLUGIN_DEBS": _words("NETPLUGIN_DEBS", debs, grammars.DEBIAN_PIN),
     }
 
 

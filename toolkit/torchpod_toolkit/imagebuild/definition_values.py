@@ -20,17 +20,14 @@ from torchpod.errors import InputError
 from .. import grammars
 
 # Grammars. All ASCII and matched with fullmatch (`$` would let a trailing newline through).
-_SHA256 = re.compile(r"[0-9a-f]{64}")
 # A file stem becomes the repository path component `torchpod/<name>` (grammars.PATH_COMPONENT,
 # capped); a tag is grammars.TAG.
 PYTHON = re.compile(r"3\.[0-9]{1,2}")
 CUDA = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}")
 NCCL = re.compile(r"[0-9]{1,3}(?:\.[0-9]{1,4}){1,3}")
-# A requirement pinned exactly; the name is PEP 508's (packaging.utils: `^([A-Z0-9]|[A-Z0-9]
-# [A-Z0-9._-]*[A-Z0-9])$`, case-insensitive); the version is parsed separately as PEP 440.
-_PIN = re.compile(r"(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?)==(?P<version>[!-~]{1,64})")
-# Debian policy 5.6.7: lower case, digits, + - . ; at least two characters, starting alphanumeric.
-DEBIAN_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]{1,99}")
+# A requirement pinned exactly; the name is PEP 508's (grammars.PYTHON_PROJECT); the version
+# is parsed separately as PEP 440.
+_PIN = re.compile(rf"(?P<name>{grammars.PYTHON_PROJECT})==(?P<version>[!-~]{{1,64}})")
 DEBIAN_RELEASE = re.compile(r"[a-z][a-z0-9]{0,31}")
 PROVIDER = re.compile(r"[a-z0-9_]{1,32}")
 # aws-ofi-nccl's PACKAGE_VERSION as its library reports it (plugin.PACKAGE_RE).
@@ -105,7 +102,7 @@ def check_url(path: Path, key: str, value: Any, schemes: tuple[str, ...]) -> str
 
 
 def check_sha256(path: Path | None, key: str, value: Any) -> str:
-    return checked(path, key, value, _SHA256, "64 lower-case hex digits (sha256sum's output)")
+    return checked(path, key, value, grammars.SHA256_HEX, "64 lower-case hex digits (sha256sum's output)")
 
 
 def check_plugin_version(path: Path | None, key: str, value: Any) -> str:

@@ -27,7 +27,6 @@ from torchpod.errors import InputError
 from .. import grammars
 from .definition_values import (
     CUDA,
-    DEBIAN_PACKAGE,
     DEBIAN_RELEASE,
     NCCL,
     PROVIDER,
@@ -257,7 +256,7 @@ def _build(name: str, path: Path, data: Mapping[str, Any]) -> ImageDef:
     r = data["rdma_core"]
     rdma = RdmaCore(
         packages=check_each(path, _need(path, r, "packages", "rdma_core.packages"), "rdma_core.packages",
-                            DEBIAN_PACKAGE, "a Debian package name such as 'libibverbs1'"),
+                            grammars.DEBIAN_PACKAGE, "a Debian package name such as 'libibverbs1'"),
         providers=check_each(path, _need(path, r, "providers", "rdma_core.providers"), "rdma_core.providers",
                              PROVIDER, "a verbs provider name such as 'mlx5'"),
     )

@@ -32,6 +32,7 @@ from torchpod.contract import Arch
 from torchpod.errors import InputError
 from torchpod.fabric import driver
 
+from .. import grammars
 from . import commands
 from .definition_yaml import read_text
 from .definitions import ImageDef
@@ -43,11 +44,10 @@ LOCK_FILE = "a lock file `invoke lock` wrote"
 # for a site's own, and its tools.
 NETPLUGIN_DEBS = ("libfabric1", "libfabric-bin")
 
-_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?"
 _FILE = r"[A-Za-z0-9][A-Za-z0-9._+-]{0,250}\.(?:whl|tar\.gz|zip)"
-WHEEL_LINE = re.compile(rf"(?P<name>{_NAME})==(?P<version>[A-Za-z0-9.+!_-]{{1,64}}) "
+WHEEL_LINE = re.compile(rf"(?P<name>{grammars.PYTHON_PROJECT})==(?P<version>[A-Za-z0-9.+!_-]{{1,64}}) "
                         rf"--hash=sha256:(?P<sha256>[0-9a-f]{{64}})  # (?P<file>{_FILE})", re.ASCII)
-DEB_LINE = re.compile(rf"(?P<name>[a-z0-9][a-z0-9+.-]{{1,99}})=(?P<version>{commands.DEB_VERSION})  "
+DEB_LINE = re.compile(rf"(?P<name>{grammars.DEBIAN_PACKAGE.pattern})=(?P<version>{grammars.DEBIAN_VERSION})  "
                       r"# (?P<layer>base|apt)", re.ASCII)
 _HEADER = re.compile(r"# (?P<key>image|arch|inputs): (?P<value>\S+)", re.ASCII)
 
@@ -319,7 +319,7 @@ def parse_dpkg(text: str, layer: str) -> list[Deb]:
     out = []
     for line in text.splitlines():
         if line.strip():
-            if commands.DEB_PIN.fullmatch(line.strip()) is None:
+            if grammars.DEBIAN_PIN.fullmatch(line.strip()) is None:
                 raise InputError(f"dpkg-query printed {line.strip()[:200]!r}; expected NAME=VERSION")
             name, _, version = line.strip().partition("=")
             out.append(Deb(name, version, layer))

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from torchpod.errors import InputError
+from torchpod_toolkit import grammars
 from torchpod_toolkit.imagebuild import definition_values as values
 
 PATH = Path("img.yaml")
@@ -42,7 +43,7 @@ def test_a_value_that_fits_comes_back_in_its_normal_form():
     (lambda: values.check_url(PATH, "base.mirror", "http://h:0/", ("http",)), "base.mirror='http://h:0/'"),
     (lambda: values.check_sha256(None, "--netplugin-sha256", "A" * 64), "--netplugin-sha256='AAAA"),
     (lambda: values.check_image_ref(PATH, "base.image", "Ubuntu"), "expected an image reference"),
-    (lambda: values.check_each(PATH, ["ok1", "Bad"], "rdma_core.packages", values.DEBIAN_PACKAGE, "a name"),
+    (lambda: values.check_each(PATH, ["ok1", "Bad"], "rdma_core.packages", grammars.DEBIAN_PACKAGE, "a name"),
      "rdma_core.packages[1]='Bad'; expected a name"),
 ])
 def test_a_value_that_does_not_fit_is_one_line_naming_key_value_and_form(call, says):
@@ -89,7 +90,7 @@ CHECKS = [
     lambda v: values.check_sha256(PATH, "k", v),
     lambda v: values.check_plugin_version(PATH, "k", v),
     lambda v: values.check_image_ref(PATH, "k", v),
-    lambda v: values.checked(PATH, "k", v, values.DEBIAN_PACKAGE, "a Debian package name"),
+    lambda v: values.checked(PATH, "k", v, grammars.DEBIAN_PACKAGE, "a Debian package name"),
 ]
 
 
