@@ -4,7 +4,6 @@ front-proxy flags, and the scheduler's configuration from the YAML library."""
 
 from __future__ import annotations
 
-import datetime
 import re
 from pathlib import Path
 
@@ -13,17 +12,14 @@ import yaml
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from torchpod_toolkit.kube import plane, planeargs, planestart
+from torchpod_toolkit.kube import plane, planeargs
 
-NOW = datetime.datetime(2026, 11, 27, 12, 0, tzinfo=datetime.timezone.utc)
-PORTS = plane.Ports(etcd=32379, etcd_peer=32380, apiserver=36443, controller_manager=30257, scheduler=30259)
+from plane_cases import PORTS, prepared_plane
 
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("plane")
-    planestart.prepare(root, PORTS, NOW)
-    return root
+    return prepared_plane(tmp_path_factory)
 
 
 def _cert(root: Path, stem: str) -> x509.Certificate:

@@ -18,7 +18,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from torchpod.errors import InputError
 from torchpod_toolkit.kube import planecerts
 
-NOW = datetime.datetime(2026, 11, 27, 12, 0, tzinfo=datetime.timezone.utc)
+from plane_cases import NOW
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ bounded reader."""
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 from dataclasses import asdict
@@ -17,15 +16,12 @@ import yaml
 from torchpod.errors import RuntimeFailure
 from torchpod_toolkit.kube import plane, planecerts, planestart
 
-NOW = datetime.datetime(2026, 11, 27, 12, 0, tzinfo=datetime.timezone.utc)
-PORTS = plane.Ports(etcd=32379, etcd_peer=32380, apiserver=36443, controller_manager=30257, scheduler=30259)
+from plane_cases import PORTS, prepared_plane
 
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("plane")
-    planestart.prepare(root, PORTS, NOW)
-    return root
+    return prepared_plane(tmp_path_factory)
 
 
 @pytest.mark.parametrize("stem", [c[0] for c in planecerts.CLIENTS])
