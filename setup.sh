@@ -14,6 +14,9 @@
 #                           (pytest, ruff, mypy, ...), the default image's torch on the host
 #                           (the contract tests), and SkyPilot in an environment of its own.
 #                           `invoke test` runs this first.
+#   ./setup.sh --bench      + what bench/layers.py needs beside the engine: a registry,
+#                           skopeo (writes zstd layers) and podman (pulls them into an
+#                           empty store)
 #   --restart-docker        stop a running dockerd that runs no container first, so its
 #                           store is swept (below) before it starts again (CI passes it)
 #   --dry-run               print the steps it would run, and run none
@@ -25,16 +28,17 @@ set -euo pipefail
 cd "$(dirname "$0")"
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
-EMULATION=0; TESTS=0; DRY=0; RESTART_DOCKER=0
+EMULATION=0; TESTS=0; BENCH=0; DRY=0; RESTART_DOCKER=0
 for arg in "$@"; do
   case "$arg" in
     --emulation) EMULATION=1 ;;
     --tests) TESTS=1; EMULATION=1 ;;
+    --bench) BENCH=1 ;;
     --restart-docker) RESTART_DOCKER=1 ;;
     --dry-run) DRY=1 ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) shown=$(printf '%q' "$arg"); [ "$shown" != "$arg" ] || shown="'$arg'"  # one line, whatever it holds
-       echo "setup.sh: unknown option $shown; expected --emulation, --tests, --restart-docker, --dry-run or --help" >&2; exit 2 ;;
+       echo "setup.sh: unknown option $shown; expected --emulation, --tests, --bench, --restart-docker, --dry-run or --help" >&2; exit 2 ;;
   esac
 done
 
@@ -89,8 +93,13 @@ summary() {
 # The Debian packages of each part; a part whose packages are all installed skips apt.
 CORE_DEBS=(docker.io mmdebstrap ca-certificates)
 EMULATION_DEBS=(binfmt-support arch-test)
-# openssl: the push tests make a CA and a TLS certificate for their registry
-TEST_DEBS=(etcd-server docker-registry slurm-client gcc libc6-dev make shellcheck iperf3 iproute2 openssl)
+# openssl: the push tests make a CA and a TLS certificate for their registry; busybox-static:
+# the kubelet stand-in's pull tests push an image of it alone (no base image to fetch)
+TEST_DEBS=(etcd-server docker-registry slurm-client gcc libc6-dev make shellcheck iperf3 iproute2 openssl
+           busybox-static)
+# bench/layers.py: a throwaway registry, skopeo to recompress the image's layers as zstd, and
+# podman to pull each format into an empty store (Docker 20.10 cannot pull zstd layers)
+BENCH_DEBS=(docker-registry skopeo podman)
 
 absent() { # the packages of "$@" that dpkg does not report installed
   local p
@@ -110,6 +119,7 @@ install_debs() {
   local want=("${CORE_DEBS[@]}") missing
   [ "$EMULATION" = 0 ] || want+=("${EMULATION_DEBS[@]}")
   [ "$TESTS" = 0 ] || want+=("${TEST_DEBS[@]}")
+  [ "$BENCH" = 0 ] || want+=("${BENCH_DEBS[@]}")
   mapfile -t missing < <(absent "${want[@]}")
   if [ "${#missing[@]}" -gt 0 ]; then apt_install "${missing[@]}"; else echo "    all present"; fi
 }

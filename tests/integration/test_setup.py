@@ -32,4 +32,4 @@ def test_an_unknown_option_is_one_line_and_exit_2_before_anything_runs(flag, sho
                           timeout=30)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.splitlines() == [f"setup.sh: unknown option {shown}; expected --emulation, --tests, "
-                                        "--restart-docker, --dry-run or --help"]
+                                        "--bench, --restart-docker, --dry-run or --help"]

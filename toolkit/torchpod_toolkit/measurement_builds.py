@@ -1,7 +1,8 @@
 """The rows of the measurements table for the benches of the image build and the developer's
 loop: image size and build times (bench/images.py), a toolkit edit (bench/toolkit_edit.py),
-the net plugin variants (bench/netplugin.py), the payload install (bench/payload.py), locked
-rebuilds (bench/rebuild.py) and the first command and CI from a fresh clone (bench/loop.py).
+gzip against zstd layers (bench/layers.py), the net plugin variants (bench/netplugin.py), the
+payload install (bench/payload.py), locked rebuilds (bench/rebuild.py) and the first command
+and CI from a fresh clone (bench/loop.py).
 
 Each function takes one result file (a measurement_result.Result) and returns its rows,
 (what, figure, command); measurements.ROWS puts them in the table's order. The goals shown
@@ -10,6 +11,7 @@ beside the figures are here, where the rows judge them.
 
 from __future__ import annotations
 
+import math
 import re
 
 from .measurement_result import CELL_TEXT, Result, Row, gb
@@ -171,3 +173,54 @@ def loop(r: Result) -> list[Row]:
 def _or_dash(seconds: float | None) -> str:
     return "–" if seconds is None else f"{seconds:.1f}"
 
+
+
+_FORMATS = ("gzip", "zstd")
+
+
+def _runtimes(r: Result) -> str:
+    """Which runtimes read zstd layers: measured here (yes, no) or not checked here."""
+    shown = []
+    for i, item in enumerate(r.items("runtimes", list)):
+        where = f"runtimes.{i}"
+        r.mapping(item, where)
+        reads = r.get("reads_zstd", item, where)
+        if not (reads is None or isinstance(reads, bool)):
+            raise r.bad(f"{where}.reads_zstd", reads, "true, false or null (not checked here)")
+        shown.append(f"{r.text('runtime', item, where)} "
+                     + ("not checked here" if reads is None else "**yes**" if reads else "**no**"))
+    return ", ".join(shown)
+
+
+def _seconds_or_zero(r: Result, key: str) -> float:
+    value = r.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise r.bad(key, value, "seconds, 0 or more")
+    return float(value)
+
+
+def layers(r: Result) -> list[Row]:
+    """gzip against zstd layers of one image (bench/layers.py): push, pull and unpack into an
+    empty store, compressed bytes, the launcher's layer, which runtimes read zstd, the choice."""
+    def pair(key: str) -> tuple[float, float]:
+        return r.number(f"formats.gzip.{key}"), r.number(f"formats.zstd.{key}")
+
+    push, size, launcher = pair("push_s"), pair("compressed_bytes"), pair("launcher_bytes")
+    pull = (r.number("median_pull_s.gzip"), r.number("median_pull_s.zstd"))
+    spread = (_seconds_or_zero(r, "spread_pull_s.gzip"), _seconds_or_zero(r, "spread_pull_s.zstd"))
+    default, variant = r.get("choice.default"), r.get("choice.variant")
+    if not isinstance(default, str) or default not in _FORMATS:
+        raise r.bad("choice.default", default, "gzip or zstd")
+    if not (variant is None or (isinstance(variant, str) and variant in _FORMATS and variant != default)):
+        raise r.bad("choice.variant", variant, "the other format, or null")
+    repeats = r.count("repeats", limit=21)
+    what = (f"image layers of `{r.text('image')}`, gzip / zstd, one registry on loopback: push (`docker push` / "
+            f"`skopeo copy` recompressing); pull and unpack into an empty podman store "
+            f"({r.text('store.storage_driver')}), median of {repeats}, alternating; compressed bytes; "
+            "the launcher's layer (what a launcher-only release moves); which runtimes read zstd")
+    figure = (f"push {push[0]:.1f} / {push[1]:.1f} s; pull and unpack {pull[0]:.1f} / {pull[1]:.1f} s = "
+              f"**{pull[1] / pull[0]:.2f}** (each format's runs within {spread[0]:.1f} / {spread[1]:.1f} s); "
+              f"{gb(size[0])} / {gb(size[1])} GB = **{size[1] / size[0]:.3f}**; "
+              f"launcher layer {launcher[0] / 1e3:.0f} / {launcher[1] / 1e3:.0f} kB; reads zstd: {_runtimes(r)}; "
+              f"default **{default}**" + (f", {variant} as a variant" if variant else ""))
+    return [(what, figure, f"`python bench/layers.py --repeats {repeats}`")]

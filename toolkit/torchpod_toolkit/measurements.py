@@ -44,6 +44,7 @@ MAX_FILE_BYTES = readers.DATA_CAP
 ROWS: dict[str, Callable[[Result], list[Row]]] = {
     "images.json": builds.images,
     "toolkit_edit.json": builds.toolkit_edit,
+    "layers.json": builds.layers,
     "rendezvous.json": runs.rendezvous,
     "allreduce.json": runs.allreduce,
     "netplugin.json": builds.netplugin,

@@ -88,3 +88,58 @@ def test_the_rebuild_figures_written_by_hand_are_the_jsons():
 ])
 def test_a_result_that_is_not_what_the_bench_writes_is_one_line(name, key, value, needle):
     assert needle in spoiled_message(name, key, value)
+
+
+LAYERS = "image layers of `"
+
+
+def test_the_layers_row_shows_each_formats_figures_and_the_choice_the_json_makes():
+    results = copy.deepcopy(REAL)
+    layers = results["layers.json"]
+    layers["median_pull_s"] = {"gzip": 100.0, "zstd": 50.0}
+    layers["formats"]["gzip"]["compressed_bytes"] = 2e9
+    layers["formats"]["zstd"]["compressed_bytes"] = 1.5e9
+    layers["choice"].update(default="gzip", variant="zstd")
+    layers["runtimes"] = [{"runtime": "podman 4.3.1", "reads_zstd": True},
+                          {"runtime": "Docker Engine 20.10.24", "reads_zstd": False},
+                          {"runtime": "enroot", "reads_zstd": None}]
+    line = row(m.render(results), LAYERS)
+    assert "100.0 / 50.0 s = **0.50**" in line and "2.00 / 1.50 GB = **0.750**" in line
+    assert "podman 4.3.1 **yes**, Docker Engine 20.10.24 **no**, enroot not checked here" in line
+    assert line.endswith("default **gzip**, zstd as a variant | `python bench/layers.py --repeats "
+                         f"{layers['repeats']}` |")
+    layers["choice"].update(default="zstd", variant=None)
+    assert "default **zstd** |" in row(m.render(results), LAYERS)
+
+
+def test_the_layers_choice_written_on_the_page_is_the_jsons():
+    layers = REAL["layers.json"]
+    prose = " ".join(PAGE.read_text(encoding="utf-8").split())
+    assert f"`{layers['choice']['default']}` stays the default" in prose or \
+        f"`{layers['choice']['default']}` becomes the default" in prose
+    for fmt in ("gzip", "zstd"):
+        assert f"{fmt} {layers['median_pull_s'][fmt]:.1f} s" in prose, fmt
+
+
+@pytest.mark.parametrize("key, value, needle", [
+    ("median_pull_s.zstd", DELETE, "median_pull_s.zstd is missing"),
+    ("median_pull_s.gzip", 0, "median_pull_s.gzip=0; expected a positive number"),
+    ("spread_pull_s.gzip", -1, "spread_pull_s.gzip=-1; expected seconds, 0 or more"),
+    ("spread_pull_s.zstd", float("inf"), "spread_pull_s.zstd=inf; expected seconds, 0 or more"),
+    ("spread_pull_s", {"gzip": 1.0}, "spread_pull_s.zstd is missing"),
+    ("formats.zstd.compressed_bytes", "2e9", "formats.zstd.compressed_bytes='2e9'; expected a positive number"),
+    ("formats.gzip.launcher_bytes", None, "formats.gzip.launcher_bytes=None; expected a positive number"),
+    ("choice.default", "brotli", "choice.default='brotli'; expected gzip or zstd"),
+    ("choice.default", ["gzip"], "choice.default=['gzip']; expected gzip or zstd"),
+    ("choice.variant", "brotli", "choice.variant='brotli'; expected the other format, or null"),
+    ("choice.variant", "gzip", "choice.variant='gzip'; expected the other format, or null"),  # the default
+    ("repeats", 21, "repeats=21; expected a positive integer"),
+    ("image", "pytorch | x", "image='pytorch | x'; expected 1-120 characters"),
+    ("store.storage_driver", "overlay\n", "store.storage_driver='overlay\\n'; expected 1-120 characters"),
+    ("runtimes", [], "runtimes=[]; expected a non-empty list"),
+    ("runtimes.0", "podman", "runtimes.0='podman'; expected a mapping"),
+    ("runtimes.0.reads_zstd", 1, "runtimes.0.reads_zstd=1; expected true, false or null"),
+    ("runtimes.1.runtime", "Docker | 20", "runtimes.1.runtime='Docker | 20'; expected 1-120 characters"),
+])
+def test_a_layers_result_that_is_not_what_the_bench_writes_is_one_line(key, value, needle):
+    assert needle in spoiled_message("layers.json", key, value)
