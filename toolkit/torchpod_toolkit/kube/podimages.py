@@ -108,7 +108,8 @@ class ImagePod(MountingPod):
             return True
         container = self.specs[record.name]
         image, policy = str(container.get("image", "")), pull_policy(container)
-        where = f"spec.{'initContainers' if record in self.inits else 'containers'}{{{record.name}}}"
+        kind = "initContainers" if any(r is record for r in self.inits) else "containers"
+        where = f"spec.{kind}{{{record.name}}}"
         if policy != "Always" and self._image_size(image) is not None:
             self._event(where, "Normal", "Pulled",
                         f"Container image {quoted(image)} already present on machine and can be accessed by the pod")

@@ -193,3 +193,14 @@ def test_the_node_pulls_one_image_at_a_time():
     worker.runtime.pull_lock.release()
     thread.join(5)
     assert done == [True]
+
+
+def test_an_init_containers_events_name_it_as_an_init_container():
+    worker = _worker({"name": "c", "image": "img:1", "imagePullPolicy": "IfNotPresent"}, present={"img:1": 9})
+    init = {"name": "c0", "image": "img:1", "imagePullPolicy": "IfNotPresent"}
+    worker.pod["spec"]["initContainers"] = [init]
+    worker.specs["c0"] = init
+    worker.inits = [podimages.Record("c0", "img:1")]
+    assert worker._ensure_image(worker.inits[0]) and worker._ensure_image(worker.apps[0])
+    assert [e["involvedObject"]["fieldPath"] for e in worker.runtime.client.events] == [
+        "spec.initContainers{c0}", "spec.containers{c}"]
