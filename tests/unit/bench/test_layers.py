@@ -1,8 +1,12 @@
-"""bench/layers.py: its options are refused in one line before anything starts, the
-defaults pass, and the folder a run would create is the outermost one missing. What it reads
-and computes (bench/layer_figures.py) has tests of its own: test_layer_figures.py."""
+"""bench/layers.py: its options are refused in one line before anything starts; the sizes it
+reads from a registry's manifest and the launcher's layers it names from `docker history`
+are what those documents say, and a document of another form is one ValueError; the pulls
+alternate, the medians, ratios and table follow the runs, and the choice keeps gzip while a
+runtime users run cannot read zstd."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from hypothesis import given, settings
@@ -82,12 +86,224 @@ def test_any_image_text_is_taken_or_refused_in_one_line(bench, image):
     assert image.isprintable() and " " not in image and "@" not in image
 
 
+GZIP = "application/vnd.docker.image.rootfs.diff.tar.gzip"
+ZSTD = "application/vnd.oci.image.layer.v1.tar+zstd"
+
+
+def _manifest(*layers, **extra) -> str:
+    return json.dumps({"schemaVersion": 2, "config": {"size": 1}, **extra,
+                       "layers": [{"mediaType": kind, "size": size, "digest": "sha256:0"} for kind, size in layers]})
+
+
+def test_the_sizes_are_the_manifests_layers_in_order(bench):
+    docker = _manifest((GZIP, 80_000_000), (GZIP, 32), (GZIP, 2_600_000_000))
+    assert bench.parse_manifest(docker) == [(GZIP, 80_000_000), (GZIP, 32), (GZIP, 2_600_000_000)]
+    assert bench.compression(bench.parse_manifest(docker)) == "gzip"
+    oci = _manifest((ZSTD, 70_000_000), (ZSTD, 9), mediaType="application/vnd.oci.image.manifest.v1+json")
+    assert bench.compression(bench.parse_manifest(oci)) == "zstd"
+    assert bench.compression([("application/vnd.oci.image.layer.v1.tar+gzip", 1)]) == "gzip"
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("", "not JSON"),
+    ("{", "not JSON"),
+    ("[" * 100_000 + "]" * 100_000, "not JSON"),
+    ("[]", "lists no layers"),
+    ('{"schemaVersion": 1, "fsLayers": []}', "lists no layers"),
+    ('{"schemaVersion": 2, "manifests": [{"digest": "sha256:0"}]}', "lists no layers"),  # an index
+    ('{"schemaVersion": 2, "layers": []}', "lists no layers"),
+    ('{"schemaVersion": 2, "layers": "big"}', "lists no layers"),
+    ('{"schemaVersion": 2, "layers": [7]}', "layer 0 of the manifest: '7'"),
+    (_manifest((GZIP, True)), "expected a mediaType and a size in bytes"),
+    (_manifest((GZIP, -1)), "expected a mediaType and a size in bytes"),
+    (_manifest((GZIP, 1.5)), "expected a mediaType and a size in bytes"),
+    (_manifest((None, 1)), "expected a mediaType and a size in bytes"),
+])
+def test_a_manifest_of_another_form_is_one_value_error(bench, text, needle):
+    with pytest.raises(ValueError) as info:
+        bench.parse_manifest(text)
+    assert needle in str(info.value) and len(str(info.value).splitlines()) == 1
+
+
+@pytest.mark.parametrize("layers", [
+    [(GZIP, 1), (ZSTD, 1)],  # mixed: a copy that reused some blobs
+    [("application/vnd.oci.image.layer.v1.tar", 1)],  # uncompressed
+    [("text/plain\n|", 1)],
+])
+def test_layers_not_all_of_one_known_compression_are_refused(bench, layers):
+    with pytest.raises(ValueError, match="expected all gzip or all zstd"):
+        bench.compression(layers)
+
+
+@settings(deadline=None, max_examples=300)
+@given(st.one_of(TEXT, st.recursive(st.none() | st.booleans() | st.integers() | TEXT,
+                                    lambda inner: st.lists(inner, max_size=3)
+                                    | st.dictionaries(st.sampled_from(["schemaVersion", "layers", "mediaType",
+                                                                       "size"]), inner, max_size=4),
+                                    max_leaves=10).map(json.dumps)))
+def test_any_manifest_text_gives_sizes_or_one_value_error(bench, text):
+    try:
+        layers = bench.parse_manifest(text)
+    except ValueError as exc:
+        assert len(str(exc).splitlines()) == 1
+        return
+    assert layers and all(isinstance(kind, str) and isinstance(size, int) and size >= 0 for kind, size in layers)
+
+
+def _entry(created_by: str, size: str = "0B") -> str:
+    return json.dumps({"Comment": "buildkit.dockerfile.v0", "CreatedBy": created_by, "ID": "<missing>", "Size": size})
+
+
+# docker history --no-trunc --format '{{json .}}' of the default image, newest first, abridged
+HISTORY = "\n".join([
+    _entry("LABEL io.torchpod.arch=x86_64"),
+    _entry("RUN |1 TORCHPOD_REBUILD= /bin/sh -c cp /mnt/sbom.cdx.json /usr/share/torchpod/", "86kB"),
+    _entry('ENTRYPOINT ["torchpod"]'),
+    _entry("WORKDIR /workspace"),
+    _entry("RUN |3 PYTHON_VERSION=3.11 /bin/sh -c set -eu; mkdir -p ${EXAMPLES_DIR}; cp -R /mnt/. ${EXAMPLES_DIR}/",
+           "69.5kB"),
+    _entry('RUN |3 PYTHON_VERSION=3.11 /bin/sh -c set -eu; site=/opt/venv/lib/python${PYTHON_VERSION}/site-packages; '
+           '    cp -R /mnt/. /opt/venv/bin/; cp -R /srv "$site/torchpod";', "1.37MB"),
+    _entry("ENV VIRTUAL_ENV=/opt/venv"),
+    _entry("RUN |4 BASE_PACKAGES=python3 /bin/sh -c pip install", "5.02GB"),
+    _entry("RUN |4 BASE_PACKAGES=python3 /bin/sh -c true"),
+    _entry('CMD ["bash"]'),
+    _entry("ADD rootfs.tar / # buildkit", "219MB"),
+]) + "\n"
+
+
+def test_the_launcher_layer_is_named_by_the_step_that_copies_it(bench):
+    assert bench.launcher_layers(HISTORY, 7) == [3]  # bottom first: rootfs, empty RUN, payload, launcher
+
+
+@pytest.mark.parametrize("history, count, needle", [
+    (HISTORY, 6, "names 7 layer steps for 6 layers"),
+    (HISTORY.replace("$site/torchpod", "$site/other"), 7, "no layer of the image was made by the step"),
+    ("", 1, "names 0 layer steps for 1 layers"),
+    ("not json\n", 1, "docker history line 1 is not JSON"),
+    (_entry("ADD x") + "\n[1, 2]\n", 2, "docker history line 2 has no CreatedBy"),
+    ('{"CreatedBy": 7}\n', 1, "line 1 has no CreatedBy"),
+    ("[" * 100_000 + "\n", 1, "line 1 is not JSON"),
+])
+def test_a_history_of_another_form_is_one_value_error(bench, history, count, needle):
+    with pytest.raises(ValueError) as info:
+        bench.launcher_layers(history, count)
+    assert needle in str(info.value) and len(str(info.value).splitlines()) == 1
+
+
+@settings(deadline=None, max_examples=300)
+@given(st.lists(st.one_of(TEXT, TEXT.map(_entry), st.sampled_from(HISTORY.splitlines())), max_size=8),
+       st.integers(min_value=0, max_value=8))
+def test_any_history_names_launcher_layers_or_fails_in_one_line(bench, lines, count):
+    try:
+        found = bench.launcher_layers("\n".join(lines), count)
+    except ValueError as exc:
+        assert len(str(exc).splitlines()) == 1
+        return
+    assert found and all(0 <= i < count for i in found)
+
+
+def test_the_order_alternates_so_each_format_goes_first_as_often(bench):
+    orders = [bench.alternated(i) for i in range(4)]
+    assert orders == [("gzip", "zstd"), ("zstd", "gzip"), ("gzip", "zstd"), ("zstd", "gzip")]
+    assert sum(o[0] == "gzip" for o in orders) == sum(o[0] == "zstd" for o in orders)
+
+
+def test_the_medians_are_each_formats_own(bench):
+    runs = [{"format": "gzip", "pull_s": 90.0}, {"format": "zstd", "pull_s": 60.0},
+            {"format": "zstd", "pull_s": 80.0}, {"format": "gzip", "pull_s": 70.0},
+            {"format": "gzip", "pull_s": 200.0}, {"format": "zstd", "pull_s": 61.0}]
+    assert bench.medians(runs) == {"gzip": 90.0, "zstd": 61.0}
+    assert bench.medians([{"format": "gzip", "pull_s": 5.0}, {"pull_s": 1.0}]) == {"gzip": 5.0}
+    assert bench.spreads(runs) == {"gzip": 130.0, "zstd": 20.0}
+    assert bench.spreads(runs[:1]) == {"gzip": 0.0}
+    assert bench.ratio(61.0, 90.0) == 0.678
+
+
+DOCKER_NO = {"runtime": "Docker Engine 20.10.24", "reads_zstd": False, "checked": "measured here"}
+PODMAN = {"runtime": "podman 4.3.1", "reads_zstd": True, "checked": "measured here"}
+
+
+TIGHT = {"gzip": 2.0, "zstd": 3.0}  # each format's runs spread over a few seconds
+
+
+def test_zstd_faster_but_unread_by_docker_keeps_gzip_the_default(bench):
+    choice = bench.choose({"gzip": 90.0, "zstd": 60.0}, TIGHT, [PODMAN, DOCKER_NO])
+    assert choice["default"] == "gzip" and choice["variant"] == "zstd" and choice["faster"] == "zstd"
+    assert "Docker Engine 20.10.24" in choice["why"] and "podman" not in choice["why"]
+
+
+def test_a_runtime_not_checked_counts_as_one_that_cannot_read_zstd(bench):
+    enroot = {"runtime": "enroot", "reads_zstd": None, "checked": "not checked here"}
+    docker = {**DOCKER_NO, "reads_zstd": True}
+    assert bench.choose({"gzip": 90.0, "zstd": 60.0}, TIGHT, [PODMAN, docker, enroot])["default"] == "gzip"
+    assert bench.choose({"gzip": 90.0, "zstd": 60.0}, TIGHT, [PODMAN, docker]) == {
+        "default": "zstd", "variant": "gzip", "faster": "zstd",
+        "why": "median pull and unpack into an empty store: gzip 90.0 s, zstd 60.0 s (the runs of one format "
+               "spread over up to 3.0 s); zstd is faster and every runtime listed reads it"}
+
+
+@pytest.mark.parametrize("zstd, faster", [(90.0, None), (120.0, "gzip"), (88.0, None)])
+def test_zstd_no_faster_than_the_spread_is_gzip_whoever_reads_it(bench, zstd, faster):
+    docker = {**DOCKER_NO, "reads_zstd": True}
+    choice = bench.choose({"gzip": 90.0, "zstd": zstd}, TIGHT, [PODMAN, docker])
+    assert choice["default"] == "gzip" and choice["variant"] is None and choice["faster"] == faster
+
+
+def test_a_difference_within_the_runs_spread_is_no_difference(bench):
+    # the first full run on this host: zstd 1.3 s faster by median, gzip's own runs 6.3 s apart
+    choice = bench.choose({"gzip": 54.1, "zstd": 52.84}, {"gzip": 6.31, "zstd": 3.58}, [PODMAN])
+    assert choice["default"] == "gzip" and choice["faster"] is None and "up to 6.3 s" in choice["why"]
+    assert bench.choose({"gzip": 54.1, "zstd": 52.84}, {}, [PODMAN])["default"] == "zstd"  # no spread known
+
+
+def test_the_table_shows_each_format_and_zstd_over_gzip(bench):
+    report = {"formats": {"gzip": {"push_s": 100.0, "compressed_bytes": 2.6e9, "launcher_bytes": 400_000},
+                          "zstd": {"push_s": 60.0, "compressed_bytes": 2.4e9, "launcher_bytes": 380_000}},
+              "median_pull_s": {"gzip": 90.0, "zstd": 60.0},
+              "ratio_zstd_gzip": {"push_s": 0.6, "pull_s": 0.667, "compressed_bytes": 0.923, "launcher_bytes": 0.95}}
+    lines = bench.table(report)
+    assert len(lines) == 4 and len({len(line) for line in lines}) == 1  # aligned columns
+    assert lines[1].split() == ["gzip", "100.0", "90.0", "2.60", "0.400"]
+    assert lines[3].split() == ["zstd/gzip", "0.600", "0.667", "0.923", "0.950"]
+
+
+MOUNTINFO = (
+    "22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
+    "30 22 0:25 / /dev/shm rw,nosuid shared:4 - tmpfs tmpfs rw\n"
+    "31 22 0:26 / /var/tmp/with\\040space rw - tmpfs tmpfs rw\n"
+    "40 22 0:50 / /var/tmp/torchpod-layers-store-x/root/overlay rw shared:9 - overlay overlay rw,lowerdir=a\n"
+    "garbage line without the separator\n"
+    "1 2 3 - \n"
+)
+
+
+def test_the_mount_table_names_each_folders_filesystem(bench):
+    assert bench.filesystem(MOUNTINFO, "/dev/shm/torchpod-layers-registry-1") == "tmpfs"
+    assert bench.filesystem(MOUNTINFO, "/dev/shmx") == "ext4"
+    assert bench.filesystem(MOUNTINFO, "/var/tmp/with space/a") == "tmpfs"
+    assert bench.filesystem("", "/var/tmp") == "unknown"
+    assert [p for p, _ in bench.mounts(MOUNTINFO) if bench.under(p, "/var/tmp/torchpod-layers-store-x")] == [
+        "/var/tmp/torchpod-layers-store-x/root/overlay"]
+    assert bench.under("/anything", "/") and not bench.under("/var/tmpx", "/var/tmp")
+
+
+@settings(deadline=None, max_examples=200)
+@given(TEXT, TEXT)
+def test_any_mount_table_text_is_read_without_error(bench, text, path):
+    assert isinstance(bench.filesystem(text, "/" + path), str)
+
+
+@pytest.mark.parametrize("text, line", [
+    ("", "(no output)"),
+    ("a\nfailed to register layer: invalid tar header\n\n", "failed to register layer: invalid tar header"),
+    ("x\x1b[31mred\x00\n", "x?[31mred?"),
+    ("y" * 500, "y" * 200),
+])
+def test_an_error_is_shown_as_its_last_line_printable_and_short(bench, text, line):
+    assert bench.last_line(text) == line
+
+
 def test_the_outermost_missing_folder_is_what_a_run_would_create(bench, tmp_path):
     assert bench.outermost_missing(tmp_path / "a" / "b" / "c") == tmp_path / "a"
     assert bench.outermost_missing(tmp_path) is None
-
-
-def test_the_script_loaded_by_path_reaches_its_figures(bench):
-    # bench/ is not on sys.path under pytest: the script appends it, and finds its sibling
-    assert bench.figures.__file__.endswith("bench/layer_figures.py")
-    assert bench.figures.alternated(0) == ("gzip", "zstd")
