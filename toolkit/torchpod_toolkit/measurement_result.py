@@ -90,6 +90,10 @@ class Result:
             raise self.bad(where, base, "a mapping")
         return base
 
+    def rows(self, key: str = "rows") -> list[tuple[str, dict]]:
+        """The non-empty list of mappings at ``key``: each with its path (``rows.N``)."""
+        return [(f"{key}.{i}", self.mapping(row, f"{key}.{i}")) for i, row in enumerate(self.items(key, list))]
+
 
 Row = tuple[str, str, str]  # what, figure, command
 

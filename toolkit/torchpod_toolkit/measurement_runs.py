@@ -22,15 +22,11 @@ from .measurement_result import Result, Row, full_key, gb
 def rendezvous(r: Result) -> list[Row]:
     cells: list[str] = []
     spread: dict[tuple[str, int], list[Any]] = {}
-    for i, row in enumerate(r.items("runs", list)):
-        where = f"runs.{i}"
-        r.mapping(row, where)
+    for where, row in r.rows("runs"):
         key = (r.text("launcher", row, where), r.count("nodes", row, where))
         spread.setdefault(key, []).append(r.number("seconds", row, where))
     nodes = []
-    for i, row in enumerate(r.items("summary", list)):
-        where = f"summary.{i}"
-        r.mapping(row, where)
+    for where, row in r.rows("summary"):
         n = r.count("nodes", row, where)
         pod, run = r.number("torchpod_s", row, where), r.number("torchrun_s", row, where)
         cells.append(f"{n} nodes {pod:.2f} / {run:.2f} s = **{pod / run:.3f}**")
@@ -65,10 +61,9 @@ def _bytes(n: int) -> str:
 def slurm(r: Result) -> list[Row]:
     sbatch, harness = r.number("median_s.sbatch"), r.number("median_s.harness")
     runs = []
-    for i, row in enumerate(r.items("rows", list)):
-        r.mapping(row, f"rows.{i}")
-        if r.text("how", row, f"rows.{i}") == "sbatch":
-            runs.append(r.number("seconds", row, f"rows.{i}"))
+    for where, row in r.rows():
+        if r.text("how", row, where) == "sbatch":
+            runs.append(r.number("seconds", row, where))
     if not runs:
         raise r.bad("rows", "(no sbatch row)", "at least one row with how='sbatch'")
     repeats = r.count("repeats")
@@ -83,9 +78,7 @@ def slurm(r: Result) -> list[Row]:
 
 def preflight(r: Result) -> list[Row]:
     cells, nodes = [], []
-    for i, row in enumerate(r.items("rows", list)):
-        where = f"rows.{i}"
-        r.mapping(row, where)
+    for where, row in r.rows():
         n = r.count("nodes", row, where)
         pre, plain = r.number("median_s", row, where), r.number("plain_median_s", row, where)
         cell = f"{n} nodes {pre:.1f} / {plain:.1f} s = **{pre / plain:.2f}**"
@@ -106,9 +99,7 @@ def preflight(r: Result) -> list[Row]:
 
 def hostile_reads(r: Result) -> list[Row]:
     cells, sizes = [], []
-    for i, row in enumerate(r.items("rows", list)):
-        where = f"rows.{i}"
-        r.mapping(row, where)
+    for where, row in r.rows():
         case = r.text("case", row, where)
         size = re.fullmatch(r"([0-9]{1,6}) MB log", case)  # the bench's --sizes, in its own words
         if size:
@@ -213,9 +204,7 @@ def rendezvous_scale(r: Result) -> list[Row]:
     cells: dict[int, dict[str, str]] = {}
     named: dict[str, str] = {}  # label -> its timeouts, in words
     confs: dict[str, dict] = {}
-    for i, row in enumerate(r.items("rows", list)):
-        where = f"rows.{i}"
-        row = r.mapping(row, where)
+    for where, row in r.rows():
         nodes, label = r.count("nodes", row, where), r.text("label", row, where)
         if not r.flag("ranks_ok", row, where):
             raise r.bad(f"{where}.ranks_ok", False, "true: every node got one rank (re-run the bench)")

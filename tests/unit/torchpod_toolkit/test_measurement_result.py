@@ -63,3 +63,12 @@ def test_a_cell_text_never_breaks_the_markdown_table(text):
 def test_keys_and_gigabytes_as_the_rows_show_them():
     assert full_key("seconds", "runs.0") == "runs.0.seconds" and full_key("seconds", "") == "seconds"
     assert gb(1_234_567_890) == "1.23"
+
+
+def test_rows_are_each_mapping_with_its_path_and_anything_else_is_named():
+    assert Result("x.json", {"rows": [{"a": 1}, {"b": 2}]}).rows() == [("rows.0", {"a": 1}), ("rows.1", {"b": 2})]
+    assert Result("x.json", {"runs": [{"a": 1}]}).rows("runs") == [("runs.0", {"a": 1})]
+    for data, key in (({"rows": [{"a": 1}, 7]}, "rows.1"), ({"rows": []}, "rows"), ({}, "rows")):
+        with pytest.raises(InputError) as info:
+            Result("x.json", data).rows()
+        assert key in str(info.value) and "\n" not in str(info.value)

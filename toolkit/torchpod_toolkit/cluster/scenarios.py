@@ -25,7 +25,7 @@ the systems' own sources:
   /opt/ml/input/config/resourceconfig.json, SM_CURRENT_HOST, SM_NUM_GPUS
   (aws/sagemaker-training-toolkit @33839372, src/sagemaker_training/environment.py and
   mapping.py to_env_vars); the container's own hostname is the instance's, not algo-N
-  (aws/sagemaker-training-toolkit issue 9: Open MPI reports such a host), so only the
+  (aws/sagemaker-training-toolkit: Open MPI reports such a host), so only the
   algo-N names connect.
 - flux: `flux run -N N --tasks-per-node=1` tasks: FLUX_JOB_ID (f58), FLUX_JOB_SIZE,
   FLUX_JOB_NNODES, FLUX_URI, FLUX_KVS_NAMESPACE (flux-framework/flux-core @4a5e79f5,

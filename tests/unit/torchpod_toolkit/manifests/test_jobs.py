@@ -94,9 +94,13 @@ def test_the_table_is_what_every_user_lists():
     assert not [k.name for k in jobs.KINDS if k.kube and (k.mpiexec or k.shared_dir or k.shared_writes)]
     assert not [k.name for k in jobs.KINDS if not k.kube and (k.master_task or k.no_hostnetwork or k.last_pod
                                                           or k.no_kube_harness)]
-    # the batch system the harness runs for real is Slurm's (cluster/slurm.py), which takes sbatch scripts
-    assert [k.name for k in jobs.KINDS if k.real_batch_system] and all(
-        not k.kube and k.submit == "sbatch" and k.detector == "slurm" for k in jobs.KINDS if k.real_batch_system)
+    # the batch system the harness runs for real is Slurm's (cluster/slurm.py): a kind that says so
+    # renders a batch script of sbatch directives, which its slurmctld takes
+    real = [k for k in jobs.KINDS if k.real_batch_system]
+    assert real and not [k.name for k in real if k.kube]
+    for k in real:
+        (script,) = render.render(JobSpec(k.name, 2, "registry.example.com/t:1", ("t.py",), gpus_per_node=0))
+        assert "\n#SBATCH --nodes=2" in script.text, script.text[:400]
     # the harness's scenarios that no job renders are conventions with detectors of their own
     assert {s.detector for n, s in scenarios.SCENARIOS.items() if n not in jobs.NAMES} <= set(schedulers.NAMES)
 
