@@ -179,7 +179,7 @@ _FORMATS = ("gzip", "zstd")
 
 
 def _runtimes(r: Result) -> str:
-    """Which runtimes read zstd layers: measured here (yes, no) or not checked here."""
+    """Which runtimes read zstd layers: measured here or read in their source (yes, no), or not checked here."""
     shown = []
     for i, item in enumerate(r.items("runtimes", list)):
         where = f"runtimes.{i}"
@@ -187,8 +187,9 @@ def _runtimes(r: Result) -> str:
         reads = r.get("reads_zstd", item, where)
         if not (reads is None or isinstance(reads, bool)):
             raise r.bad(f"{where}.reads_zstd", reads, "true, false or null (not checked here)")
+        read = " (its source)" if r.text("checked", item, where).startswith("source read") else ""
         shown.append(f"{r.text('runtime', item, where)} "
-                     + ("not checked here" if reads is None else "**yes**" if reads else "**no**"))
+                     + ("not checked here" if reads is None else "**yes**" if reads else "**no**") + read)
     return ", ".join(shown)
 
 

@@ -7,6 +7,7 @@ runtime users run cannot read zstd."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -241,6 +242,24 @@ def test_a_runtime_not_checked_counts_as_one_that_cannot_read_zstd(bench):
         "default": "zstd", "variant": "gzip", "faster": "zstd",
         "why": "median pull and unpack into an empty store: gzip 90.0 s, zstd 60.0 s (the runs of one format "
                "spread over up to 3.0 s); zstd is faster and every runtime listed reads it"}
+
+
+def test_a_version_range_whose_source_cannot_read_zstd_keeps_gzip_the_default(bench):
+    docker = {**DOCKER_NO, "reads_zstd": True}
+    unable = [r["runtime"] for r in bench.READ_IN_SOURCE if r["reads_zstd"] is False]
+    assert unable, bench.READ_IN_SOURCE
+    choice = bench.choose({"gzip": 90.0, "zstd": 60.0}, TIGHT, [PODMAN, docker, *bench.READ_IN_SOURCE])
+    assert choice["default"] == "gzip" and choice["variant"] == "zstd"
+    assert all(name in choice["why"] for name in unable), choice["why"]
+    able = [r for r in bench.READ_IN_SOURCE if r["reads_zstd"] is True]
+    assert bench.choose({"gzip": 90.0, "zstd": 60.0}, TIGHT, [PODMAN, docker, *able])["default"] == "zstd"
+
+
+def test_each_runtime_read_in_its_source_names_its_project_and_a_commit_or_release(bench):
+    for record in bench.READ_IN_SOURCE:
+        assert record["checked"] == "source read", record
+        assert re.search(r"\b[\w-]+/[\w-]+\b", record["source"]), record  # owner/project
+        assert re.search(r"\bcommit [0-9a-f]{7,40}\b|\bv\d+\.\d+", record["source"]), record
 
 
 @pytest.mark.parametrize("zstd, faster", [(90.0, None), (120.0, "gzip"), (88.0, None)])

@@ -100,12 +100,15 @@ def test_the_layers_row_shows_each_formats_figures_and_the_choice_the_json_makes
     layers["formats"]["gzip"]["compressed_bytes"] = 2e9
     layers["formats"]["zstd"]["compressed_bytes"] = 1.5e9
     layers["choice"].update(default="gzip", variant="zstd")
-    layers["runtimes"] = [{"runtime": "podman 4.3.1", "reads_zstd": True},
-                          {"runtime": "Docker Engine 20.10.24", "reads_zstd": False},
-                          {"runtime": "enroot", "reads_zstd": None}]
+    layers["runtimes"] = [{"runtime": "podman 4.3.1", "reads_zstd": True, "checked": "measured here"},
+                          {"runtime": "Docker Engine 20.10.24", "reads_zstd": False, "checked": "measured here"},
+                          {"runtime": "enroot", "reads_zstd": None, "checked": "not checked here"},
+                          {"runtime": "Apptainer 1.3 and earlier", "reads_zstd": False, "checked": "source read",
+                           "source": "umoci v0.4.7"}]
     line = row(m.render(results), LAYERS)
     assert "100.0 / 50.0 s = **0.50**" in line and "2.00 / 1.50 GB = **0.750**" in line
-    assert "podman 4.3.1 **yes**, Docker Engine 20.10.24 **no**, enroot not checked here" in line
+    assert ("podman 4.3.1 **yes**, Docker Engine 20.10.24 **no**, enroot not checked here, "
+            "Apptainer 1.3 and earlier **no** (its source);") in line
     assert line.endswith("default **gzip**, zstd as a variant | `python bench/layers.py --repeats "
                          f"{layers['repeats']}` |")
     layers["choice"].update(default="zstd", variant=None)
@@ -140,6 +143,7 @@ def test_the_layers_choice_written_on_the_page_is_the_jsons():
     ("runtimes.0", "podman", "runtimes.0='podman'; expected a mapping"),
     ("runtimes.0.reads_zstd", 1, "runtimes.0.reads_zstd=1; expected true, false or null"),
     ("runtimes.1.runtime", "Docker | 20", "runtimes.1.runtime='Docker | 20'; expected 1-120 characters"),
+    ("runtimes.0.checked", DELETE, "runtimes.0.checked is missing"),
 ])
 def test_a_layers_result_that_is_not_what_the_bench_writes_is_one_line(key, value, needle):
     assert needle in spoiled_message("layers.json", key, value)
