@@ -636,6 +636,13 @@ def manifests(c, **opts):
 BENCH = ROOT / "bench"
 
 
+def bench_programs(folder: Path) -> list[Path]:
+    """The bench programs in ``folder``, each of which gets a ``bench.<name>`` task: every
+    ``<name>.py`` whose name does not start with ``_``. A ``_<name>.py`` is a helper that
+    programs import (bench/_layer_figures.py): it runs nothing on its own, so it gets no task."""
+    return sorted(p for p in folder.glob("*.py") if not p.name.startswith("_"))
+
+
 def bench_command(script: Path, args) -> list[str]:
     """``python bench/SCRIPT.py ARGS``: how every ``bench.*`` task runs its script."""
     return [sys.executable, str(script), *args]
@@ -762,7 +769,7 @@ def _declare_settings(root: Collection) -> None:
 
 
 def _namespace() -> Collection:
-    benches = {s.stem: _bench_task(s) for s in sorted(BENCH.glob("*.py")) if s.name != "rendezvous.py"}
+    benches = {s.stem: _bench_task(s) for s in bench_programs(BENCH) if s.name != "rendezvous.py"}
     benches["rendezvous"] = bench_rendezvous
     root = Collection(
         test, measurements,

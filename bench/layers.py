@@ -26,13 +26,17 @@ moves: the layers of the step that copies the launcher (docker/Dockerfile, runti
 ``cp -R /srv "$site/torchpod"``), named by the image's history, in each format.
 
 Last, ``docker pull`` of the zstd tag, whose error line is kept: the engine here is one
-runtime users run the image with. The choice (``choose``): zstd when its median pull is
-faster by more than either format's runs spread and every runtime users run reads it;
-otherwise gzip stays the default, zstd named as a variant when it is faster but a runtime
-cannot read it or was not checked. The runtimes this host does not run (enroot, Apptainer,
-later Docker Engines, containerd) are listed by version range as their sources were read
-(READ_IN_SOURCE), a range that cannot read zstd counting as one that cannot. Prints a table
-and writes bench/results/layers.json.
+runtime users run the image with. The choice (``_layer_figures.choose``): zstd when its
+median pull is faster by more than either format's runs spread and every runtime users run
+reads it; otherwise gzip stays the default, zstd named as a variant when it is faster but a
+runtime cannot read it or was not checked. The runtimes this host does not run (enroot,
+Apptainer, later Docker Engines, containerd) are listed by version range as their sources
+were read (``_layer_figures.READ_IN_SOURCE``), a range that cannot read zstd counting as one
+that cannot. Prints a table and writes bench/results/layers.json.
+
+This program runs the steps (the registry, the pushes, the pulls, docker); its helper
+bench/_layer_figures.py holds what they read and compute (the manifest, the history, the
+mount table, the medians, spreads and ratios, the choice and the table).
 """
 
 from __future__ import annotations
@@ -46,7 +50,6 @@ import re
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -60,27 +63,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoints"))
 sys.path.insert(0, str(ROOT / "toolkit"))
 
+import _layer_figures as figures  # noqa: E402  (bench/ is sys.path[0]: this script's folder)
+
 from torchpod import readers  # noqa: E402
 from torchpod.errors import RuntimeFailure, TorchpodError  # noqa: E402
 from torchpod_toolkit import grammars  # noqa: E402
 from torchpod_toolkit.imagebuild.definitions import DEFAULT_IMAGE, load_definitions  # noqa: E402
 
-FORMATS = ("gzip", "zstd")
 REPOSITORY = {"gzip": "torchpod-layers-gzip", "zstd": "torchpod-layers-zstd"}  # one each: see the docstring
-MEDIA_TYPES = {  # a layer's media type -> its compression (Docker's schema 2 and OCI's)
-    "application/vnd.docker.image.rootfs.diff.tar.gzip": "gzip",
-    "application/vnd.oci.image.layer.v1.tar+gzip": "gzip",
-    "application/vnd.oci.image.layer.v1.tar+zstd": "zstd",
-}
 ACCEPT = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
 MANIFEST_CAP = 1 << 20  # a manifest of a few dozen layers is a few kB
-# the history entries that carry a layer (BuildKit), bottom first, as bench/rebuild.py counts them
-LAYER_STEPS = ("RUN", "COPY", "ADD", "WORKDIR")
-# docker/Dockerfile, runtime-base: the RUN that copies entrypoints/torchpod into site-packages
-LAUNCHER_STEP = re.compile(r'cp -R /srv "\$site/torchpod"')
 MARGIN_BYTES = 2 * 10**9  # free space kept beyond a step's own estimate
-# Runtimes users run the image with; each is measured here or read in its source, by version.
-USER_RUNTIMES = ("Docker Engine", "enroot", "Apptainer")
 WAIT_S = 1800  # one push or pull of a 5 GB image on a shared two-core host
 
 
@@ -103,7 +96,7 @@ def run(argv: list[str], what: str, env: dict[str, str] | None = None, check: bo
     """One command, its exit status and output; a failure (with ``check``) is one RuntimeFailure."""
     proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", env=env, timeout=WAIT_S)
     if check and proc.returncode != 0:
-        raise RuntimeFailure(f"{what} failed (exit {proc.returncode}): {last_line(proc.stderr or proc.stdout)}")
+        raise RuntimeFailure(f"{what} failed (exit {proc.returncode}): {figures.last_line(proc.stderr or proc.stdout)}")
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -111,13 +104,6 @@ def timed(argv: list[str], what: str, env: dict[str, str] | None = None) -> floa
     t0 = time.monotonic()
     run(argv, what, env)
     return round(time.monotonic() - t0, 2)
-
-
-def last_line(text: str) -> str:
-    """The last non-empty line of a command's output, printable and at most 200 characters."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    line = lines[-1] if lines else "(no output)"
-    return "".join(c if c.isprintable() else "?" for c in line)[:200]
 
 
 def free_port() -> int:
@@ -158,163 +144,13 @@ def registry(folder: Path) -> Iterator[str]:
             proc.wait()
 
 
-def parse_manifest(text: str) -> list[tuple[str, int]]:
-    """(media type, compressed size) of each layer an image manifest lists, bottom first; a
-    manifest of another form (an index, schema 1, a broken document) is one ValueError."""
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError):
-        raise ValueError("the manifest is not JSON; expected an image manifest (schema 2 or OCI)") from None
-    layers = doc.get("layers") if isinstance(doc, dict) else None
-    if not isinstance(doc, dict) or doc.get("schemaVersion") != 2 or not isinstance(layers, list) or not layers:
-        raise ValueError("the manifest lists no layers; expected an image manifest (schema 2 or OCI) of one platform")
-    out = []
-    for i, layer in enumerate(layers):
-        kind = layer.get("mediaType") if isinstance(layer, dict) else None
-        size = layer.get("size") if isinstance(layer, dict) else None
-        if not isinstance(kind, str) or isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise ValueError(f"layer {i} of the manifest: {str(layer)[:80]!r}; "
-                             "expected a mediaType and a size in bytes")
-        out.append((kind, size))
-    return out
-
-
-def compression(layers: list[tuple[str, int]]) -> str:
-    """The one compression every layer has (gzip or zstd); a mixed or unknown one is a ValueError."""
-    found = {MEDIA_TYPES.get(kind, kind[:80]) for kind, _ in layers}
-    if len(found) != 1 or not found <= set(FORMATS):
-        raise ValueError(f"the layers are {sorted(found)}; expected all gzip or all zstd")
-    return found.pop()
-
-
 def manifest(address: str, repository: str, tag: str) -> list[tuple[str, int]]:
     req = urllib.request.Request(f"http://{address}/v2/{repository}/manifests/{tag}", headers={"Accept": ACCEPT})
     with urllib.request.urlopen(req, timeout=30) as resp:
         body = resp.read(MANIFEST_CAP + 1)
     if len(body) > MANIFEST_CAP:
         raise RuntimeFailure(f"{repository}:{tag}: the manifest is over {MANIFEST_CAP} bytes; expected a few kB")
-    return parse_manifest(body.decode("utf-8", errors="replace"))
-
-
-def launcher_layers(history: str, layer_count: int) -> list[int]:
-    """The indexes (bottom first) of the layers the launcher's step made, from ``docker history
-    --no-trunc --format '{{json .}}'`` (newest first, one JSON object a line): the entries of
-    a layer-making step are matched to the image's layers in order."""
-    steps = []
-    for number, line in enumerate(history.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except (ValueError, RecursionError):
-            raise ValueError(f"docker history line {number} is not JSON; expected one object a line") from None
-        created = entry.get("CreatedBy") if isinstance(entry, dict) else None
-        if not isinstance(created, str):
-            raise ValueError(f"docker history line {number} has no CreatedBy; expected docker's history entries")
-        steps.append(created)
-    layer_steps = [s for s in reversed(steps) if s.split(" ", 1)[0] in LAYER_STEPS]
-    if len(layer_steps) != layer_count:
-        raise ValueError(f"docker history names {len(layer_steps)} layer steps for {layer_count} layers; "
-                         "expected one step a layer")
-    found = [i for i, step in enumerate(layer_steps) if LAUNCHER_STEP.search(step)]
-    if not found:
-        raise ValueError("no layer of the image was made by the step that copies the launcher; "
-                         "expected docker/Dockerfile's runtime-base step")
-    return found
-
-
-def alternated(repeat: int) -> tuple[str, ...]:
-    """The formats in the order the ``repeat``-th round (from 0) pulls them."""
-    return FORMATS if repeat % 2 == 0 else FORMATS[::-1]
-
-
-def medians(runs: list[dict[str, Any]]) -> dict[str, float]:
-    """Each format's median pull time over ``runs`` (a format with no run is absent)."""
-    out = {}
-    for fmt in FORMATS:
-        times = [r["pull_s"] for r in runs if r.get("format") == fmt]
-        if times:
-            out[fmt] = round(statistics.median(times), 2)
-    return out
-
-
-def ratio(zstd: float, gzip: float) -> float:
-    return round(zstd / gzip, 3) if gzip > 0 else float("nan")
-
-
-def spreads(runs: list[dict[str, Any]]) -> dict[str, float]:
-    """Each format's spread: its slowest pull less its fastest."""
-    out = {}
-    for fmt in FORMATS:
-        times = [r["pull_s"] for r in runs if r.get("format") == fmt]
-        if times:
-            out[fmt] = round(max(times) - min(times), 2)
-    return out
-
-
-def choose(median_s: dict[str, float], spread_s: dict[str, float], runtimes: list[dict[str, Any]]) -> dict[str, Any]:
-    """The default format: zstd when its median pull into an empty store is faster by more
-    than either format's runs spread and every runtime users run (USER_RUNTIMES) reads it.
-    Faster but not read by one of them (or not checked): gzip stays the default and zstd is
-    named as a variant. Not faster by more than the spread: gzip, which every runtime reads."""
-    gzip, zstd = median_s["gzip"], median_s["zstd"]
-    unread = [r["runtime"] for r in runtimes
-              if str(r.get("runtime", "")).startswith(USER_RUNTIMES) and r.get("reads_zstd") is not True]
-    noise = max(spread_s.values(), default=0.0)
-    figures = (f"median pull and unpack into an empty store: gzip {gzip:.1f} s, zstd {zstd:.1f} s "
-               f"(the runs of one format spread over up to {noise:.1f} s)")
-    if gzip - zstd <= noise:
-        return {"default": "gzip", "variant": None, "faster": None if abs(gzip - zstd) <= noise else "gzip",
-                "why": f"{figures}; zstd is not faster by more than that, and gzip is what every runtime reads"}
-    if unread:
-        return {"default": "gzip", "variant": "zstd", "faster": "zstd",
-                "why": f"{figures}; zstd is faster, but {', '.join(unread)} cannot read zstd layers or was not "
-                       "checked here, so gzip stays the default and zstd is at most an extra tag for runtimes "
-                       "that read it"}
-    return {"default": "zstd", "variant": "gzip", "faster": "zstd",
-            "why": f"{figures}; zstd is faster and every runtime listed reads it"}
-
-
-def table(report: dict[str, Any]) -> list[str]:
-    """The printed table: each format's push, median pull and bytes, and zstd over gzip."""
-    formats, med, ratios = report["formats"], report["median_pull_s"], report["ratio_zstd_gzip"]
-    rows: list[tuple[str, ...]] = [("format", "push s", "pull+unpack s (median)", "compressed GB", "launcher layer MB")]
-    for fmt in FORMATS:
-        f = formats[fmt]
-        rows.append((fmt, f"{f['push_s']:.1f}", f"{med[fmt]:.1f}", f"{f['compressed_bytes'] / 1e9:.2f}",
-                     f"{f['launcher_bytes'] / 1e6:.3f}"))
-    rows.append(("zstd/gzip", *(f"{ratios[k]:.3f}" for k in ("push_s", "pull_s", "compressed_bytes",
-                                                               "launcher_bytes"))))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
-
-
-def _unescape(field: str) -> str:
-    """A mountinfo path field: the kernel writes space, tab, newline and backslash as octal."""
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
-
-
-def mounts(mountinfo: str) -> list[tuple[str, str]]:
-    """(mount point, filesystem type) of each line of /proc/self/mountinfo; a line of another
-    form is skipped."""
-    out = []
-    for line in mountinfo.splitlines():
-        left, sep, right = line.partition(" - ")
-        fields, tail = left.split(" "), right.split(" ")
-        if sep and len(fields) >= 6 and tail[0]:
-            out.append((_unescape(fields[4]), tail[0]))
-    return out
-
-
-def under(path: str, folder: str) -> bool:
-    folder = folder.rstrip("/") or "/"
-    return path == folder or path.startswith(folder if folder == "/" else folder + "/")
-
-
-def filesystem(mountinfo: str, path: str) -> str:
-    """The type of the filesystem ``path`` is on: its longest mount point."""
-    found = [(len(point), kind) for point, kind in mounts(mountinfo) if under(path, point)]
-    return max(found)[1] if found else "unknown"
+    return figures.parse_manifest(body.decode("utf-8", errors="replace"))
 
 
 def read_mountinfo() -> str:
@@ -324,7 +160,8 @@ def read_mountinfo() -> str:
 
 def unmount_under(folder: str) -> None:
     """Lazily unmount anything a pull left mounted under ``folder``, deepest first."""
-    for point in sorted((p for p, _ in mounts(read_mountinfo()) if under(p, folder)), key=len, reverse=True):
+    points = [p for p, _ in figures.mounts(read_mountinfo()) if figures.under(p, folder)]
+    for point in sorted(points, key=len, reverse=True):
         run(["umount", "-l", point], f"umount {point}", check=False)
 
 
@@ -339,7 +176,7 @@ def need_space(folder: str, needed: int, what: str) -> None:
     """Refuse (one line) to start a step whose estimate and the margin do not fit ``folder``,
     or the memory a memory-backed folder takes from."""
     free = shutil.disk_usage(folder).free
-    if filesystem(read_mountinfo(), os.path.realpath(folder)) == "tmpfs":
+    if figures.filesystem(read_mountinfo(), os.path.realpath(folder)) == "tmpfs":
         free = min(free, available_memory())
     if free < needed + MARGIN_BYTES:
         raise RuntimeFailure(f"{folder}: {free / 1e9:.1f} GB free; expected {(needed + MARGIN_BYTES) / 1e9:.1f} GB "
@@ -384,10 +221,10 @@ def image_facts(image: str) -> tuple[int, int, list[int]]:
     rc, out, err = run(["docker", "image", "inspect", "--format", "{{.Size}} {{len .RootFS.Layers}}", image],
                        "docker image inspect", check=False)
     if rc != 0:
-        raise RuntimeFailure(f"--image={image!r}: {last_line(err)}; expected an image the engine holds")
+        raise RuntimeFailure(f"--image={image!r}: {figures.last_line(err)}; expected an image the engine holds")
     size, count = (int(n) for n in out.split())
     _, history, _ = run(["docker", "history", "--no-trunc", "--format", "{{json .}}", image], "docker history")
-    return size, count, launcher_layers(history, count)
+    return size, count, figures.launcher_layers(history, count)
 
 
 def ref(address: str, fmt: str) -> str:
@@ -408,10 +245,11 @@ def push_both(image: str, address: str, layer_count: int) -> dict[str, dict[str,
                             f"docker://{ref(address, 'zstd')}"], "skopeo copy (zstd)")
     print(f"  zstd: skopeo copy {push_s['zstd']:.1f} s", flush=True)
     out = {}
-    for fmt in FORMATS:
+    for fmt in figures.FORMATS:
         layers = manifest(address, REPOSITORY[fmt], fmt)
-        if compression(layers) != fmt or len(layers) != layer_count:
-            raise RuntimeFailure(f"{ref(address, fmt)}: {len(layers)} layers of {compression(layers)}; expected "
+        found = figures.compression(layers)
+        if found != fmt or len(layers) != layer_count:
+            raise RuntimeFailure(f"{ref(address, fmt)}: {len(layers)} layers of {found}; expected "
                                  f"{layer_count} of {fmt}")
         out[fmt] = {"push_s": push_s[fmt], "compressed_bytes": sum(size for _, size in layers),
                     "layer_bytes": [size for _, size in layers], "media_type": layers[-1][0]}
@@ -449,7 +287,7 @@ def pulls(args: argparse.Namespace, address: str, formats: dict[str, dict[str, A
     unpack = image_bytes * (layer_count if args.storage_driver == "vfs" else 1)  # vfs copies each layer's parent
     runs = []
     for repeat in range(args.repeats):
-        for place, fmt in enumerate(alternated(repeat), 1):
+        for place, fmt in enumerate(figures.alternated(repeat), 1):
             need_space(args.store_dir, unpack + formats[fmt]["compressed_bytes"], f"one {fmt} pull")
             seconds, unpacked = pull_once(args, address, fmt)
             runs.append({"repeat": repeat + 1, "place": place, "format": fmt, "pull_s": seconds,
@@ -465,7 +303,7 @@ def docker_reads_zstd(address: str, version: str) -> dict[str, Any]:
         run(["docker", "rmi", ref(address, "zstd")], "docker rmi", check=False)
         return {"runtime": f"Docker Engine {version}", "reads_zstd": True, "checked": "measured here"}
     return {"runtime": f"Docker Engine {version}", "reads_zstd": False, "checked": "measured here",
-            "error": last_line(err)}
+            "error": figures.last_line(err)}
 
 
 def versions() -> dict[str, str]:
@@ -476,38 +314,6 @@ def versions() -> dict[str, str]:
         _, out, _ = run(argv, f"{name} --version")
         found[name] = out.split()[-1].split("+")[0] if out.split() else "unknown"
     return found
-
-
-# Runtimes this host does not run, by version, from their sources (read, not run here); a
-# version range that cannot read zstd keeps gzip the default (``choose``).
-READ_IN_SOURCE = [
-    {"runtime": "Docker Engine 23.0.0 and later", "reads_zstd": True,
-     "checked": "source read",
-     "source": "moby/moby pkg/archive/archive.go, DecompressStream's zstd case (commit e187eb2bb5, "
-               "first released in v23.0.0), which distribution/xfer/download.go calls for every pulled layer"},
-    {"runtime": "containerd 1.5.0 and later", "reads_zstd": True,
-     "checked": "source read",
-     "source": "containerd/containerd images/mediatypes.go at v1.5.0, DiffCompression's zstd case"},
-    {"runtime": "enroot 3.5.0 and earlier", "reads_zstd": False,
-     "checked": "source read",
-     "source": "NVIDIA/enroot src/docker.sh at v3.5.0 passes every layer through "
-               "ENROOT_GZIP_PROGRAM (gzip -d)"},
-    {"runtime": "enroot 4.0.0 and later", "reads_zstd": True,
-     "checked": "source read",
-     "source": "NVIDIA/enroot src/docker.sh, commit 4d843dc (in v4.0.0) keeps a "
-               "application/vnd.oci.image.layer.v1.tar+zstd layer as it is; up to v4.1.2 the first layer's "
-               "media type decides for every layer (fixed in commit d0402e0, in no tag yet), so an image "
-               "whose layers mix gzip and zstd fails there"},
-    {"runtime": "Apptainer 1.3 and earlier", "reads_zstd": False,
-     "checked": "source read",
-     "source": "apptainer/apptainer unpacks with opencontainers/umoci v0.4.7, whose layer check "
-               "(isLayerType) takes only tar and tar+gzip; umoci reads zstd from v0.5.0"},
-    {"runtime": "Apptainer 1.4.0 and later", "reads_zstd": True,
-     "checked": "source read",
-     "source": "apptainer/apptainer internal/pkg/build/sources/oci_unpack.go decompresses each "
-               "layer with go-containerregistry (v0.20.2 from commit 53f7050c6; partial/compressed.go's "
-               "zstd case since v0.13.0) before umoci unpacks it"},
-]
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -528,28 +334,28 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         remove(made)
     for f in formats.values():
         f["launcher_bytes"] = sum(f["layer_bytes"][i] for i in launcher)
-    med, spread = medians(runs), spreads(runs)
+    med, spread = figures.medians(runs), figures.spreads(runs)
     runtimes = [{"runtime": f"podman {found['podman']}", "reads_zstd": True,
-                 "checked": "measured here: every zstd pull above"}, docker, *READ_IN_SOURCE]
+                 "checked": "measured here: every zstd pull above"}, docker, *figures.READ_IN_SOURCE]
     return {
         "date": time.strftime("%Y-%m-%d", time.gmtime()), "image": args.image, "repeats": args.repeats,
         "host": {"cpus": os.cpu_count(), "machine": platform.machine(), **found},
         "load_average": {"before": [round(x, 2) for x in load_before],
                          "after": [round(x, 2) for x in os.getloadavg()]},
         "seconds": round(time.monotonic() - t0, 1),
-        "registry": {"dir": args.registry_dir, "filesystem": filesystem(read_mountinfo(), args.registry_dir)},
-        "store": {"dir": args.store_dir, "filesystem": filesystem(read_mountinfo(), args.store_dir),
+        "registry": {"dir": args.registry_dir, "filesystem": figures.filesystem(read_mountinfo(), args.registry_dir)},
+        "store": {"dir": args.store_dir, "filesystem": figures.filesystem(read_mountinfo(), args.store_dir),
                   "storage_driver": args.storage_driver},
         "layers": layer_count, "launcher_layers": launcher,
         "unpacked_bytes": runs[0]["unpacked_bytes"], "engine_image_bytes": image_bytes,
         "formats": formats, "runs": runs, "median_pull_s": med, "spread_pull_s": spread,
-        "ratio_zstd_gzip": {"push_s": ratio(formats["zstd"]["push_s"], formats["gzip"]["push_s"]),
-                            "pull_s": ratio(med["zstd"], med["gzip"]),
-                            "compressed_bytes": ratio(formats["zstd"]["compressed_bytes"],
+        "ratio_zstd_gzip": {"push_s": figures.ratio(formats["zstd"]["push_s"], formats["gzip"]["push_s"]),
+                            "pull_s": figures.ratio(med["zstd"], med["gzip"]),
+                            "compressed_bytes": figures.ratio(formats["zstd"]["compressed_bytes"],
                                                       formats["gzip"]["compressed_bytes"]),
-                            "launcher_bytes": ratio(formats["zstd"]["launcher_bytes"],
+                            "launcher_bytes": figures.ratio(formats["zstd"]["launcher_bytes"],
                                                     formats["gzip"]["launcher_bytes"])},
-        "runtimes": runtimes, "choice": choose(med, spread, runtimes),
+        "runtimes": runtimes, "choice": figures.choose(med, spread, runtimes),
     }
 
 
@@ -577,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     except (TorchpodError, ValueError, OSError, subprocess.TimeoutExpired) as exc:
         print(f"layers.py: {' '.join(str(exc).split())[:400]}", file=sys.stderr)
         return 1
-    print("\n".join(table(report)))
+    print("\n".join(figures.table(report)))
     print(f"choice: {report['choice']['default']} by default; {report['choice']['why']}")
     Path(args.out).write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
     return 0

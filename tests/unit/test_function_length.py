@@ -16,7 +16,7 @@ from paths import ROOT
 
 LIMIT = 60
 PACKAGES = [Path(torchpod.__file__).parent, Path(torchpod_toolkit.__file__).parent]
-# the programs around them, held to the same limit
+# the programs around them, held to the same limit: bench's programs, the _helpers they import, tasks.py
 PROGRAMS = sorted((ROOT / "bench").glob("*.py")) + [ROOT / "tasks.py"]
 
 

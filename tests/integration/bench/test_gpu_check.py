@@ -17,13 +17,15 @@ import time
 import pytest
 
 from needs import module
-from paths import ROOT, bench_script
+from paths import ROOT, bench_helper, bench_script
 
 SCRIPT = ROOT / "bench" / "gpu_check.py"
 
-
-gc = bench_script("gpu_check", registered="gpu_check")
-SPECS = {s.name: s for s in gc.STEPS}
+gc = bench_script("gpu_check")  # the options, the report, main
+# its helpers, the very modules it imports (a patch of one is what the program runs)
+gsteps = bench_helper("_gpu_steps")  # the steps, their runners, skip_reason, run_steps
+processes = bench_helper("_gpu_processes")  # a command under a limit, its tree stopped, its logs read
+SPECS = {s.name: s for s in gsteps.STEPS}
 
 
 def _env() -> dict[str, str]:
@@ -45,8 +47,8 @@ def test_on_a_machine_without_a_gpu_the_check_says_so_and_runs_what_it_can(tmp_p
     summary = json.loads((out / "summary.json").read_text())
     steps = {s["name"]: s for s in summary["steps"]}
     assert (summary["verdict"], summary["exit_code"], summary["gpus"], summary["device"]) == ("no-gpu", 3, 0, None)
-    assert list(steps) == [s.name for s in gc.STEPS]
-    gpu_only = [s.name for s in gc.STEPS if s.gpu_only]
+    assert list(steps) == [s.name for s in gsteps.STEPS]
+    gpu_only = [s.name for s in gsteps.STEPS if s.gpu_only]
     assert {n: (steps[n]["verdict"], steps[n]["reason"]) for n in gpu_only} == \
         {n: ("skipped", "no CUDA device visible") for n in gpu_only}
     for name, argv in (("doctor", ["-m", "torchpod", "doctor"]), ("plan", ["-m", "torchpod", "plan"])):
@@ -97,9 +99,9 @@ def _gone(pid: int) -> bool:
 
 
 def test_a_step_over_its_limit_is_stopped_with_its_whole_tree(tmp_path, monkeypatch):
-    monkeypatch.setattr(gc, "KILL_GRACE_S", 1.0)
+    monkeypatch.setattr(processes, "KILL_GRACE_S", 1.0)
     started = time.monotonic()
-    ran = gc.execute([sys.executable, "-c", HANGS], _env(), tmp_path, 3.0, tmp_path / "out", tmp_path / "err")
+    ran = processes.execute([sys.executable, "-c", HANGS], _env(), tmp_path, 3.0, tmp_path / "out", tmp_path / "err")
     took = time.monotonic() - started
     assert ran.timed_out and ran.exit_code == -9 and 3.0 <= took < 3.0 + 1.0 + 3.0, (ran, took)
     worker = int((tmp_path / "out").read_text().split()[0])
@@ -110,15 +112,15 @@ def test_a_step_over_its_limit_is_stopped_with_its_whole_tree(tmp_path, monkeypa
 
 
 def test_a_hanging_step_cannot_hold_the_check_past_its_limit(tmp_path, monkeypatch):
-    monkeypatch.setattr(gc, "KILL_GRACE_S", 1.0)
-    monkeypatch.setattr(gc, "MIN_STEP_S", 1.0)
+    monkeypatch.setattr(processes, "KILL_GRACE_S", 1.0)
+    monkeypatch.setattr(gsteps, "MIN_STEP_S", 1.0)
     python = tmp_path / "python"  # a "Python" that ignores SIGTERM and never answers
     python.write_text("#!/bin/sh\ntrap '' TERM\nexec sleep 600\n")
     python.chmod(0o755)
     (tmp_path / "out" / "logs").mkdir(parents=True)
-    ctx = gc.Context(tmp_path / "out", str(python), _env(), time.monotonic() + 2.5)
+    ctx = gsteps.Context(tmp_path / "out", str(python), _env(), time.monotonic() + 2.5)
     started = time.monotonic()
-    steps = gc.run_steps(ctx, (SPECS["environment"], SPECS["doctor"], SPECS["allreduce"]))
+    steps = gsteps.run_steps(ctx, (SPECS["environment"], SPECS["doctor"], SPECS["allreduce"]))
     assert time.monotonic() - started < 2.5 + 1.0 + 3.0
     assert [(s.verdict, s.timed_out) for s in steps] == [("failed", True), ("skipped", False), ("skipped", False)]
     assert steps[0].reason.startswith("did not end within") and steps[1].reason.startswith("the environment step")
@@ -141,10 +143,10 @@ def test_the_watch_cost_runs_each_arm_twice_with_its_window_and_keeps_each_runs_
     python.chmod(0o755)
     (tmp_path / "out" / "logs").mkdir(parents=True)
     env = {**_env(), **({"FAIL_ON": str(tmp_path / "failed-once")} if fail else {})}
-    ctx = gc.Context(tmp_path / "out", str(python), env, time.monotonic() + 60)
-    step = gc.step_watch_cost(ctx, SPECS["watch-cost"])
+    ctx = gsteps.Context(tmp_path / "out", str(python), env, time.monotonic() + 60)
+    step = gsteps.step_watch_cost(ctx, SPECS["watch-cost"])
     runs = step.facts["runs"]
-    assert [r["arm"] for r in runs] == list(gc.WATCH_ARMS)
+    assert [r["arm"] for r in runs] == list(gsteps.WATCH_ARMS)
     assert all((tmp_path / "out" / r["logs"]["stdout"]).is_file() for r in runs)
     if fail:  # one run of the `on` arm failed: the step fails naming it, the others' figures kept
         assert [r["exit_code"] for r in runs] == [0, 1, 0, 0] and step.exit_code == 1
@@ -173,9 +175,9 @@ def test_the_doctor_judges_a_runs_nccl_log_through_the_launcher(tmp_path, log, v
     (out / "logs").mkdir(parents=True)
     (out / "nccl").mkdir()
     (out / "nccl" / "ddp.gpu-box.4242.log").write_text(log)
-    ctx = gc.Context(out, sys.executable, {**_env(), "PYTHONPATH": str(gc.LAUNCHER)}, time.monotonic() + 120)
-    ctx.done["ddp"] = gc.Step("ddp", "", "ok", facts={"nccl_log": "nccl/ddp.gpu-box.4242.log"})
-    step = gc.step_nccl_log(ctx, SPECS["ddp-nccl-log"])
+    ctx = gsteps.Context(out, sys.executable, {**_env(), "PYTHONPATH": str(gc.LAUNCHER)}, time.monotonic() + 120)
+    ctx.done["ddp"] = gsteps.Step("ddp", "", "ok", facts={"nccl_log": "nccl/ddp.gpu-box.4242.log"})
+    step = gsteps.step_nccl_log(ctx, SPECS["ddp-nccl-log"])
     assert (step.verdict, step.reason[:len(reason)]) == (verdict, reason), step
     assert step.argv[1:5] == ["-m", "torchpod", "doctor", "--nccl-log"]
     if verdict == "ok":

@@ -1,6 +1,7 @@
 """The namespaced tasks from the command line: `invoke --list` names
-every namespaced task and every old name, each bench task runs its own script with the
-words after `--`, and the old names and short flags still work as users typed them."""
+every namespaced task and every old name and no bench helper (bench/_<name>.py), each bench
+task runs its own program with the words after `--`, a helper cannot be run as a task, and
+the old names and short flags still work as users typed them."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ import re
 
 import pytest
 
-from paths import ROOT
+from paths import bench_helpers, bench_programs
 from tasks_cli import invoke
 
 NAMESPACED = ("image.build", "image.push", "image.wheels", "image.lock", "jobs.manifests", "cluster.demo", "test",
               "measurements", "kube.build", "kube.up", "kube.down")
 OLD_NAMES = ("build", "push", "wheels", "lock", "manifests", "demo", "bench-rendezvous", "test", "measurements")
-BENCHES = sorted(ROOT.joinpath("bench").glob("*.py"))
+BENCHES = bench_programs()
 
 
 def test_the_list_names_every_task_and_every_old_name():
@@ -23,6 +24,15 @@ def test_the_list_names_every_task_and_every_old_name():
     listed = set(re.findall(r"^  (\S+)", proc.stdout, flags=re.MULTILINE))
     benches = {f"bench.{p.stem.replace('_', '-')}" for p in BENCHES}
     assert set(NAMESPACED) | set(OLD_NAMES) | benches == listed
+    helpers = {h.stem.replace("_", "-").lstrip("-") for h in bench_helpers()}
+    assert helpers and not [n for n in listed if n.replace("_", "-").split(".")[-1].lstrip("-") in helpers]
+
+
+@pytest.mark.parametrize("name", ["bench._layer_figures", "bench.-layer-figures", "bench._layer-figures"])
+def test_a_bench_helper_is_no_task(name):
+    proc = invoke(name, "--", "--help")
+    assert proc.returncode == 1 and f"No idea what '{name}' is!" in proc.stderr, proc.stderr
+    assert not proc.stdout
 
 
 @pytest.mark.parametrize("script", BENCHES, ids=lambda p: p.stem)

@@ -1,8 +1,8 @@
-"""bench/layers.py: its options are refused in one line before anything starts; the sizes it
-reads from a registry's manifest and the launcher's layers it names from `docker history`
-are what those documents say, and a document of another form is one ValueError; the pulls
-alternate, the medians, ratios and table follow the runs, and the choice keeps gzip while a
-runtime users run cannot read zstd."""
+"""bench/layers.py and its pure half, bench/_layer_figures.py: the program's options are
+refused in one line before anything starts; the sizes read from a registry's manifest and
+the launcher's layers named from `docker history` are what those documents say, and a
+document of another form is one ValueError; the pulls alternate, the medians, ratios and
+table follow the runs, and the choice keeps gzip while a runtime users run cannot read zstd."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from paths import bench_script
+from paths import bench_helper, bench_script
 
 TEXT = st.text(st.characters(codec=None), max_size=60)  # all of Unicode, control characters and surrogates
 
@@ -21,6 +21,17 @@ TEXT = st.text(st.characters(codec=None), max_size=60)  # all of Unicode, contro
 @pytest.fixture(scope="module")
 def bench():
     return bench_script("layers")
+
+
+@pytest.fixture(scope="module")
+def figures():
+    """bench/_layer_figures.py, the program's pure half: what it reads and computes."""
+    return bench_helper("_layer_figures")
+
+
+def test_the_program_computes_through_the_helper_it_imports(bench, figures):
+    # one module object: what these tests check of the figures is what the program runs
+    assert bench.figures is figures
 
 
 def _refusal(bench, capsys, argv: list[str]) -> str:
@@ -96,13 +107,13 @@ def _manifest(*layers, **extra) -> str:
                        "layers": [{"mediaType": kind, "size": size, "digest": "sha256:0"} for kind, size in layers]})
 
 
-def test_the_sizes_are_the_manifests_layers_in_order(bench):
+def test_the_sizes_are_the_manifests_layers_in_order(figures):
     docker = _manifest((GZIP, 80_000_000), (GZIP, 32), (GZIP, 2_600_000_000))
-    assert bench.parse_manifest(docker) == [(GZIP, 80_000_000), (GZIP, 32), (GZIP, 2_600_000_000)]
-    assert bench.compression(bench.parse_manifest(docker)) == "gzip"
+    assert figures.parse_manifest(docker) == [(GZIP, 80_000_000), (GZIP, 32), (GZIP, 2_600_000_000)]
+    assert figures.compression(figures.parse_manifest(docker)) == "gzip"
     oci = _manifest((ZSTD, 70_000_000), (ZSTD, 9), mediaType="application/vnd.oci.image.manifest.v1+json")
-    assert bench.compression(bench.parse_manifest(oci)) == "zstd"
-    assert bench.compression([("application/vnd.oci.image.layer.v1.tar+gzip", 1)]) == "gzip"
+    assert figures.compression(figures.parse_manifest(oci)) == "zstd"
+    assert figures.compression([("application/vnd.oci.image.layer.v1.tar+gzip", 1)]) == "gzip"
 
 
 @pytest.mark.parametrize("text, needle", [
@@ -120,9 +131,9 @@ def test_the_sizes_are_the_manifests_layers_in_order(bench):
     (_manifest((GZIP, 1.5)), "expected a mediaType and a size in bytes"),
     (_manifest((None, 1)), "expected a mediaType and a size in bytes"),
 ])
-def test_a_manifest_of_another_form_is_one_value_error(bench, text, needle):
+def test_a_manifest_of_another_form_is_one_value_error(figures, text, needle):
     with pytest.raises(ValueError) as info:
-        bench.parse_manifest(text)
+        figures.parse_manifest(text)
     assert needle in str(info.value) and len(str(info.value).splitlines()) == 1
 
 
@@ -131,9 +142,9 @@ def test_a_manifest_of_another_form_is_one_value_error(bench, text, needle):
     [("application/vnd.oci.image.layer.v1.tar", 1)],  # uncompressed
     [("text/plain\n|", 1)],
 ])
-def test_layers_not_all_of_one_known_compression_are_refused(bench, layers):
+def test_layers_not_all_of_one_known_compression_are_refused(figures, layers):
     with pytest.raises(ValueError, match="expected all gzip or all zstd"):
-        bench.compression(layers)
+        figures.compression(layers)
 
 
 @settings(deadline=None, max_examples=300)
@@ -142,9 +153,9 @@ def test_layers_not_all_of_one_known_compression_are_refused(bench, layers):
                                     | st.dictionaries(st.sampled_from(["schemaVersion", "layers", "mediaType",
                                                                        "size"]), inner, max_size=4),
                                     max_leaves=10).map(json.dumps)))
-def test_any_manifest_text_gives_sizes_or_one_value_error(bench, text):
+def test_any_manifest_text_gives_sizes_or_one_value_error(figures, text):
     try:
-        layers = bench.parse_manifest(text)
+        layers = figures.parse_manifest(text)
     except ValueError as exc:
         assert len(str(exc).splitlines()) == 1
         return
@@ -173,8 +184,8 @@ HISTORY = "\n".join([
 ]) + "\n"
 
 
-def test_the_launcher_layer_is_named_by_the_step_that_copies_it(bench):
-    assert bench.launcher_layers(HISTORY, 7) == [3]  # bottom first: rootfs, empty RUN, payload, launcher
+def test_the_launcher_layer_is_named_by_the_step_that_copies_it(figures):
+    assert figures.launcher_layers(HISTORY, 7) == [3]  # bottom first: rootfs, empty RUN, payload, launcher
 
 
 @pytest.mark.parametrize("history, count, needle", [
@@ -186,39 +197,39 @@ def test_the_launcher_layer_is_named_by_the_step_that_copies_it(bench):
     ('{"CreatedBy": 7}\n', 1, "line 1 has no CreatedBy"),
     ("[" * 100_000 + "\n", 1, "line 1 is not JSON"),
 ])
-def test_a_history_of_another_form_is_one_value_error(bench, history, count, needle):
+def test_a_history_of_another_form_is_one_value_error(figures, history, count, needle):
     with pytest.raises(ValueError) as info:
-        bench.launcher_layers(history, count)
+        figures.launcher_layers(history, count)
     assert needle in str(info.value) and len(str(info.value).splitlines()) == 1
 
 
 @settings(deadline=None, max_examples=300)
 @given(st.lists(st.one_of(TEXT, TEXT.map(_entry), st.sampled_from(HISTORY.splitlines())), max_size=8),
        st.integers(min_value=0, max_value=8))
-def test_any_history_names_launcher_layers_or_fails_in_one_line(bench, lines, count):
+def test_any_history_names_launcher_layers_or_fails_in_one_line(figures, lines, count):
     try:
-        found = bench.launcher_layers("\n".join(lines), count)
+        found = figures.launcher_layers("\n".join(lines), count)
     except ValueError as exc:
         assert len(str(exc).splitlines()) == 1
         return
     assert found and all(0 <= i < count for i in found)
 
 
-def test_the_order_alternates_so_each_format_goes_first_as_often(bench):
-    orders = [bench.alternated(i) for i in range(4)]
+def test_the_order_alternates_so_each_format_goes_first_as_often(figures):
+    orders = [figures.alternated(i) for i in range(4)]
     assert orders == [("gzip", "zstd"), ("zstd", "gzip"), ("gzip", "zstd"), ("zstd", "gzip")]
     assert sum(o[0] == "gzip" for o in orders) == sum(o[0] == "zstd" for o in orders)
 
 
-def test_the_medians_are_each_formats_own(bench):
+def test_the_medians_are_each_formats_own(figures):
     runs = [{"format": "gzip", "pull_s": 90.0}, {"format": "zstd", "pull_s": 60.0},
             {"format": "zstd", "pull_s": 80.0}, {"format": "gzip", "pull_s": 70.0},
             {"format": "gzip", "pull_s": 200.0}, {"format": "zstd", "pull_s": 61.0}]
-    assert bench.medians(runs) == {"gzip": 90.0, "zstd": 61.0}
-    assert bench.medians([{"format": "gzip", "pull_s": 5.0}, {"pull_s": 1.0}]) == {"gzip": 5.0}
-    assert bench.spreads(runs) == {"gzip": 130.0, "zstd": 20.0}
-    assert bench.spreads(runs[:1]) == {"gzip": 0.0}
-    assert bench.ratio(61.0, 90.0) == 0.678
+    assert figures.medians(runs) == {"gzip": 90.0, "zstd": 61.0}
+    assert figures.medians([{"format": "gzip", "pull_s": 5.0}, {"pull_s": 1.0}]) == {"gzip": 5.0}
+    assert figures.spreads(runs) == {"gzip": 130.0, "zstd": 20.0}
+    assert figures.spreads(runs[:1]) == {"gzip": 0.0}
+    assert figures.ratio(61.0, 90.0) == 0.678
 
 
 DOCKER_NO = {"runtime": "Docker Engine 20.10.24", "reads_zstd": False, "checked": "measured here"}
@@ -228,60 +239,60 @@ PODMAN = {"runtime": "podman 4.3.1", "reads_zstd": True, "checked": "measured he
 TIGHT = {"gzip": 2.0, "zstd": 3.0}  # each format's runs spread over a few seconds
 
 
-def test_zstd_faster_but_unread_by_docker_keeps_gzip_the_default(bench):
-    choice = bench.choose({"gzip": 90.0, "zstd": 60.0}, TIGHT, [PODMAN, DOCKER_NO])
+def test_zstd_faster_but_unread_by_docker_keeps_gzip_the_default(figures):
+    choice = figures.choose({"gzip": 90.0, "zstd": 60.0}, TIGHT, [PODMAN, DOCKER_NO])
     assert choice["default"] == "gzip" and choice["variant"] == "zstd" and choice["faster"] == "zstd"
     assert "Docker Engine 20.10.24" in choice["why"] and "podman" not in choice["why"]
 
 
-def test_a_runtime_not_checked_counts_as_one_that_cannot_read_zstd(bench):
+def test_a_runtime_not_checked_counts_as_one_that_cannot_read_zstd(figures):
     enroot = {"runtime": "enroot", "reads_zstd": None, "checked": "not checked here"}
     docker = {**DOCKER_NO, "reads_zstd": True}
-    assert bench.choose({"gzip": 90.0, "zstd": 60.0}, TIGHT, [PODMAN, docker, enroot])["default"] == "gzip"
-    assert bench.choose({"gzip": 90.0, "zstd": 60.0}, TIGHT, [PODMAN, docker]) == {
+    assert figures.choose({"gzip": 90.0, "zstd": 60.0}, TIGHT, [PODMAN, docker, enroot])["default"] == "gzip"
+    assert figures.choose({"gzip": 90.0, "zstd": 60.0}, TIGHT, [PODMAN, docker]) == {
         "default": "zstd", "variant": "gzip", "faster": "zstd",
         "why": "median pull and unpack into an empty store: gzip 90.0 s, zstd 60.0 s (the runs of one format "
                "spread over up to 3.0 s); zstd is faster and every runtime listed reads it"}
 
 
-def test_a_version_range_whose_source_cannot_read_zstd_keeps_gzip_the_default(bench):
+def test_a_version_range_whose_source_cannot_read_zstd_keeps_gzip_the_default(figures):
     docker = {**DOCKER_NO, "reads_zstd": True}
-    unable = [r["runtime"] for r in bench.READ_IN_SOURCE if r["reads_zstd"] is False]
-    assert unable, bench.READ_IN_SOURCE
-    choice = bench.choose({"gzip": 90.0, "zstd": 60.0}, TIGHT, [PODMAN, docker, *bench.READ_IN_SOURCE])
+    unable = [r["runtime"] for r in figures.READ_IN_SOURCE if r["reads_zstd"] is False]
+    assert unable, figures.READ_IN_SOURCE
+    choice = figures.choose({"gzip": 90.0, "zstd": 60.0}, TIGHT, [PODMAN, docker, *figures.READ_IN_SOURCE])
     assert choice["default"] == "gzip" and choice["variant"] == "zstd"
     assert all(name in choice["why"] for name in unable), choice["why"]
-    able = [r for r in bench.READ_IN_SOURCE if r["reads_zstd"] is True]
-    assert bench.choose({"gzip": 90.0, "zstd": 60.0}, TIGHT, [PODMAN, docker, *able])["default"] == "zstd"
+    able = [r for r in figures.READ_IN_SOURCE if r["reads_zstd"] is True]
+    assert figures.choose({"gzip": 90.0, "zstd": 60.0}, TIGHT, [PODMAN, docker, *able])["default"] == "zstd"
 
 
-def test_each_runtime_read_in_its_source_names_its_project_and_a_commit_or_release(bench):
-    for record in bench.READ_IN_SOURCE:
+def test_each_runtime_read_in_its_source_names_its_project_and_a_commit_or_release(figures):
+    for record in figures.READ_IN_SOURCE:
         assert record["checked"] == "source read", record
         assert re.search(r"\b[\w-]+/[\w-]+\b", record["source"]), record  # owner/project
         assert re.search(r"\bcommit [0-9a-f]{7,40}\b|\bv\d+\.\d+", record["source"]), record
 
 
 @pytest.mark.parametrize("zstd, faster", [(90.0, None), (120.0, "gzip"), (88.0, None)])
-def test_zstd_no_faster_than_the_spread_is_gzip_whoever_reads_it(bench, zstd, faster):
+def test_zstd_no_faster_than_the_spread_is_gzip_whoever_reads_it(figures, zstd, faster):
     docker = {**DOCKER_NO, "reads_zstd": True}
-    choice = bench.choose({"gzip": 90.0, "zstd": zstd}, TIGHT, [PODMAN, docker])
+    choice = figures.choose({"gzip": 90.0, "zstd": zstd}, TIGHT, [PODMAN, docker])
     assert choice["default"] == "gzip" and choice["variant"] is None and choice["faster"] == faster
 
 
-def test_a_difference_within_the_runs_spread_is_no_difference(bench):
+def test_a_difference_within_the_runs_spread_is_no_difference(figures):
     # the first full run on this host: zstd 1.3 s faster by median, gzip's own runs 6.3 s apart
-    choice = bench.choose({"gzip": 54.1, "zstd": 52.84}, {"gzip": 6.31, "zstd": 3.58}, [PODMAN])
+    choice = figures.choose({"gzip": 54.1, "zstd": 52.84}, {"gzip": 6.31, "zstd": 3.58}, [PODMAN])
     assert choice["default"] == "gzip" and choice["faster"] is None and "up to 6.3 s" in choice["why"]
-    assert bench.choose({"gzip": 54.1, "zstd": 52.84}, {}, [PODMAN])["default"] == "zstd"  # no spread known
+    assert figures.choose({"gzip": 54.1, "zstd": 52.84}, {}, [PODMAN])["default"] == "zstd"  # no spread known
 
 
-def test_the_table_shows_each_format_and_zstd_over_gzip(bench):
+def test_the_table_shows_each_format_and_zstd_over_gzip(figures):
     report = {"formats": {"gzip": {"push_s": 100.0, "compressed_bytes": 2.6e9, "launcher_bytes": 400_000},
                           "zstd": {"push_s": 60.0, "compressed_bytes": 2.4e9, "launcher_bytes": 380_000}},
               "median_pull_s": {"gzip": 90.0, "zstd": 60.0},
               "ratio_zstd_gzip": {"push_s": 0.6, "pull_s": 0.667, "compressed_bytes": 0.923, "launcher_bytes": 0.95}}
-    lines = bench.table(report)
+    lines = figures.table(report)
     assert len(lines) == 4 and len({len(line) for line in lines}) == 1  # aligned columns
     assert lines[1].split() == ["gzip", "100.0", "90.0", "2.60", "0.400"]
     assert lines[3].split() == ["zstd/gzip", "0.600", "0.667", "0.923", "0.950"]
@@ -297,20 +308,20 @@ MOUNTINFO = (
 )
 
 
-def test_the_mount_table_names_each_folders_filesystem(bench):
-    assert bench.filesystem(MOUNTINFO, "/dev/shm/torchpod-layers-registry-1") == "tmpfs"
-    assert bench.filesystem(MOUNTINFO, "/dev/shmx") == "ext4"
-    assert bench.filesystem(MOUNTINFO, "/var/tmp/with space/a") == "tmpfs"
-    assert bench.filesystem("", "/var/tmp") == "unknown"
-    assert [p for p, _ in bench.mounts(MOUNTINFO) if bench.under(p, "/var/tmp/torchpod-layers-store-x")] == [
+def test_the_mount_table_names_each_folders_filesystem(figures):
+    assert figures.filesystem(MOUNTINFO, "/dev/shm/torchpod-layers-registry-1") == "tmpfs"
+    assert figures.filesystem(MOUNTINFO, "/dev/shmx") == "ext4"
+    assert figures.filesystem(MOUNTINFO, "/var/tmp/with space/a") == "tmpfs"
+    assert figures.filesystem("", "/var/tmp") == "unknown"
+    assert [p for p, _ in figures.mounts(MOUNTINFO) if figures.under(p, "/var/tmp/torchpod-layers-store-x")] == [
         "/var/tmp/torchpod-layers-store-x/root/overlay"]
-    assert bench.under("/anything", "/") and not bench.under("/var/tmpx", "/var/tmp")
+    assert figures.under("/anything", "/") and not figures.under("/var/tmpx", "/var/tmp")
 
 
 @settings(deadline=None, max_examples=200)
 @given(TEXT, TEXT)
-def test_any_mount_table_text_is_read_without_error(bench, text, path):
-    assert isinstance(bench.filesystem(text, "/" + path), str)
+def test_any_mount_table_text_is_read_without_error(figures, text, path):
+    assert isinstance(figures.filesystem(text, "/" + path), str)
 
 
 @pytest.mark.parametrize("text, line", [
@@ -319,8 +330,8 @@ def test_any_mount_table_text_is_read_without_error(bench, text, path):
     ("x\x1b[31mred\x00\n", "x?[31mred?"),
     ("y" * 500, "y" * 200),
 ])
-def test_an_error_is_shown_as_its_last_line_printable_and_short(bench, text, line):
-    assert bench.last_line(text) == line
+def test_an_error_is_shown_as_its_last_line_printable_and_short(figures, text, line):
+    assert figures.last_line(text) == line
 
 
 def test_the_outermost_missing_folder_is_what_a_run_would_create(bench, tmp_path):

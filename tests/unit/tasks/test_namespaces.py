@@ -1,15 +1,19 @@
 """tasks.py in namespaces, read through invoke's Collection API: every
-bench/*.py has a ``bench.*`` task, every command name from before the namespaces resolves
-to the same task with the same flags, short flags are declared (never ``-`` and never a
-letter that moved), and the words a bench or ``test`` task passes on are quoted."""
+bench program (bench/<name>.py, the name not starting with ``_``) has a ``bench.*`` task and
+no helper (bench/_<name>.py) has one, every helper is imported by a program, every command
+name from before the namespaces resolves to the same task with the same flags, short flags
+are declared (never ``-`` and never a letter that moved), and the words a bench or ``test``
+task passes on are quoted."""
 
 from __future__ import annotations
 
+import ast
 import copy
 import importlib.util
 import re
 import shlex
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -17,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from invoke import Exit
 
-from paths import ROOT
+from paths import ROOT, bench_helpers, bench_programs
 
 
 def _load(name="tasks_namespaces_under_test"):
@@ -73,19 +77,45 @@ def test_the_issue_names_are_the_tasks():
     assert {n for n in names if "." not in n} == set(OLD_NAMES)
 
 
-def test_every_bench_script_has_a_bench_task_and_no_other():
-    scripts = {p.stem.replace("_", "-"): p for p in (ROOT / "bench").glob("*.py")}
+def test_every_bench_program_has_a_bench_task_and_no_other():
+    programs = {p.stem.replace("_", "-"): p for p in bench_programs()}
     benches = {n.split(".", 1)[1] for n in NS.task_names if n.startswith("bench.")}
-    assert benches == set(scripts) and len(scripts) >= 7
-    for name, script in scripts.items():
+    assert benches == set(programs) and len(programs) >= 7
+    for name, script in programs.items():
         doc = NS[f"bench.{name}"].__doc__
         assert f"python bench/{script.name}" in doc and f"invoke bench.{name} -- --help" in doc
+
+
+def test_no_bench_helper_has_a_task():
+    helpers = bench_helpers()
+    assert helpers, "bench/ has helpers today (_layer_figures, _gpu_*): a rule that nothing exercises proves nothing"
+    names = set(NS.task_names) | {a for aliases in NS.task_names.values() for a in aliases}
+    # compared with every underscore a dash: invoke would list _layer_figures as bench._layer-figures
+    dashed = {n.replace("_", "-") for n in names}
+    for helper in helpers:
+        assert f"bench.{helper.stem}".replace("_", "-") not in dashed, helper.name
+
+
+def test_every_bench_task_runs_a_program_and_none_runs_a_helper(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["invoke"])
+    ran = []
+    for name in sorted(n for n in NS.task_names if n.startswith("bench.")):
+        c = _Recorder()
+        NS[name].body(c)
+        [command] = c.commands
+        ran.append(Path(shlex.split(command)[1]))
+    assert sorted(ran) == bench_programs() and not set(ran) & set(bench_helpers())
 
 
 def test_a_new_bench_script_gets_a_task(tmp_path, monkeypatch):
     (tmp_path / "rendezvous.py").write_text('"""Rendezvous benchmark: seconds."""\n')
     (tmp_path / "disk_io.py").write_text('"""Disk benchmark: reads per second. More text."""\n')
     (tmp_path / "bare.py").write_text("x = 1\n")
+    # helpers get none, whatever their docstring says or however their name is formed
+    (tmp_path / "_disk_figures.py").write_text('"""Disk figures: medians. Run me."""\n')
+    (tmp_path / "__init__.py").write_text("")
+    (tmp_path / "_.py").write_text("")
+    (tmp_path / "notes.txt").write_text("")
     monkeypatch.setattr(TASKS, "BENCH", tmp_path)
     monkeypatch.setattr(TASKS, "ROOT", tmp_path.parent)
     ns = TASKS._namespace()
@@ -93,6 +123,56 @@ def test_a_new_bench_script_gets_a_task(tmp_path, monkeypatch):
                                                                     "bench.rendezvous"}
     assert ns["bench.disk-io"].__doc__.splitlines()[0] == "Disk benchmark."
     assert ns["bench.bare"].__doc__.splitlines()[0] == f"{tmp_path.name}/bare.py."
+
+
+def _imported(path: Path) -> set[str]:
+    """The top-level module names ``path`` imports (``import x``, ``import x as y``, ``from x
+    import y``), wherever in the file; a relative import names none."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".", 1)[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".", 1)[0])
+    return found
+
+
+def unreached_helpers(programs: list[Path], helpers: list[Path]) -> list[str]:
+    """The helpers no program imports, directly or through a helper a program imports: dead
+    code that no task runs and no run reaches."""
+    known = {h.stem: h for h in helpers}
+    reached: set[str] = set()
+    todo = [name for p in programs for name in _imported(p) if name in known]
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo += [n for n in _imported(known[name]) if n in known]
+    return sorted(f"{name}.py" for name in set(known) - reached)
+
+
+def test_every_bench_helper_is_imported_by_a_program():
+    assert unreached_helpers(bench_programs(), bench_helpers()) == [], \
+        "a bench helper no program imports is dead: import it from the program that needs it, or remove it"
+
+
+def test_a_helper_no_program_reaches_is_found(tmp_path):
+    files = {
+        "layers.py": "import _figures as figures\n",
+        "gpu.py": "import sys\nif True:\n    from _steps import run\n",  # imported anywhere in the file
+        "_figures.py": "import json\n",
+        "_steps.py": "from _judges import judge\n",  # reached through a helper the program imports
+        "_judges.py": "import re\n",
+        "_dead.py": "import _dead_too\n",  # only a dead helper imports it
+        "_dead_too.py": "import _dead\n",
+        "_named.py": "x = 1\n",  # named in a program's text, never imported by name
+        "loop.py": '"""_named"""\nfrom . import _named\n',  # a relative import reaches no helper of bench/
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    programs = sorted(p for p in tmp_path.glob("*.py") if not p.name.startswith("_"))
+    helpers = sorted(p for p in tmp_path.glob("*.py") if p.name.startswith("_"))
+    assert unreached_helpers(programs, helpers) == ["_dead.py", "_dead_too.py", "_named.py"]
 
 
 @pytest.mark.parametrize("old, new", OLD_NAMES.items())
