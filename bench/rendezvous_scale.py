@@ -2,9 +2,9 @@
 every node has its rank, what the store serves meanwhile, whether every node's keep-alive
 still gets through once the job runs, and whether a node that starts late still joins.
 
-    python bench/rendezvous_scale.py [--nodes 8,64,128,256] [--procs 8] [--late-s 0]
+    python bench/rendezvous_scale.py [--nodes 8,64,128,256] [--procs 8] [--late-s 0] [--spread-s 0]
                                      [--settings torch,torchpod|custom] [--join-timeout 600]
-                                     [--heartbeat-timeout 5] [--steady-s 20]
+                                     [--heartbeat-timeout 5] [--keep-alive-interval 5] [--steady-s 20]
                                      [--out bench/results/rendezvous_scale.json]
 
 Each node is torch's own rendezvous handler as torchrun's agent makes it
@@ -15,8 +15,9 @@ own, calling ``next_rendezvous()`` in a thread: N nodes are N handlers spread ov
 so its CPU time is the store's load. Each size runs with each of ``--settings``, side by
 side: ``torch``, torch's defaults (join 600 s, last call 30 s, a keep-alive beat every 5 s
 that may take 5 s, dead after 3 missed); ``torchpod``, the join timeout torchpod's plan
-sets for that many nodes (``torchpod.rendezvous.settings``); ``custom``,
-``--join-timeout`` and ``--heartbeat-timeout``.
+sets for that many nodes (``torchpod.rendezvous.settings``: the join timeout and the
+keep-alive interval); ``custom``, ``--join-timeout``, ``--heartbeat-timeout`` and
+``--keep-alive-interval``.
 
 What it measures, per N:
 - ``complete_s``: from the first node's join to the last node's rank (the rendezvous);
@@ -33,7 +34,11 @@ What it measures, per N:
   (``missed_beats``, torch's own warning, counted from the nodes' logs).
 
 With ``--late-s D`` the last node starts D seconds after the others; they wait for it
-(min = max = N), and it joins if the join timeout allows. Every node runs on this
+(min = max = N), and it joins if the join timeout allows. With ``--spread-s S`` the nodes
+start one after another, evenly over S seconds, as the pods of a real job do (each pulls
+and starts on its own node), and ``after_last_start_s`` is the time from the last node's
+start to the last rank; with 0 all start at once, the worst case for torch's
+compare-and-set, whose joins then collide. Every node runs on this
 machine's cores: a node's own work (unpickling the state each second) is shared by all,
 where on a cluster each node has its own, so the figures are an upper bound of a real
 rendezvous's time; the store's load is the real store's. Prints a table and writes JSON.
@@ -44,6 +49,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import math
 import os
 import pickle
 import platform
@@ -91,9 +97,11 @@ def serve() -> None:
 
 # -- a process of nodes --------------------------------------------------------------------
 
-def nodes(port: int, world: int, count: int, conf: dict, late: float, steady: float) -> None:
-    """``count`` handlers, each in a thread; the last starts ``late`` s after the rest.
-    Prints one JSON line per node, then the state it reads at the end."""
+def nodes(port: int, world: int, count: int, conf: dict, late: float, steady: float,
+          starts: list[float]) -> None:
+    """``count`` handlers, each in a thread, node i starting ``starts[i]`` s after "go";
+    the last starts ``late`` s after its start. Prints one JSON line per node, then the
+    state it reads at the end."""
     from datetime import timedelta
 
     import torch.distributed as dist
@@ -108,8 +116,7 @@ def nodes(port: int, world: int, count: int, conf: dict, late: float, steady: fl
     handlers = []
 
     def one(i: int) -> None:
-        if late and i == count - 1:
-            time.sleep(late)
+        time.sleep(starts[i] + (late if i == count - 1 else 0))
         started = time.time()
         row = {"start": started}
         try:
@@ -156,16 +163,24 @@ def read_state(port: int) -> dict:
 
 # -- one size --------------------------------------------------------------------------------
 
-def measure(world: int, procs: int, conf: dict, late: float, steady: float) -> dict:
+def start_offsets(world: int, procs: int, spread: float) -> list[list[float]]:
+    """Each process's nodes' start times after "go": node g of the job (dealt round the
+    processes, so that every process starts nodes all along) starts at g * spread / world."""
+    return [[g * spread / world for g in range(p, world, procs)] for p in range(procs)]
+
+
+def measure(world: int, procs: int, conf: dict, late: float, steady: float, spread: float = 0.0) -> dict:
     # the server warns once per client that goes away: its stderr says nothing about the load
     server = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, text=True)
     logs = [tempfile.TemporaryFile("w+") for _ in range(min(procs, world))]
     port = json.loads(server.stdout.readline())["port"]
     procs = min(procs, world)
-    counts = [world // procs + (1 if i < world % procs else 0) for i in range(procs)]
+    offsets = start_offsets(world, procs, spread)
+    counts = [len(starts) for starts in offsets]
     workers = [subprocess.Popen([sys.executable, __file__, "--nodes-of", str(port), str(world), str(count),
-                                 json.dumps(conf), str(late if i == procs - 1 else 0), str(steady)],
+                                 json.dumps(conf), str(late if i == procs - 1 else 0), str(steady),
+                                 json.dumps(offsets[i])],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=logs[i], text=True)
                for i, count in enumerate(counts)]
     for worker in workers:
@@ -197,8 +212,9 @@ def measure(world: int, procs: int, conf: dict, late: float, steady: float) -> d
     waits = sorted(r["end"] - r["start"] for r in ok)
     errors = sorted({r["error"].split(":")[0] for r in rows if "error" in r})
     dead_after = conf["keep_alive_interval"] * conf["keep_alive_max_attempt"]
-    return {"nodes": world, "procs": procs, "settings": conf, "late_s": late,
+    return {"nodes": world, "procs": procs, "settings": conf, "late_s": late, "spread_s": spread,
             "complete_s": round(max(r["end"] for r in rows) - min(r["start"] for r in rows), 2),
+            "after_last_start_s": round(max(r["end"] for r in rows) - max(r["start"] for r in rows), 2),
             "ranks_ok": sorted(r["rank"] for r in ok) == list(range(world)),
             "failed": len(rows) - len(ok), "errors": errors,
             "wait_median_s": round(statistics.median(waits), 2) if waits else None,
@@ -211,7 +227,7 @@ def measure(world: int, procs: int, conf: dict, late: float, steady: float) -> d
             "beats_older_than_dead_after": state["oldest_beat_s"] is not None and state["oldest_beat_s"] > dead_after}
 
 
-def settings_for(label: str, world: int, join: int, heartbeat: int) -> dict:
+def settings_for(label: str, world: int, join: int, heartbeat: int, keep_alive: int = 5) -> dict:
     """The handlers' settings: torch's defaults, torchpod's for ``world`` nodes, or the given."""
     if label == "torch":
         return dict(TORCH_DEFAULTS)
@@ -219,22 +235,45 @@ def settings_for(label: str, world: int, join: int, heartbeat: int) -> dict:
         chosen = rendezvous.settings(world)
         return {**TORCH_DEFAULTS, "join_timeout": chosen.join_s}
     if label == "custom":
-        return {**TORCH_DEFAULTS, "join_timeout": join, "heartbeat_timeout": heartbeat}
+        return {**TORCH_DEFAULTS, "join_timeout": join, "heartbeat_timeout": heartbeat,
+                "keep_alive_interval": keep_alive}
     raise SystemExit(f"rendezvous_scale.py: --settings={label!r}; expected torch, torchpod or custom")
 
 
 def table(rows: list[dict]) -> str:
-    head = (f"{'nodes':>5} {'settings':>8} {'join s':>6} {'beat wait s':>11} {'late s':>6} {'complete s':>10} "
+    head = (f"{'nodes':>5} {'settings':>8} {'join s':>6} {'beat wait s':>11} {'beat every s':>12} {'late s':>6} "
+            f"{'spread s':>8} {'complete s':>10} {'after last s':>12} "
             f"{'wait p50':>8} {'failed':>6} {'nodes cpu s':>11} {'store cpu s':>11} {'store cpu/s':>11} "
             f"{'state KB':>8} {'missed beats':>12} {'dropped':>7}")
     out = [head]
     for r in rows:
         conf = r["settings"]
         out.append(f"{r['nodes']:>5} {r['label']:>8} {conf['join_timeout']:>6} {conf['heartbeat_timeout']:>11} "
-                   f"{r['late_s']:>6g} {r['complete_s']:>10} {r['wait_median_s']!s:>8} {r['failed']:>6} "
+                   f"{conf['keep_alive_interval']:>12} {r['late_s']:>6g} {r.get('spread_s', 0):>8g} "
+                   f"{r['complete_s']:>10} {r.get('after_last_start_s', '')!s:>12} {r['wait_median_s']!s:>8} "
+                   f"{r['failed']:>6} "
                    f"{r['nodes_cpu_s']:>11} {r['server_cpu_s']:>11} {r['server_cpu_per_s_steady']:>11} "
                    f"{r['state_bytes'] / 1024:>8.1f} {r['missed_beats']:>12} {r['dropped']:>7}")
     return "\n".join(out)
+
+
+def seconds(text: str) -> float:
+    """A command line's seconds: a finite number, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds, a number 0 or more")
+    return value
+
+
+def node_counts(text: str) -> list[int]:
+    """--nodes: node counts, whole numbers 1 or more, separated by commas."""
+    words = text.split(",")
+    if not all(word.isascii() and word.isdigit() and int(word) >= 1 for word in words):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected node counts 1 or more, separated by commas")
+    return [int(word) for word in words]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,27 +282,31 @@ def main(argv: list[str] | None = None) -> int:
         serve()
         return 0
     if argv[:1] == ["--nodes-of"]:
-        port, world, count, conf, late, steady = argv[1:7]
-        nodes(int(port), int(world), int(count), json.loads(conf), float(late), float(steady))
+        port, world, count, conf, late, steady, starts = argv[1:8]
+        nodes(int(port), int(world), int(count), json.loads(conf), float(late), float(steady), json.loads(starts))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", default="8,64,128,256")
+    parser.add_argument("--nodes", type=node_counts, default="8,64,128,256")
     parser.add_argument("--procs", type=int, default=8)
-    parser.add_argument("--late-s", type=float, default=0.0)
+    parser.add_argument("--late-s", type=seconds, default=0.0)
+    parser.add_argument("--spread-s", type=seconds, default=0.0,
+                        help="the nodes start evenly over this many seconds (0: all at once)")
     parser.add_argument("--settings", default="torch,torchpod",
                         help="torch (its defaults), torchpod (torchpod.rendezvous.settings for each size), or "
                              "custom (the timeouts below); a list runs each at every size, side by side")
     parser.add_argument("--join-timeout", type=int, default=TORCH_DEFAULTS["join_timeout"])
     parser.add_argument("--heartbeat-timeout", type=int, default=TORCH_DEFAULTS["heartbeat_timeout"])
-    parser.add_argument("--steady-s", type=float, default=20.0)
+    parser.add_argument("--keep-alive-interval", type=int, default=TORCH_DEFAULTS["keep_alive_interval"])
+    parser.add_argument("--steady-s", type=seconds, default=20.0)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "rendezvous_scale.json")
     args = parser.parse_args(argv)
     import torch
     rows = []
-    for world in (int(n) for n in args.nodes.split(",")):
+    for world in args.nodes:
         for label in args.settings.split(","):
-            conf = settings_for(label, world, args.join_timeout, args.heartbeat_timeout)
-            rows.append({"label": label, **measure(world, args.procs, conf, args.late_s, args.steady_s)})
+            conf = settings_for(label, world, args.join_timeout, args.heartbeat_timeout, args.keep_alive_interval)
+            rows.append({"label": label, **measure(world, args.procs, conf, args.late_s, args.steady_s,
+                                                   args.spread_s)})
             print(table(rows[-1:]).splitlines()[-1] if len(rows) > 1 else table(rows), flush=True)
     text = table(rows)
     print("\n" + text)

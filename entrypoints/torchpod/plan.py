@@ -195,6 +195,7 @@ def rdzv_timeouts(plan: LaunchPlan) -> dict | None:
     conf, chosen = dict(plan.rdzv_conf), rendezvous.settings(plan.nnodes.hi)
     join = conf.get("join_timeout", str(rendezvous.TORCH_JOIN_S))
     return {"join_timeout": join, "heartbeat_timeout": conf.get("heartbeat_timeout", str(rendezvous.TORCH_HEARTBEAT_S)),
+            "keep_alive_interval": conf.get("keep_alive_interval", str(rendezvous.TORCH_KEEP_ALIVE_S)),
             "why": chosen.why if chosen.in_effect(conf) else f"set by {ENV_RDZV_TIMEOUT.name} or --rdzv-conf; "
             f"for up to {plural(chosen.nodes, 'node')} torchpod would set {chosen.why}"}
 

@@ -33,6 +33,7 @@ from .words import plural
 DYNAMIC_BACKENDS = ("c10d", "etcd-v2")
 TORCH_JOIN_S = 600  # torch's RendezvousTimeout._DEFAULT_TIMEOUTS["join"]
 TORCH_HEARTBEAT_S = 5  # ... ["heartbeat"]: kept
+TORCH_KEEP_ALIVE_S = 5  # create_handler's keep_alive_interval default: kept
 START_SPREAD_S = 300  # seconds between the first and the last node of one job starting
 PER_NODE_S = 0.16  # seconds a complete rendezvous takes per node (bench/rendezvous_scale.py)
 MAX_NODES = 65_536  # the timeout stops growing here: a day's join, not an overflow

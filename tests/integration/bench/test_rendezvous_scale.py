@@ -34,6 +34,7 @@ def test_every_node_gets_one_rank_and_a_late_one_is_waited_for(tmp_path):
     assert row["complete_s"] >= 3 and row["wait_median_s"] >= 2, row  # the others waited for the late node
     assert row["participants"] == 4 and row["dropped"] == 0 and row["state_bytes"] > 0, row
     assert (row["settings"]["join_timeout"], row["settings"]["heartbeat_timeout"]) == (600, 5), row  # torch's, at 4
+    assert row["settings"]["keep_alive_interval"] == 5, row
 
 
 @pytest.mark.parametrize("late, join", [("6", "2")])
@@ -41,3 +42,10 @@ def test_a_node_later_than_the_join_timeout_fails_the_rendezvous_and_the_bench_s
     row = bench(tmp_path, "--late-s", late, "--settings", "custom", "--join-timeout", join)
     assert not row["ranks_ok"] and row["failed"] >= 3 and row["errors"] == ["RendezvousTimeoutError"], row
     assert row["wait_median_s"] is None or row["failed"] < 4, row
+
+
+def test_nodes_started_over_a_spread_all_get_a_rank_and_the_bench_times_the_last_one(tmp_path):
+    row = bench(tmp_path, "--spread-s", "3", "--settings", "torchpod")
+    assert row["ranks_ok"] and row["failed"] == 0 and row["spread_s"] == 3, row
+    assert row["complete_s"] >= 3 * 3 / 4, row  # the last of 4 nodes starts 3/4 of the spread in
+    assert 0 <= row["after_last_start_s"] <= row["complete_s"] - 3 * 3 / 4 + 0.5, row

@@ -47,7 +47,8 @@ def test_a_large_job_gets_torchpods_timeouts_and_the_plan_says_why(capsys):
     assert data["rdzv_conf"]["join_timeout"] == "628" and "heartbeat_timeout" not in data["rdzv_conf"]
     assert any(a.startswith("--rdzv-conf=") and "join_timeout=628" in a for a in data["torchrun_args"])
     timeouts = data["rdzv_timeouts"]
-    assert (timeouts["join_timeout"], timeouts["heartbeat_timeout"]) == ("628", "5")
+    assert (timeouts["join_timeout"], timeouts["heartbeat_timeout"], timeouts["keep_alive_interval"]) == \
+        ("628", "5", "5")
     assert timeouts["why"].startswith("join 628 s: the nodes' start spread (300 s)")
     assert any(n.startswith("rendezvous timeout for up to 1024 nodes: join 628 s") for n in data["notes"])
 
@@ -70,6 +71,12 @@ def test_the_users_timeouts_win_and_the_plan_says_whose_they_are(capsys):
     assert (data["rdzv_conf"]["join_timeout"], data["rdzv_conf"]["heartbeat_timeout"]) == ("900", "30")
     assert data["rdzv_timeouts"]["why"].startswith("set by TORCHPOD_RDZV_TIMEOUT or --rdzv-conf; for up to 1024")
     assert not any("rendezvous timeout" in n for n in data["notes"])
+
+
+def test_the_users_keep_alive_interval_is_what_the_plan_says_the_handler_uses(capsys):
+    data = plan(JOB, capsys, "--rdzv-conf", "keep_alive_interval=20")
+    assert data["rdzv_conf"]["keep_alive_interval"] == "20"
+    assert data["rdzv_timeouts"]["keep_alive_interval"] == "20"
 
 
 def test_a_backend_that_reads_neither_timeout_gets_none(capsys):
