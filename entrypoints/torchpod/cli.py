@@ -79,7 +79,7 @@ from .plan import (
     to_text,
 )
 from .resolve import resolve
-from .supervise import supervise
+from .supervise import Child, supervise
 from .torchrun_flags import Invocation, split_command_line
 from .watch import EXIT_HANG, node
 from .words import did_you_mean
@@ -440,10 +440,12 @@ def run(inv: Invocation, env: dict[str, str], cwd: Path) -> int:
     private_home(plan)
     workers = child_env(env, plan)
     folder = workers[ENV_STACKS_DIR] = stacks_folder(workers)
-    # the hang watch: the workers' threads write a verdict here; this ends the job on it
-    watcher = node.Watcher(folder).start() if setting(workers, ENV_STALL_WINDOW) not in ("", "off") else None
+    # the hang watch: the workers' threads write a verdict here; this stops torchrun on it
+    child = Child()
+    watching = setting(workers, ENV_STALL_WINDOW) not in ("", "off")
+    watcher = node.Watcher(folder, stop=child.stop).start() if watching else None
     try:
-        code = supervise(argv, workers, handled=plan.handled_signals)
+        code = supervise(argv, workers, handled=plan.handled_signals, started=child.started)
     finally:
         if watcher is not None:
             watcher.close()

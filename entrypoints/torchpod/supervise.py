@@ -14,6 +14,11 @@ torchpod always supervises (not only as PID 1), so one code path is tested every
   reads like a training failure; when torchpod forwarded such a signal and torchrun
   then exits 1, torchpod reports 128 + N instead (`docker stop` -> 143), so schedulers
   and people see a job that was stopped, not one that broke. Other codes pass through.
+
+A thread of torchpod's own that must stop the job (the hang watch) stops torchrun through
+``Child.stop``, never by signalling torchpod: a signal torchpod sends itself after
+``supervise`` has returned and put the previous handlers back would kill torchpod with it
+(exit 143) instead of letting it exit with its own verdict.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import os
 import signal
 import subprocess
 import sys
-from typing import Collection, Mapping, Sequence
+from typing import Callable, Collection, Mapping, Sequence
 
 from .errors import RuntimeFailure
 
@@ -80,12 +85,37 @@ def _reap(proc: subprocess.Popen) -> int | None:
     return code
 
 
+class Child:
+    """The supervised process, as another thread sees it: ``stop`` sends it SIGTERM while it
+    runs, as a forwarded `docker stop` would, and does nothing before it started or once
+    ``supervise`` has reaped it."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen | None = None
+
+    def started(self, proc: subprocess.Popen) -> None:
+        self._proc = proc
+
+    def stop(self) -> bool:
+        """True when a SIGTERM reached the running child."""
+        proc = self._proc
+        if proc is None or proc.returncode is not None:
+            return False
+        try:
+            os.kill(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return False
+        return True
+
+
 def supervise(argv: Sequence[str], env: Mapping[str, str],
-              handled: Collection[str] | None = None) -> int:
+              handled: Collection[str] | None = None,
+              started: Callable[[subprocess.Popen], None] | None = None) -> int:
     """Start ``argv`` with ``env``, forward signals to it, reap, return its exit code.
 
     ``handled``: names of the signals the child catches (default: all of FORWARDED);
     the death signals are always forwarded, the others only when the child handles them.
+    ``started``: told the child process once it runs (``Child.started``).
     """
     pending: list[int] = []
     child: list[subprocess.Popen] = []
@@ -121,6 +151,8 @@ def supervise(argv: Sequence[str], env: Mapping[str, str],
                 "torch installed (torchpod runs `python -m torch.distributed.run`)"
             ) from exc
         child.append(proc)
+        if started is not None:
+            started(proc)
         for signum in pending:
             forward(signum, None)
         code = _reap(proc)

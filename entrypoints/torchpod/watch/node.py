@@ -8,9 +8,10 @@ Kubernetes gave one (``/dev/termination-log``, the default terminationMessagePat
 `kubectl describe pod` shows as the container's Message; the kubelet reads the file's last
 4096 bytes, kubernetes v1.37.2 pkg/kubelet/kuberuntime/kuberuntime_container.go
 ``getTerminationMessage`` with ``MaxContainerTerminationMessageLength``, so at most that
-much is written and the verdict's first lines are kept), and
-only then stops torchrun with SIGTERM, as `docker stop` would: every rank's stacks and
-flight recorder are already on disk. `torchpod run` then exits EXIT_HANG. Every rank wrote
+much is written and the verdict's first lines are kept), and only then stops torchrun with
+SIGTERM, as `docker stop` would: every rank's stacks and flight recorder are already on
+disk. The signal goes to torchrun (``supervise.Child.stop``), never to torchpod itself, so
+a job that ended meanwhile still exits with the verdict. `torchpod run` then exits EXIT_HANG. Every rank wrote
 its node's verdict file before any node could stop (torchpod.watch.worker waits for them
 all), so a node whose job ended before its poll came round (the node hosting the store
 stopped first) reads the file as it closes, and ends as a hang too.
@@ -22,8 +23,6 @@ The verdict file is read as any file the launcher did not write: bounded and che
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sys
 import threading
 from pathlib import Path
@@ -68,10 +67,12 @@ def termination_message(said: list[str], path: str = TERMINATION_LOG) -> bool:
 class Watcher:
     """Polls ``folder`` for the verdict; on one, says it and calls ``stop`` once."""
 
-    def __init__(self, folder: str, stop: Callable[[], None] | None = None,
+    def __init__(self, folder: str, stop: Callable[[], object],
                  termination_log: str = TERMINATION_LOG, poll_s: float = POLL_S):
+        """``stop`` ends the job: `torchpod run` passes ``supervise.Child.stop``, which signals
+        torchrun itself and nothing once it has ended."""
         self.path = Path(folder) / VERDICT
-        self.stop_job = stop or (lambda: os.kill(os.getpid(), signal.SIGTERM))
+        self.stop_job = stop
         self.termination_log, self.poll_s = termination_log, poll_s
         self.verdict: list[str] | None = None
         self._done = threading.Event()

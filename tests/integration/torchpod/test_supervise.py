@@ -118,3 +118,38 @@ def test_exit_status_decoding():
     assert exit_status(0) == 0
     assert exit_status(3 << 8) == 3
     assert exit_status(signal.SIGKILL) == 137
+
+
+STOPPER = textwrap.dedent(
+    """
+    import os, sys, threading, time
+    from torchpod.supervise import Child, supervise
+    child = Child()
+    assert child.stop() is False  # nothing runs yet
+    def later():
+        time.sleep(float(sys.argv[1]))
+        print("stopped" if child.stop() else "nothing to stop", flush=True)
+    threading.Thread(target=later, daemon=True).start()
+    code = supervise([sys.executable, "-c", "import time; time.sleep(60)"], dict(os.environ), started=child.started)
+    print(f"child {code}", flush=True)
+    time.sleep(float(sys.argv[2]))  # the thread may stop only after supervise put the handlers back
+    sys.exit(124)
+    """
+)
+
+
+def test_a_thread_stops_the_running_child_and_the_supervisor_lives_on():
+    """Child.stop sends SIGTERM to the child, which dies of it (143); the supervisor does not."""
+    done = subprocess.run([sys.executable, "-c", STOPPER, "1", "0"], capture_output=True, text=True, timeout=60)
+    assert done.stdout.splitlines() == ["stopped", f"child {128 + signal.SIGTERM}"], done.stderr
+    assert done.returncode == 124, done.stderr
+
+
+def test_a_stop_after_the_child_ended_signals_nobody():
+    """The job ended before the stop came (another node's stop ended torchrun first): the stop,
+    arriving once supervise has put the default handlers back, reaches no process and the
+    supervisor exits with its own code, not 143."""
+    ended = textwrap.dedent(STOPPER).replace('"import time; time.sleep(60)"', '"pass"')
+    done = subprocess.run([sys.executable, "-c", ended, "0.5", "2"], capture_output=True, text=True, timeout=60)
+    assert done.stdout.splitlines() == ["child 0", "nothing to stop"], done.stderr
+    assert done.returncode == 124, done.stderr
