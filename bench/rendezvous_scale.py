@@ -49,7 +49,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import math
 import os
 import pickle
 import platform
@@ -65,6 +64,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoints"))
 
+from _options import node_counts, seconds, whole_number  # noqa: E402  (bench/ is on sys.path: run by path)
+
 from torchpod import readers, rendezvous  # noqa: E402  (standard library only)
 
 TORCH_DEFAULTS = {"join_timeout": 600, "last_call_timeout": 30, "close_timeout": 30, "heartbeat_timeout": 5,
@@ -72,6 +73,10 @@ TORCH_DEFAULTS = {"join_timeout": 600, "last_call_timeout": 30, "close_timeout":
 MISSED_BEAT = "has failed to send a keep-alive heartbeat"  # torch's warning (DynamicRendezvousHandler._keep_alive)
 RUN_ID = "scale"
 TICK = 2.0  # seconds between two looks at the server's CPU time
+SETTINGS = ("torch", "torchpod", "custom")
+MOST_NODES = 4096
+MOST_PROCS = 256
+DAY_S = 86400
 
 
 def cpu_seconds(pid: int) -> float:
@@ -237,7 +242,7 @@ def settings_for(label: str, world: int, join: int, heartbeat: int, keep_alive: 
     if label == "custom":
         return {**TORCH_DEFAULTS, "join_timeout": join, "heartbeat_timeout": heartbeat,
                 "keep_alive_interval": keep_alive}
-    raise SystemExit(f"rendezvous_scale.py: --settings={label!r}; expected torch, torchpod or custom")
+    raise ValueError(f"settings {label!r}: expected one of {', '.join(SETTINGS)}")
 
 
 def table(rows: list[dict]) -> str:
@@ -257,25 +262,6 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def seconds(text: str) -> float:
-    """A command line's seconds: a finite number, 0 or more."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds, a number 0 or more")
-    return value
-
-
-def node_counts(text: str) -> list[int]:
-    """--nodes: node counts, whole numbers 1 or more, separated by commas."""
-    words = text.split(",")
-    if not all(word.isascii() and word.isdigit() and int(word) >= 1 for word in words):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected node counts 1 or more, separated by commas")
-    return [int(word) for word in words]
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--serve"]:
@@ -286,24 +272,27 @@ def main(argv: list[str] | None = None) -> int:
         nodes(int(port), int(world), int(count), json.loads(conf), float(late), float(steady), json.loads(starts))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=node_counts, default="8,64,128,256")
-    parser.add_argument("--procs", type=int, default=8)
+    parser.add_argument("--nodes", type=node_counts(MOST_NODES), default="8,64,128,256")
+    parser.add_argument("--procs", type=whole_number(MOST_PROCS), default=8,
+                        help=f"processes of nodes (1 to {MOST_PROCS})")
     parser.add_argument("--late-s", type=seconds, default=0.0)
     parser.add_argument("--spread-s", type=seconds, default=0.0,
                         help="the nodes start evenly over this many seconds (0: all at once)")
     parser.add_argument("--settings", default="torch,torchpod",
                         help="torch (its defaults), torchpod (torchpod.rendezvous.settings for each size), or "
                              "custom (the timeouts below); a list runs each at every size, side by side")
-    parser.add_argument("--join-timeout", type=int, default=TORCH_DEFAULTS["join_timeout"])
-    parser.add_argument("--heartbeat-timeout", type=int, default=TORCH_DEFAULTS["heartbeat_timeout"])
-    parser.add_argument("--keep-alive-interval", type=int, default=TORCH_DEFAULTS["keep_alive_interval"])
+    for option in ("join_timeout", "heartbeat_timeout", "keep_alive_interval"):  # whole seconds, as torch takes
+        parser.add_argument(f"--{option.replace('_', '-')}", type=whole_number(DAY_S), default=TORCH_DEFAULTS[option])
     parser.add_argument("--steady-s", type=seconds, default=20.0)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "rendezvous_scale.json")
     args = parser.parse_args(argv)
+    labels = args.settings.split(",")
+    if not all(label in SETTINGS for label in labels):
+        parser.error(f"--settings={args.settings!r}: expected some of {', '.join(SETTINGS)}, separated by commas")
     import torch
     rows = []
     for world in args.nodes:
-        for label in args.settings.split(","):
+        for label in labels:
             conf = settings_for(label, world, args.join_timeout, args.heartbeat_timeout, args.keep_alive_interval)
             rows.append({"label": label, **measure(world, args.procs, conf, args.late_s, args.steady_s,
                                                    args.spread_s)})

@@ -20,10 +20,13 @@ def bench():
     (["--spread-s", "nan"], "argument --spread-s: 'nan': expected seconds, a number 0 or more"),
     (["--late-s", "inf"], "argument --late-s: 'inf': expected seconds, a number 0 or more"),
     (["--steady-s", "10s"], "argument --steady-s: '10s': expected seconds, a number 0 or more"),
-    (["--nodes", "8,x"], "argument --nodes: '8,x': expected node counts 1 or more, separated by commas"),
-    (["--nodes", "0"], "argument --nodes: '0': expected node counts 1 or more"),
-    (["--nodes", ""], "argument --nodes: '': expected node counts 1 or more"),
-    (["--nodes", "٣"], "argument --nodes: '٣': expected node counts 1 or more"),  # a digit, not an ASCII one
+    (["--nodes", "8,x"], "argument --nodes: '8,x': expected node counts from 1 to 4096, separated by commas"),
+    (["--nodes", "0"], "argument --nodes: '0': expected node counts from 1 to 4096"),
+    (["--nodes", ""], "argument --nodes: '': expected node counts from 1 to 4096"),
+    (["--nodes", "٣"], "argument --nodes: '٣': expected node counts from 1 to 4096"),  # a digit, not an ASCII one
+    (["--procs", "0"], "argument --procs: '0': expected a whole number from 1 to 256"),
+    (["--keep-alive-interval", "-5"], "argument --keep-alive-interval: '-5': expected a whole number from 1 to 86400"),
+    (["--settings", "torch,fast"], "--settings='torch,fast': expected some of torch, torchpod, custom, separated by"),
 ])
 def test_a_bad_option_is_one_line_naming_it_before_torch_is_imported(bench, capsys, args, needle):
     with pytest.raises(SystemExit) as stop:
