@@ -228,6 +228,25 @@ def rendezvous_scale(r: Result) -> list[Row]:
                           f"--settings {labels}{flags} --steady-s {r.number('rows.0.steady_s'):g}`")]
 
 
+def rendezvous_cost(r: Result) -> list[Row]:
+    """The CPU one node of torch's c10d rendezvous takes at N nodes (bench/rendezvous_cost.py)
+    and the cores N nodes then need on one machine: N polls a second while they wait for the
+    last node, and N beats (with the event each records) every keep-alive interval."""
+    cells = []
+    for where, row in r.rows():
+        need = r.number("poll_cores", row, where) + r.number("beat_cores", row, where)
+        cells.append(f"{r.count('nodes', row, where)}: poll {r.number('poll_ms', row, where):.2f} ms, beat "
+                     f"{r.number('beat_ms', row, where):.2f} ms, record {r.number('record_ms', row, where):.2f} ms; "
+                     f"**{need:.2f} cores**")
+    nodes = ",".join(str(r.count("nodes", row, where)) for where, row in r.rows())
+    what = (f"one node of torch's c10d rendezvous (its own classes over a real TCPStore), CPU per operation at N "
+            f"nodes, and the cores N nodes need while they wait for the last one: N polls every "
+            f"{r.number('poll_every_s'):g} s and N beats every {r.number('keep_alive_interval_s'):g} s "
+            f"(this machine: {r.count('machine.cpus')} cores)")
+    return [(what, "; ".join(cells),
+             f"`python bench/rendezvous_cost.py --nodes {nodes} --repeats {r.count('repeats')}`")]
+
+
 def _seconds(r: Result, key: str, base: Any, where: str) -> float:
     """Seconds at ``key``: a finite number, 0 or more (a part of a whole may round to 0)."""
     value = r.get(key, base, where)

@@ -58,6 +58,7 @@ ROWS: dict[str, Callable[[Result], list[Row]]] = {
     "ranks.json": runs.ranks,
     "hang_watch.json": runs.hang_watch,
     "rendezvous_scale.json": runs.rendezvous_scale,
+    "rendezvous_cost.json": runs.rendezvous_cost,
     "first_step.json": runs.first_step,
 }
 

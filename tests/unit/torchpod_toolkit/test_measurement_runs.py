@@ -40,6 +40,9 @@ def test_figures_come_from_the_json_not_from_the_renderer():
     ("first_step.json", "medians.jobset.now.2.whole", 0, "medians.jobset.now.2.whole=0; expected a positive number"),
     ("first_step.json", "medians.jobset.now.2.worker→imported", -1.5, "expected seconds, 0 or more"),
     ("first_step.json", "medians.jobset.now.2.bound→started", float("nan"), "expected seconds, 0 or more"),
+    ("rendezvous_cost.json", "rows.0.poll_cores", -1, "rows.0.poll_cores=-1; expected a positive number"),
+    ("rendezvous_cost.json", "rows.1.nodes", "1024 | x", "rows.1.nodes='1024 | x'; expected a positive integer"),
+    ("rendezvous_cost.json", "machine", {}, "machine.cpus is missing"),
 ])
 def test_a_result_that_is_not_what_the_bench_writes_is_one_line(name, key, value, needle):
     assert needle in spoiled_message(name, key, value)
