@@ -258,7 +258,8 @@ def _subject(test: Path) -> Path | None:
             stem = stem.removesuffix(suffix)
             break
     base = SOURCES[package].joinpath(*folders)
-    for candidate in (base / f"{stem}.py", base / stem / "__init__.py"):
+    # a helper whose name starts with _ (bench/_options.py) is tested by test_options.py
+    for candidate in (base / f"{stem}.py", base / stem / "__init__.py", base / f"_{stem}.py"):
         if candidate.exists():
             return candidate
     return None
