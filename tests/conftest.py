@@ -66,6 +66,22 @@ def skypilot_python() -> str:
     raise AssertionError("unreachable")
 
 
+@pytest.fixture(autouse=True)
+def _death_signals_as_they_were():
+    """A test that runs `torchpod run` in-process may leave SIGTERM and its kin ignored, as
+    the launcher does once torchrun has ended (torchpod.supervise ``then_ignore``); every
+    process the worker started later would inherit that, and shrug off its own stop. Each
+    test's end puts them back."""
+    import signal
+
+    names = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
+    before = {name: signal.getsignal(getattr(signal, name)) for name in names}
+    yield
+    for name, handler in before.items():
+        if handler is not None and signal.getsignal(getattr(signal, name)) != handler:
+            signal.signal(getattr(signal, name), handler)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _no_launcher_variables_from_outside():
     """torch's parser reads PET_* from os.environ; tests must not see the caller's."""

@@ -445,7 +445,9 @@ def run(inv: Invocation, env: dict[str, str], cwd: Path) -> int:
     watching = setting(workers, ENV_STALL_WINDOW) not in ("", "off")
     watcher = node.Watcher(folder, stop=child.stop).start() if watching else None
     try:
-        code = supervise(argv, workers, handled=plan.handled_signals, started=child.started)
+        # torchrun ended: a stop request from here on (srun tearing the step down) would only
+        # turn the job's own code into 143
+        code = supervise(argv, workers, handled=plan.handled_signals, started=child.started, then_ignore=True)
     finally:
         if watcher is not None:
             watcher.close()

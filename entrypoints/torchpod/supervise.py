@@ -19,6 +19,14 @@ A thread of torchpod's own that must stop the job (the hang watch) stops torchru
 ``Child.stop``, never by signalling torchpod: a signal torchpod sends itself after
 ``supervise`` has returned and put the previous handlers back would kill torchpod with it
 (exit 143) instead of letting it exit with its own verdict.
+
+Once torchrun has ended, a stop request has nothing left to stop, yet with the default
+handlers back it would kill torchpod and replace the job's own exit code (0, or the hang
+verdict's 124) with 143. That happens for real: srun's ``--kill-on-bad-exit`` signals the
+whole step of every node as soon as one node's launcher exits non-zero, and a node whose
+torchrun has just ended the same way receives it while it reports. So `torchpod run` asks
+``supervise`` to leave the death signals ignored once the child has been reaped
+(``then_ignore``); torchpod exits moments later with the code it has.
 """
 
 from __future__ import annotations
@@ -110,12 +118,16 @@ class Child:
 
 def supervise(argv: Sequence[str], env: Mapping[str, str],
               handled: Collection[str] | None = None,
-              started: Callable[[subprocess.Popen], None] | None = None) -> int:
+              started: Callable[[subprocess.Popen], None] | None = None,
+              then_ignore: bool = False) -> int:
     """Start ``argv`` with ``env``, forward signals to it, reap, return its exit code.
 
     ``handled``: names of the signals the child catches (default: all of FORWARDED);
     the death signals are always forwarded, the others only when the child handles them.
     ``started``: told the child process once it runs (``Child.started``).
+    ``then_ignore``: once the child has been reaped, the death signals stay ignored rather
+    than handled as before the call (a caller that only reports and exits after it); a child
+    that never started leaves them as they were.
     """
     pending: list[int] = []
     child: list[subprocess.Popen] = []
@@ -142,6 +154,7 @@ def supervise(argv: Sequence[str], env: Mapping[str, str],
             pending.append(signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    reaped = False
     try:
         try:
             proc = subprocess.Popen(list(argv), env=dict(env), preexec_fn=_foreground_child)
@@ -156,9 +169,10 @@ def supervise(argv: Sequence[str], env: Mapping[str, str],
         for signum in pending:
             forward(signum, None)
         code = _reap(proc)
+        reaped = True
         if code == 1 and stopped_by:
             return 128 + stopped_by[0]
         return 1 if code is None else code
     finally:
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, signal.SIG_IGN if then_ignore and reaped and sig in TERMINATING else handler)

@@ -110,8 +110,10 @@ def test_exit_code_passthrough_in_process():
 
 
 def test_missing_program_is_a_runtime_failure():
+    before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(RuntimeFailure, match="cannot start"):
-        supervise(["/nonexistent/torchrun"], {})
+        supervise(["/nonexistent/torchrun"], {}, then_ignore=True)
+    assert signal.getsignal(signal.SIGTERM) == before  # no child ended: the handlers are as they were
 
 
 def test_exit_status_decoding():
@@ -124,15 +126,23 @@ STOPPER = textwrap.dedent(
     """
     import os, sys, threading, time
     from torchpod.supervise import Child, supervise
-    child = Child()
+    child, running, ended = Child(), threading.Event(), threading.Event()
     assert child.stop() is False  # nothing runs yet
+    said = []
     def later():
-        time.sleep(float(sys.argv[1]))
-        print("stopped" if child.stop() else "nothing to stop", flush=True)
+        (running if sys.argv[1] == "running" else ended).wait(60)
+        said.append("stopped" if child.stop() else "nothing to stop")
+        stopped.set()
+    stopped = threading.Event()
     threading.Thread(target=later, daemon=True).start()
-    code = supervise([sys.executable, "-c", "import time; time.sleep(60)"], dict(os.environ), started=child.started)
-    print(f"child {code}", flush=True)
-    time.sleep(float(sys.argv[2]))  # the thread may stop only after supervise put the handlers back
+    def started(proc):
+        child.started(proc)
+        running.set()
+    body = "import time; time.sleep(60)" if sys.argv[1] == "running" else "pass"
+    code = supervise([sys.executable, "-c", body], dict(os.environ), started=started)
+    ended.set()  # supervise has returned and put the handlers back
+    stopped.wait(60)
+    print(*said, f"child {code}", sep=chr(10), flush=True)
     sys.exit(124)
     """
 )
@@ -140,7 +150,7 @@ STOPPER = textwrap.dedent(
 
 def test_a_thread_stops_the_running_child_and_the_supervisor_lives_on():
     """Child.stop sends SIGTERM to the child, which dies of it (143); the supervisor does not."""
-    done = subprocess.run([sys.executable, "-c", STOPPER, "1", "0"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", STOPPER, "running"], capture_output=True, text=True, timeout=120)
     assert done.stdout.splitlines() == ["stopped", f"child {128 + signal.SIGTERM}"], done.stderr
     assert done.returncode == 124, done.stderr
 
@@ -149,7 +159,26 @@ def test_a_stop_after_the_child_ended_signals_nobody():
     """The job ended before the stop came (another node's stop ended torchrun first): the stop,
     arriving once supervise has put the default handlers back, reaches no process and the
     supervisor exits with its own code, not 143."""
-    ended = textwrap.dedent(STOPPER).replace('"import time; time.sleep(60)"', '"pass"')
-    done = subprocess.run([sys.executable, "-c", ended, "0.5", "2"], capture_output=True, text=True, timeout=60)
-    assert done.stdout.splitlines() == ["child 0", "nothing to stop"], done.stderr
+    done = subprocess.run([sys.executable, "-c", STOPPER, "ended"], capture_output=True, text=True, timeout=120)
+    assert done.stdout.splitlines() == ["nothing to stop", "child 0"], done.stderr
     assert done.returncode == 124, done.stderr
+
+
+LATE_STOP = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    from torchpod.supervise import supervise
+    code = supervise([sys.executable, "-c", "pass"], dict(os.environ), then_ignore=sys.argv[1] == "ignore")
+    os.kill(os.getpid(), signal.SIGTERM)  # srun tearing the step down as the launcher reports
+    time.sleep(0.5)
+    sys.exit(124 if code == 0 else code)
+    """
+)
+
+
+@pytest.mark.parametrize("mode, expected", [("ignore", 124), ("restore", -signal.SIGTERM)])
+def test_a_stop_request_after_the_child_ended_keeps_the_code_only_where_asked(mode, expected):
+    """With then_ignore (what `torchpod run` asks) a SIGTERM after the child was reaped leaves
+    the launcher's own exit code; with the previous handlers restored it kills the launcher."""
+    done = subprocess.run([sys.executable, "-c", LATE_STOP, mode], capture_output=True, text=True, timeout=60)
+    assert done.returncode == expected, done.stderr
