@@ -16,6 +16,12 @@ import math
 from typing import Callable
 
 NODE_COUNT_DIGITS = 7  # more than any cluster has nodes; keeps int() off pathological input
+# containers as nodes on one machine, each a launcher and its torch process
+# (bench/first_step.py, bench/rendezvous.py)
+MOST_CONTAINERS = 64
+# simulated nodes, each a thread or a process of torch's rendezvous alone
+# (bench/rendezvous_scale.py, bench/rendezvous_cost.py)
+MOST_SIMULATED = 4096
 
 
 def node_counts(most: int) -> Callable[[str], list[int]]:

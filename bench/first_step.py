@@ -57,11 +57,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-MOST_NODES = 64  # containers as nodes on one machine, each a launcher and its torch process
 sys.path.insert(0, str(ROOT / "entrypoints"))
 sys.path.insert(0, str(ROOT / "toolkit"))
 
-from _options import node_counts, whole_number  # noqa: E402  (bench/ is on sys.path: run by path)
+from _options import MOST_CONTAINERS, node_counts, whole_number  # noqa: E402  (bench/ is on sys.path: run by path)
 
 from torchpod import readers  # noqa: E402
 from torchpod.errors import InputError  # noqa: E402
@@ -290,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kinds", default="kubeflow,jobset,volcano,slurm",
                         help="Kubernetes kinds, run on the control plane, and slurm, run on the Slurm cluster")
-    parser.add_argument("--nodes", type=node_counts(MOST_NODES), default="2,4,8")
+    parser.add_argument("--nodes", type=node_counts(MOST_CONTAINERS), default="2,4,8")
     parser.add_argument("--repeats", type=whole_number(100), default=3)
     parser.add_argument("--arms", default=",".join(ARMS), help=f"of {', '.join(ARMS)}")
     defn = load_definitions(ROOT / "images")[DEFAULT_IMAGE]

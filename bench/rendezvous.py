@@ -28,14 +28,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoints"))
 sys.path.insert(0, str(ROOT / "toolkit"))
 
-from _options import node_counts, whole_number  # noqa: E402  (bench/ is on sys.path: run by path)
+from _options import MOST_CONTAINERS, node_counts, whole_number  # noqa: E402  (bench/ is on sys.path: run by path)
 
 from torchpod.contract import RDZV_PORT_DEFAULT  # noqa: E402
 from torchpod_toolkit.cluster import runner, topology  # noqa: E402
 from torchpod_toolkit.imagebuild.definitions import DEFAULT_IMAGE, load_definitions  # noqa: E402
 
 LABEL = "torchpod.bench"
-MOST_NODES = 64  # containers as nodes on one machine, each a launcher and its torch process
 CHECK = f"{runner.EXAMPLES}/allreduce_check.py"
 # oci-hpc-oke's Volcano recipe, "Using c10d as the backend", with the port torchpod uses and the same timeout.
 HAND_WRITTEN = (
@@ -93,7 +92,8 @@ def main(argv=None) -> int:
     import docker
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=node_counts(MOST_NODES), default="2,4,8", help="comma-separated node counts")
+    parser.add_argument("--nodes", type=node_counts(MOST_CONTAINERS), default="2,4,8",
+                        help="comma-separated node counts")
     parser.add_argument("--repeats", type=whole_number(100), default=1, help="runs per node count and launcher")
     defn = load_definitions(ROOT / "images")[DEFAULT_IMAGE]
     parser.add_argument("--image", default=defn.ref(defn.arch("x86_64")))

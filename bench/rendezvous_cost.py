@@ -48,10 +48,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from _options import node_counts, whole_number  # noqa: E402  (bench/ is on sys.path: run by path)
+sys.path.insert(0, str(ROOT / "entrypoints"))
+
+from _options import MOST_SIMULATED, node_counts, whole_number  # noqa: E402  (bench/ is on sys.path: run by path)
+
+from torchpod.rendezvous import TORCH_KEEP_ALIVE_S as KEEP_ALIVE_S  # noqa: E402  (standard library only)
 
 RUN_ID = "cost"
-KEEP_ALIVE_S = 5  # torch's keep_alive_interval (DynamicRendezvousHandler.from_backend)
 POLL_EVERY_S = 1.0  # _delay(seconds=1) after a SYNC action, and the state holder's cache_duration
 ADDRESS = "node-{:04d}.train.default.svc.cluster.local"
 THREAD_DEPTH = 12  # frames under a keep-alive timer's thread: Thread._bootstrap ... _keep_alive ... _record
@@ -134,7 +137,7 @@ def table(rows: list[dict], cores: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=node_counts(65536), default="64,256,1024,4096")
+    parser.add_argument("--nodes", type=node_counts(MOST_SIMULATED), default="64,256,1024,4096")
     parser.add_argument("--repeats", type=whole_number(100000), default=200, help="times each operation is timed")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "rendezvous_cost.json")
     args = parser.parse_args(argv)

@@ -64,17 +64,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoints"))
 
-from _options import node_counts, seconds, whole_number  # noqa: E402  (bench/ is on sys.path: run by path)
+from _options import MOST_SIMULATED, node_counts, seconds, whole_number  # noqa: E402  (bench/ is on sys.path: run by path)
 
 from torchpod import readers, rendezvous  # noqa: E402  (standard library only)
 
-TORCH_DEFAULTS = {"join_timeout": 600, "last_call_timeout": 30, "close_timeout": 30, "heartbeat_timeout": 5,
-                  "keep_alive_interval": 5, "keep_alive_max_attempt": 3}
+TORCH_DEFAULTS = {"join_timeout": rendezvous.TORCH_JOIN_S, "last_call_timeout": 30, "close_timeout": 30,
+                  "heartbeat_timeout": rendezvous.TORCH_HEARTBEAT_S,
+                  "keep_alive_interval": rendezvous.TORCH_KEEP_ALIVE_S, "keep_alive_max_attempt": 3}
 MISSED_BEAT = "has failed to send a keep-alive heartbeat"  # torch's warning (DynamicRendezvousHandler._keep_alive)
 RUN_ID = "scale"
 TICK = 2.0  # seconds between two looks at the server's CPU time
 SETTINGS = ("torch", "torchpod", "custom")
-MOST_NODES = 4096
 MOST_PROCS = 256
 DAY_S = 86400
 
@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         nodes(int(port), int(world), int(count), json.loads(conf), float(late), float(steady), json.loads(starts))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=node_counts(MOST_NODES), default="8,64,128,256")
+    parser.add_argument("--nodes", type=node_counts(MOST_SIMULATED), default="8,64,128,256")
     parser.add_argument("--procs", type=whole_number(MOST_PROCS), default=8,
                         help=f"processes of nodes (1 to {MOST_PROCS})")
     parser.add_argument("--late-s", type=seconds, default=0.0)

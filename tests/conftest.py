@@ -74,12 +74,13 @@ def _death_signals_as_they_were():
     test's end puts them back."""
     import signal
 
-    names = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
-    before = {name: signal.getsignal(getattr(signal, name)) for name in names}
+    from torchpod.supervise import TERMINATING
+
+    before = {sig: signal.getsignal(sig) for sig in TERMINATING}
     yield
-    for name, handler in before.items():
-        if handler is not None and signal.getsignal(getattr(signal, name)) != handler:
-            signal.signal(getattr(signal, name), handler)
+    for sig, handler in before.items():
+        if handler is not None and signal.getsignal(sig) != handler:
+            signal.signal(sig, handler)
 
 
 @pytest.fixture(autouse=True, scope="session")

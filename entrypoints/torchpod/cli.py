@@ -447,7 +447,7 @@ def run(inv: Invocation, env: dict[str, str], cwd: Path) -> int:
     try:
         # torchrun ended: a stop request from here on (srun tearing the step down) would only
         # turn the job's own code into 143
-        code = supervise(argv, workers, handled=plan.handled_signals, started=child.started, then_ignore=True)
+        code = supervise(argv, workers, handled=plan.handled_signals, child=child, then_ignore=True)
     finally:
         if watcher is not None:
             watcher.close()

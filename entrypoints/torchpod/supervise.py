@@ -35,7 +35,7 @@ import os
 import signal
 import subprocess
 import sys
-from typing import Callable, Collection, Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 from .errors import RuntimeFailure
 
@@ -99,14 +99,14 @@ class Child:
     ``supervise`` has reaped it."""
 
     def __init__(self) -> None:
-        self._proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | None = None
 
     def started(self, proc: subprocess.Popen) -> None:
-        self._proc = proc
+        self.proc = proc
 
     def stop(self) -> bool:
         """True when a SIGTERM reached the running child."""
-        proc = self._proc
+        proc = self.proc
         if proc is None or proc.returncode is not None:
             return False
         try:
@@ -118,19 +118,20 @@ class Child:
 
 def supervise(argv: Sequence[str], env: Mapping[str, str],
               handled: Collection[str] | None = None,
-              started: Callable[[subprocess.Popen], None] | None = None,
+              child: Child | None = None,
               then_ignore: bool = False) -> int:
     """Start ``argv`` with ``env``, forward signals to it, reap, return its exit code.
 
     ``handled``: names of the signals the child catches (default: all of FORWARDED);
     the death signals are always forwarded, the others only when the child handles them.
-    ``started``: told the child process once it runs (``Child.started``).
+    ``child``: the record of the process, told it once it runs (``Child.started``), so that
+    another thread can stop it; by default one of its own.
     ``then_ignore``: once the child has been reaped, the death signals stay ignored rather
     than handled as before the call (a caller that only reports and exits after it); a child
     that never started leaves them as they were.
     """
     pending: list[int] = []
-    child: list[subprocess.Popen] = []
+    child = Child() if child is None else child
     stopped_by: list[int] = []  # terminating signals forwarded, first one first
     dropped = {
         sig for sig in FORWARDED
@@ -145,9 +146,9 @@ def supervise(argv: Sequence[str], env: Mapping[str, str],
             return
         if signum in TERMINATING:
             stopped_by.append(signum)
-        if child:
+        if child.proc is not None:
             try:
-                os.kill(child[0].pid, signum)
+                os.kill(child.proc.pid, signum)
             except ProcessLookupError:
                 pass
         else:
@@ -163,9 +164,7 @@ def supervise(argv: Sequence[str], env: Mapping[str, str],
                 f"cannot start {argv[0]!r}: {exc.strerror or exc}; expected a Python with "
                 "torch installed (torchpod runs `python -m torch.distributed.run`)"
             ) from exc
-        child.append(proc)
-        if started is not None:
-            started(proc)
+        child.started(proc)
         for signum in pending:
             forward(signum, None)
         code = _reap(proc)

@@ -126,8 +126,7 @@ STOPPER = textwrap.dedent(
     """
     import os, sys, threading, time
     from torchpod.supervise import Child, supervise
-    child, running, ended = Child(), threading.Event(), threading.Event()
-    assert child.stop() is False  # nothing runs yet
+    running, ended = threading.Event(), threading.Event()
     said = []
     def later():
         (running if sys.argv[1] == "running" else ended).wait(60)
@@ -135,11 +134,14 @@ STOPPER = textwrap.dedent(
         stopped.set()
     stopped = threading.Event()
     threading.Thread(target=later, daemon=True).start()
-    def started(proc):
-        child.started(proc)
-        running.set()
+    class Seen(Child):
+        def started(self, proc):
+            super().started(proc)
+            running.set()
+    child = Seen()
+    assert child.stop() is False  # nothing runs yet
     body = "import time; time.sleep(60)" if sys.argv[1] == "running" else "pass"
-    code = supervise([sys.executable, "-c", body], dict(os.environ), started=started)
+    code = supervise([sys.executable, "-c", body], dict(os.environ), child=child)
     ended.set()  # supervise has returned and put the handlers back
     stopped.wait(60)
     print(*said, f"child {code}", sep=chr(10), flush=True)

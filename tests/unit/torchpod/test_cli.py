@@ -148,7 +148,7 @@ def launched(monkeypatch, tmp_path):
     (tmp_path / "train.py").write_text("print('train')\n")
     monkeypatch.chdir(tmp_path)
     calls = []
-    monkeypatch.setattr(cli, "supervise", lambda argv, env, handled=None, started=None, then_ignore=False:
+    monkeypatch.setattr(cli, "supervise", lambda argv, env, handled=None, child=None, then_ignore=False:
                         calls.append((argv, env)) or 0)
     return calls
 
