@@ -20,7 +20,6 @@ Prints a table and writes bench/results/payload.json. Timing lives here, not in 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import statistics
@@ -33,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoints"))
 sys.path.insert(0, str(ROOT / "toolkit"))
 
-from torchpod_toolkit.imagebuild import base, definitions, host, locks, wheelhouse  # noqa: E402
+from torchpod_toolkit.imagebuild import base, definitions, host, locks, sources, wheelhouse  # noqa: E402
 
 # Run in the container: the payload script timed, then every path of /opt with its metadata
 # and, for a file, its sha256 (sorted, so the listing is the tree and not the order it was made in).
@@ -109,7 +108,7 @@ def main(argv=None) -> int:
     lock = locks.load(ROOT / "images", defn, arch, debian=False)
     wheelhouse.fill(defn, arch, lock, home=wheelhouse.root(), ca_bundle=host.default_ca_bundle(), offline=False)
     staged = wheelhouse.stage(lock, home=wheelhouse.root(), context=ROOT)
-    locked = hashlib.sha256((staged / wheelhouse.LOCKED).read_bytes()).hexdigest()
+    locked = sources.sha256_of(staged / wheelhouse.LOCKED)
     with tempfile.TemporaryDirectory(prefix="torchpod-bench-payload-") as tmp:
         ways = {"before": scripts_at(args.before, Path(tmp)), "after": ROOT / "docker" / "payload"}
         times: dict[str, list[float]] = {name: [] for name in ways}

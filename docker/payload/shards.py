@@ -4,7 +4,8 @@
                                                      path printed on a line of its own
     python3 shards.py merge SITE SHARD...            -> every SHARD's tree moved into SITE
 
-Run by payload.sh, inside the build (the base's python3, standard library only). pip installs
+Run by payload.sh, inside the build (the base's python3, standard library only, and the
+launcher's reader from reader/: torchpod_toolkit.imagebuild.payloadreader writes that copy). pip installs
 one wheel after another, unpacking each on one core; the payload's wheels are a few large
 ones (torch, cuBLAS, cuDNN, NCCL), so one pip process per core, each over a shard of about
 equal bytes, fills /opt in about the time of the largest shard.
@@ -28,10 +29,12 @@ from __future__ import annotations
 import filecmp
 import os
 import shutil
-import stat
 import sys
 from pathlib import Path
 from typing import NoReturn
+
+from reader.errors import InputError
+from reader.readers import read_text
 
 # torch's wheel alone is about a fifth of the lock's bytes: past four shards, the shard that
 # holds it finishes no sooner, and each further pip is memory spent for nothing
@@ -46,22 +49,14 @@ def fail(message: str) -> NoReturn:
 
 
 def read_lock(locked: Path) -> str:
-    """The staged lock's text: a regular file (a FIFO would block the build) of UTF-8 within
+    """The staged lock's text, read by the launcher's bounded reader (reader/, a copy of
+    torchpod.readers): a regular file (a FIFO would block the build) of UTF-8 within
     LOCK_CAP, or one line saying which of these it is not."""
-    expected = "expected the staged lock (torchpod_toolkit.wheelhouse.stage writes it)"
     try:
-        if not stat.S_ISREG(os.stat(locked).st_mode):
-            fail(f"{locked} is not a regular file; {expected}")
-        with open(locked, "rb") as lock:
-            data = lock.read(LOCK_CAP + 1)
-    except OSError as error:
-        fail(f"{locked}: {error.strerror}; {expected}")
-    if len(data) > LOCK_CAP:
-        fail(f"{locked} holds more than {LOCK_CAP} bytes; {expected}, a line per wheel")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        fail(f"{locked} byte {error.start} is not UTF-8; {expected}")
+        return read_text(locked, what=f"{locked}", cap=LOCK_CAP,
+                         expected="the staged lock (torchpod_toolkit.wheelhouse.stage writes it), a line per wheel")
+    except InputError as error:
+        fail(str(error))
 
 
 def split(locked: Path, wheels: Path, count: int, out: Path) -> None:

@@ -208,7 +208,8 @@ REPOSITORY_TESTS = {"unit/test_layout.py", "unit/test_docs.py", "unit/test_packa
                     "unit/test_needs.py",  # the suite's own helper (tests/needs.py)
                     "integration/test_setup.py", "unit/test_layer_scan.py",
                     "unit/test_words.py", "integration/test_own_image.py",  # docs/own-image.md's wheel
-                    "unit/test_imports.py"}  # both packages' import graph
+                    "unit/test_imports.py",  # both packages' import graph
+                    "unit/test_reads.py"}  # every read in both packages, bench/ and the payload's script
 # A second file for one module, split by what it feeds the module (hostile input,
 # hypothesis properties, scripts run for real, shellcheck, scripts run under stand-ins of
 # the container runtimes): test_<module>_<suffix>.py.

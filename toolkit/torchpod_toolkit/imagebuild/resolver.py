@@ -19,12 +19,16 @@ import urllib.request
 from pathlib import Path
 from typing import Sequence
 
+from torchpod import readers
 from torchpod.contract import Arch
 from torchpod.errors import InputError, RuntimeFailure
 
 from . import base, commands, host, locks, sources
 from .definitions import ImageDef
 from .proc import run
+
+# pip's report of one image's resolution: about 150 packages with their metadata, a few MiB
+REPORT_CAP = 64 << 20
 
 # pip's words for "no such version for this platform" (resolver and finder messages)
 _NO_WHEEL = ("No matching distribution found", "Could not find a version that satisfies", "ResolutionImpossible",
@@ -103,7 +107,9 @@ def lock_wheels(defn: ImageDef, arch: Arch, cache: Path, ca_bundle: Path | None)
         run(commands.resolve_command(defn, arch, sys.executable, ca_bundle, scratch=scratch / "target",
                                      report=report, find_links=built), env=clean, quiet=True,
             what=f"pip's resolution of {defn.name} for {arch.name}")
-        return locks.from_report(json.loads(report.read_text()), sdists, defn.torch.index_url)
+        text = readers.read_text(report, what=f"pip's installation report {report}", cap=REPORT_CAP,
+                                 expected="the JSON report `pip install --report` writes")
+        return locks.from_report(json.loads(text), sdists, defn.torch.index_url)
 
 
 def lock_debs(defn: ImageDef, arch: Arch, root: Path, refreshed: set[str]) -> list[locks.Deb]:

@@ -15,8 +15,12 @@ from paths import ROOT
 SHARDS = ROOT / "docker" / "payload" / "shards.py"
 
 
+# as payload.sh runs it: no bytecode written beside the reader's copy
+QUIET = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+
+
 def _run(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SHARDS), *map(str, args)], capture_output=True, text=True)
+    return subprocess.run([sys.executable, str(SHARDS), *map(str, args)], capture_output=True, text=True, env=QUIET)
 
 
 def _staged(tmp_path, sizes: dict[str, int]):
@@ -85,10 +89,10 @@ def _huge(path):
 
 
 @pytest.mark.parametrize("make, says", [
-    (_fifo, "is not a regular file"),  # would block the build's read for ever
-    (os.mkdir, "is not a regular file"),
-    (_binary, "byte 27 is not UTF-8"),
-    (_huge, "holds more than 1048576 bytes"),
+    (_fifo, "is a FIFO (named pipe); expected a regular file"),  # would block the build's read for ever
+    (os.mkdir, "is a directory; expected a regular file"),
+    (_binary, "not UTF-8 text (first at byte 27)"),
+    (_huge, "is 1048577 bytes, over the 1 MiB cap"),  # refused from its size: not a byte read
     (lambda path: None, "No such file or directory"),
 ])
 def test_split_refuses_a_staged_lock_that_is_no_lock_text_in_one_line(tmp_path, make, says):
@@ -97,7 +101,7 @@ def test_split_refuses_a_staged_lock_that_is_no_lock_text_in_one_line(tmp_path, 
     make(wheels / "locked.txt")
     try:
         done = subprocess.run([sys.executable, str(SHARDS), "split", str(wheels / "locked.txt"), str(wheels), "2",
-                               str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+                               str(tmp_path / "out")], capture_output=True, text=True, timeout=60, env=QUIET)
     except subprocess.TimeoutExpired:
         pytest.fail("shards.py split did not end")  # a hang guard only
     message = done.stderr.strip()
