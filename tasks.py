@@ -25,7 +25,7 @@ from pathlib import Path
 from invoke import Collection, Exit, Task, task
 
 from torchpod.contract import switch
-from torchpod.errors import InputError, TorchpodError, one_line
+from torchpod.errors import TorchpodError, one_line
 from torchpod_toolkit import settings
 from torchpod_toolkit.cluster.demo import WORKLOADS
 from torchpod_toolkit.cluster.scenarios import SCENARIOS
@@ -578,59 +578,17 @@ def _with_default(text: str, value) -> str:
 @_signature(_MANIFEST_OPTIONS)
 def manifests(c, **opts):
     """Write a ready-to-submit job for a scheduler: `invoke manifests --scheduler S ... -- train.py ARGS`."""
-    from torchpod_toolkit.manifests import outfiles, regenerate
-    from torchpod_toolkit.manifests import render as render_mod
-    from torchpod_toolkit.manifests.spec import JobSpec
+    from torchpod_toolkit.manifests import command as manifest_command
 
     try:
-        if opts["refresh"]:  # every example rendered first; a bad one stops the run before anything is written
-            examples = sorted(p for p in (ROOT / "manifests").rglob("*") if p.is_file() and p.name != "README.md")
-            fresh: dict[Path, list] = {}
-            for path in examples:
-                try:
-                    text = path.read_text(encoding="utf-8")
-                    spec = regenerate.parse_invoke_line(regenerate.regenerate_line(text))
-                    fresh.setdefault(path.parent, []).extend(render_mod.render(spec))
-                except UnicodeDecodeError:
-                    raise TorchpodError(f"{path.relative_to(ROOT)} is not UTF-8 text") from None
-                except TorchpodError as exc:
-                    raise type(exc)(f"{path.relative_to(ROOT)}: {exc}") from None
-            for folder, outputs in fresh.items():
-                unique = list({o.name: o for o in outputs}.values())
-                for path, changed in outfiles.write(folder, unique, force=True):
-                    print(f"{'wrote' if changed else 'unchanged'} {path.relative_to(ROOT)}")
+        if opts["refresh"]:
+            manifest_command.refresh(ROOT / "manifests")
             return
-        if opts["submit"] and not opts["out"]:
-            raise InputError("--submit submits the file it writes; expected --out DIR too (the folder the job is "
-                             "submitted from)")
-        command = _after_dashes(c, "the script and its arguments", "-- train.py [ARGS...]")
-        from torchpod_toolkit.manifests.options import given_defaults
-
-        given, explicit = given_defaults({name: opts[name] for name, _, _ in manifest_options()})
-        spec = JobSpec(command=tuple(command), explicit=explicit,
-                       **{k: tuple(v) if isinstance(v, list) else v for k, v in given.items()})
-        outputs = render_mod.render(spec, piped=not opts["out"])  # raises on bad input before anything is written
-        if not opts["out"]:  # the file alone, for a pipe (kubectl apply -f -, sbatch); notes on stderr
-            text, notes = render_mod.printed(outputs)
-            sys.stdout.write(text)
-            for note in notes:
-                print(f"torchpod: {note}", file=sys.stderr)
-            return
-        written = outfiles.write(opts["out"], outputs, force=opts["force"])
-        for path, changed in written:
-            print(f"{'wrote' if changed else 'unchanged'} {path}")
-        for note in render_mod.notices(outputs):
-            print(f"torchpod: {note}", file=sys.stderr)
-        if opts["submit"]:
-            from torchpod_toolkit.manifests import jobs, submit
-
-            suffix = f".{jobs.kind(spec.scheduler).suffix}"
-            (job_file,) = [p for p, _ in written if p.name == f"{spec.name}.{spec.scheduler}{suffix}"]
-            code = submit.submit(spec, job_file)
-            if code:
-                raise Exit(code=code)
+        code = manifest_command.run(opts, _after_dashes(c, "the script and its arguments", "-- train.py [ARGS...]"))
     except TorchpodError as exc:
         raise _abort(exc) from None
+    if code:
+        raise Exit(code=code)
 
 
 BENCH = ROOT / "bench"

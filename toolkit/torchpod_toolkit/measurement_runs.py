@@ -247,6 +247,30 @@ def rendezvous_cost(r: Result) -> list[Row]:
              f"`python bench/rendezvous_cost.py --nodes {nodes} --repeats {r.count('repeats')}`")]
 
 
+def _tally(r: Result, key: str) -> float:
+    """A count at ``key`` that may be 0 (a median of counts may end in .5)."""
+    value = r.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise r.bad(key, value, "a count, 0 or more")
+    return float(value)
+
+
+def render_walk(r: Result) -> list[Row]:
+    """A job's render walked room by room, at an earlier commit and now (bench/render_walk.py):
+    the returns to a room it had left, the rooms visited, and the same for modules."""
+    kinds = r.items("kinds")
+
+    def pair(key: str) -> str:
+        return f"{_tally(r, f'median.before.{key}'):g} → {_tally(r, f'median.after.{key}'):g}"
+
+    what = (f"a job's render (`invoke manifests`, {len(kinds)} kinds, 2 nodes) walked by room (CONTRIBUTING.md's "
+            f"folders, the shared ground, the launcher, tasks.py): returns to a room it had left, at "
+            f"{r.text('before')} and at {r.text('commit')}, side by side")
+    figure = (f"room returns **{pair('room_returns')}** (median of the kinds), room visits {pair('room_visits')}; "
+              f"module returns {pair('module_returns')} (the job specification split by concern)")
+    return [(what, figure, f"`python bench/render_walk.py --before {r.text('before')}`")]
+
+
 def _seconds(r: Result, key: str, base: Any, where: str) -> float:
     """Seconds at ``key``: a finite number, 0 or more (a part of a whole may round to 0)."""
     value = r.get(key, base, where)

@@ -60,6 +60,7 @@ ROWS: dict[str, Callable[[Result], list[Row]]] = {
     "rendezvous_scale.json": runs.rendezvous_scale,
     "rendezvous_cost.json": runs.rendezvous_cost,
     "first_step.json": runs.first_step,
+    "render_walk.json": runs.render_walk,
 }
 
 
