@@ -24,6 +24,7 @@ from pathlib import Path
 
 from invoke import Collection, Exit, Task, task
 
+from torchpod import readers
 from torchpod.contract import switch
 from torchpod.errors import TorchpodError, one_line
 from torchpod_toolkit import settings
@@ -119,7 +120,8 @@ def test_plugin_tarball() -> tuple[Path, str]:
 
     from torchpod_toolkit.imagebuild.sources import pack_release
 
-    release = json.loads((TEST_PLUGIN / "release.json").read_text())
+    release = json.loads(readers.read_text(TEST_PLUGIN / "release.json", what="tests' plugin release.json",
+                                           expected="the stand-in plugin's release record", cap=readers.DATA_CAP))
     path = pack_release(TEST_PLUGIN, release["files"], release["name"], release["version"],
                         ROOT / ".cache" / "sources")
     return path, release["version"]
@@ -285,7 +287,8 @@ def _write_locks(work, wheels_only: bool) -> list[str]:
             continue
         for path, text in files:  # all of one (image, arch) or nothing: written only once both resolved
             path.parent.mkdir(parents=True, exist_ok=True)
-            same = path.exists() and path.read_text() == text
+            same = path.exists() and readers.read_text(path, what=str(path.relative_to(ROOT)), cap=readers.DATA_CAP,
+                                                       expected="a lock `invoke lock` wrote") == text
             if not same:
                 tmp = path.with_name(f".{path.name}.tmp")
                 tmp.write_text(text)
@@ -617,7 +620,9 @@ def _run_bench(c, script: Path, flags: list[str]) -> None:
 def _bench_doc(script: Path) -> str:
     """A bench task's docstring, from its script's: the first sentence up to its first colon
     (the title ``invoke --list`` shows), the whole text, and how to pass the script flags."""
-    doc = ast.get_docstring(ast.parse(script.read_text(encoding="utf-8"))) or ""
+    text = readers.read_text(script, what=str(script.relative_to(ROOT)), expected="a bench program",
+                             cap=readers.DATA_CAP)
+    doc = ast.get_docstring(ast.parse(text)) or ""
     sentence = " ".join(doc.split("\n\n", 1)[0].split()).split(". ", 1)[0].split(": ", 1)[0].rstrip(".")
     path, name = script.relative_to(ROOT), script.stem.replace("_", "-")
     return (f"{sentence or path}.\n\n{doc}\n\n"

@@ -8,14 +8,17 @@ A room is what CONTRIBUTING.md calls one: a folder of the toolkit (``imagebuild/
 top), the launcher (``entrypoints/torchpod/``) and ``tasks.py``. For each kind and each
 tree, ``invoke manifests --scheduler KIND`` runs in a fresh Python with that tree's
 packages first on its path, under a profiler (``sys.setprofile``) that notes every Python
-call made in a module of the tree while the task's body runs, in a second render in the
-same process: invoke's parsing of the flags is left out, and the first render has imported
-every module and declared every kind, work done once whatever is rendered.
-The walk is the sequence of rooms of those calls, a run of calls in one room folded into
-one visit; a return is a visit to a room the walk had already been in and left. The same
-is counted for modules. The earlier tree is ``git worktree``'s copy of ``--before`` (by
-default f5126ff, the tree whose ``manifests/spec.py`` was one module of 853 lines and
-whose build modules lay at the toolkit's top), removed afterwards.
+call and return while the task's body runs, in a second render in the same process:
+invoke's parsing of the flags is left out, and the first render has imported every module
+and declared every kind, work done once whatever is rendered. The walk follows the code
+that runs: into a function on a call, back to its caller on a return, so a function that
+only calls others is visited again each time one returns to it, however the Python at hand
+lays out comprehensions' frames. The walk is the sequence of rooms of the code that ran, a
+run in one room folded into one visit; a return is a visit to a room the walk had already
+been in and left. The same is counted for modules. The earlier tree is ``git archive``'s
+copy of ``--before`` (by default f5126ff, the tree whose ``manifests/spec.py`` was one
+module of 853 lines and whose build modules lay at the toolkit's top) in a temporary
+folder: the repository itself is left as it was.
 
 Writes bench/results/render_walk.json.
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -50,6 +54,10 @@ tree, out, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
 walk, body = [], []
 task = tree + "/tasks.py"
 
+def at(name):
+    if name.startswith(tree + "/") and (not walk or walk[-1] != name):
+        walk.append(name)
+
 def profile(frame, event, arg):
     code = frame.f_code
     if code.co_filename == task and code.co_name == "manifests":  # the task's body: the walk's span
@@ -57,10 +65,13 @@ def profile(frame, event, arg):
             body.append(frame)
         elif event == "return" and body and body[0] is frame:
             body.clear()
-    if body and event == "call" and code.co_name != "<module>":
-        name = code.co_filename
-        if name.startswith(tree + "/") and (not walk or walk[-1] != name):
-            walk.append(name)
+            return
+    if not body:
+        return
+    if event == "call" and code.co_name != "<module>":
+        at(code.co_filename)  # the code that runs now
+    elif event == "return" and frame.f_back is not None:
+        at(frame.f_back.f_code.co_filename)  # the caller's code runs on
 
 from invoke.main import program
 import torchpod, torchpod_toolkit
@@ -127,14 +138,33 @@ def render_walk(tree: Path, kind: str, scratch: Path) -> list[str]:
     return json.loads(readers.read_text(out, what=str(out), expected="the tracer's walk", cap=WALK_CAP))
 
 
-def worktree(rev: str, into: Path) -> Path:
-    """A checkout of ``rev`` under ``into`` (``git worktree add --detach``)."""
-    path = into / "before"
-    added = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(path), rev],
-                           capture_output=True, text=True)
-    if added.returncode != 0:
+def commit_of(rev: str) -> str:
+    """The commit ``rev`` names, or one line and exit 1 (an option-like word is no revision)."""
+    found = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", "--end-of-options",
+                            f"{rev}^{{commit}}"], capture_output=True, text=True)
+    if rev.startswith("-") or found.returncode != 0:
         raise SystemExit(f"bench/render_walk.py: --before={rev!r} names no commit; expected a revision of this "
-                         f"repository, such as {BEFORE} ({added.stderr.strip()[:200]})")
+                         f"repository, such as {BEFORE}")
+    return found.stdout.strip()
+
+
+def tree_at(commit: str, into: Path) -> Path:
+    """The files of ``commit`` under ``into`` (``git archive``, then tar)."""
+    path, archive = into / "before", into / "before.tar"
+    path.mkdir()
+    for argv in (["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(archive), commit],
+                 ["tar", "-x", "-f", str(archive), "-C", str(path)]):
+        done = subprocess.run(argv, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"bench/render_walk.py: {argv[0]} failed: {done.stderr.strip()[:300]}")
+    return path
+
+
+def out_file(text: str) -> Path:
+    """``--out``: a file in a folder that exists (checked before any render)."""
+    path = Path(text)
+    if not text or not path.parent.is_dir() or path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a file in a folder that exists")
     return path
 
 
@@ -164,23 +194,23 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", default=BEFORE, help="the earlier commit (default: %(default)s)")
     parser.add_argument("--kinds", type=kinds, default=",".join(KINDS))
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "render_walk.json")
+    parser.add_argument("--out", type=out_file, default=str(ROOT / "bench" / "results" / "render_walk.json"))
     args = parser.parse_args(argv)
+    commit_of(args.before)
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="torchpod-bench-walk-") as tmp:
-        before = worktree(args.before, Path(tmp))
-        try:
-            found = {kind: {name: summary(render_walk(tree, kind, Path(tmp)))
-                            for name, tree in (("before", before), ("after", ROOT))} for kind in args.kinds}
-        finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before)],
-                           capture_output=True)
+        before = tree_at(commit_of(args.before), Path(tmp))
+        found = {kind: {name: summary(render_walk(tree, kind, Path(tmp)))
+                        for name, tree in (("before", before), ("after", ROOT))} for kind in args.kinds}
     median = {name: {key: statistics.median(found[k][name][key] for k in found)
                      for key in ("room_returns", "room_visits", "module_returns")} for name in ("before", "after")}
     result = {"bench": "render_walk", "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "host": platform.node(), "commit": commit, "before": args.before, "kinds": found, "median": median}
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+              "host": platform.node(), "python": platform.python_version(), "commit": commit,
+              "before": args.before, "kinds": found, "median": median}
+    scratch = args.out.with_name(f".{args.out.name}.tmp")
+    scratch.write_text(json.dumps(result, indent=1) + "\n")
+    os.replace(scratch, args.out)  # the whole result or the file as it was
     print(table(result))
     print(f"wrote {args.out}")
 

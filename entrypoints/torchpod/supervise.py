@@ -99,10 +99,10 @@ class Child:
     ``supervise`` has reaped it."""
 
     def __init__(self) -> None:
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | None = None  # set by ``supervise`` alone
 
     def started(self, proc: subprocess.Popen) -> None:
-        self.proc = proc
+        """Told once ``proc`` runs, after ``supervise`` has recorded it (nothing by default)."""
 
     def stop(self) -> bool:
         """True when a SIGTERM reached the running child."""
@@ -124,19 +124,17 @@ def supervise(argv: Sequence[str], env: Mapping[str, str],
 
     ``handled``: names of the signals the child catches (default: all of FORWARDED);
     the death signals are always forwarded, the others only when the child handles them.
-    ``child``: the record of the process, told it once it runs (``Child.started``), so that
-    another thread can stop it; by default one of its own.
+    ``child``: where the running process is recorded (``Child.proc``, then ``Child.started``),
+    so that another thread can stop it; by default a record of its own.
     ``then_ignore``: once the child has been reaped, the death signals stay ignored rather
     than handled as before the call (a caller that only reports and exits after it); a child
     that never started leaves them as they were.
     """
     pending: list[int] = []
     child = Child() if child is None else child
+    child.proc = None  # a record reused from an earlier call names a reaped (or recycled) pid
     stopped_by: list[int] = []  # terminating signals forwarded, first one first
-    dropped = {
-        sig for sig in FORWARDED
-        if handled is not None and sig not in TERMINATING and sig.name not in handled
-    }
+    dropped = {sig for sig in FORWARDED if handled is not None and sig not in TERMINATING and sig.name not in handled}
 
     def forward(signum, _frame):
         if signum in dropped:
@@ -164,6 +162,7 @@ def supervise(argv: Sequence[str], env: Mapping[str, str],
                 f"cannot start {argv[0]!r}: {exc.strerror or exc}; expected a Python with "
                 "torch installed (torchpod runs `python -m torch.distributed.run`)"
             ) from exc
+        child.proc = proc
         child.started(proc)
         for signum in pending:
             forward(signum, None)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from torchpod.errors import RuntimeFailure
-from torchpod.supervise import exit_status, supervise
+from torchpod.supervise import Child, exit_status, supervise
 
 CHILD = textwrap.dedent(
     """
@@ -109,6 +109,27 @@ def test_exit_code_passthrough_in_process():
     assert supervise([sys.executable, "-c", "import os; os.kill(os.getpid(), 9)"], dict(os.environ)) == 137
 
 
+def test_a_child_record_used_twice_names_only_the_process_that_runs():
+    """A record reused for a second run forgets the first, reaped process (whose pid may be
+    another process's by then) before the second starts; a ``started`` that records nothing
+    itself changes nothing."""
+    seen = []
+
+    class Told(Child):
+        def started(self, proc):
+            seen.append((proc.pid, self.proc is proc))
+
+    child = Told()
+    assert supervise([sys.executable, "-c", "raise SystemExit(3)"], dict(os.environ), child=child) == 3
+    first = child.proc
+    assert first is not None and first.returncode == 3 and child.stop() is False
+    with pytest.raises(RuntimeFailure, match="cannot start"):
+        supervise(["/nonexistent/torchrun"], {}, child=child)
+    assert child.proc is None  # the failed start left no stale process behind
+    assert supervise([sys.executable, "-c", "raise SystemExit(4)"], dict(os.environ), child=child) == 4
+    assert child.proc is not first and seen == [(first.pid, True), (child.proc.pid, True)]
+
+
 def test_missing_program_is_a_runtime_failure():
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(RuntimeFailure, match="cannot start"):
@@ -136,7 +157,6 @@ STOPPER = textwrap.dedent(
     threading.Thread(target=later, daemon=True).start()
     class Seen(Child):
         def started(self, proc):
-            super().started(proc)
             running.set()
     child = Seen()
     assert child.stop() is False  # nothing runs yet

@@ -43,6 +43,19 @@ def test_figures_come_from_the_json_not_from_the_renderer():
     ("rendezvous_cost.json", "rows.0.poll_cores", -1, "rows.0.poll_cores=-1; expected a positive number"),
     ("rendezvous_cost.json", "rows.1.nodes", "1024 | x", "rows.1.nodes='1024 | x'; expected a positive integer"),
     ("rendezvous_cost.json", "machine", {}, "machine.cpus is missing"),
+    ("render_walk.json", "median.after.room_returns", -1, "median.after.room_returns=-1; expected a count, 0 or more"),
+    ("render_walk.json", "median.before.room_visits", True, "expected a count, 0 or more"),
+    ("render_walk.json", "median.before", {}, "median.before.room_returns is missing"),
+    ("render_walk.json", "kinds", {}, "kinds={}; expected a non-empty mapping"),
+    ("render_walk.json", "before", "f5126ff | x", "before='f5126ff | x'; expected 1-120 characters"),
 ])
 def test_a_result_that_is_not_what_the_bench_writes_is_one_line(name, key, value, needle):
     assert needle in spoiled_message(name, key, value)
+
+
+def test_the_walk_row_shows_both_sides_and_a_count_of_zero():
+    results = copy.deepcopy(REAL)
+    results["render_walk.json"]["median"] = {"before": {"room_returns": 5, "room_visits": 7, "module_returns": 228},
+                                             "after": {"room_returns": 0, "room_visits": 2, "module_returns": 345.5}}
+    table = m.render(results)
+    assert "room returns **5 → 0**" in table and "room visits 7 → 2" in table and "module returns 228 → 345.5" in table

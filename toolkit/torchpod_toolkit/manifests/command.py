@@ -28,16 +28,18 @@ from .spec import JobSpec
 EXAMPLE_CAP = readers.DATA_CAP  # one rendered job file: a few KiB
 
 
-def refresh(examples_root: Path, out: TextIO = sys.stdout) -> None:
+def refresh(examples_root: Path, out: TextIO | None = None) -> None:
     """Every example under ``examples_root`` (but README.md) rendered again from its own
-    Regenerate line and written; paths printed relative to the folder above it."""
+    Regenerate line and written; paths printed (to ``out``, else the standard output at the
+    time of the call) relative to the folder above it."""
+    out = sys.stdout if out is None else out
     examples = sorted(p for p in examples_root.rglob("*") if p.is_file() and p.name != "README.md")
     shown = examples_root.parent
     fresh: dict[Path, list] = {}
     for path in examples:
+        text = readers.read_text(path, what=str(path.relative_to(shown)), cap=EXAMPLE_CAP,
+                                 expected="a job file `invoke manifests` wrote, with its Regenerate line")
         try:
-            text = readers.read_text(path, what=str(path.relative_to(shown)), cap=EXAMPLE_CAP,
-                                     expected="a job file `invoke manifests` wrote, with its Regenerate line")
             spec = regenerate.parse_invoke_line(regenerate.regenerate_line(text))
             fresh.setdefault(path.parent, []).extend(render_mod.render(spec))
         except TorchpodError as exc:
@@ -55,8 +57,12 @@ def spec_of(opts: Mapping[str, Any], command: Sequence[str]) -> JobSpec:
     return JobSpec(command=tuple(command), explicit=explicit, **fields)
 
 
-def run(opts: Mapping[str, Any], command: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    """One job written, printed or submitted; the submitting tool's exit code (0 otherwise)."""
+def run(opts: Mapping[str, Any], command: Sequence[str], out: TextIO | None = None,
+        err: TextIO | None = None) -> int:
+    """One job written, printed or submitted; the submitting tool's exit code (0 otherwise).
+    ``out`` and ``err``: by default the standard output and error at the time of the call."""
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
     if opts["submit"] and not opts["out"]:
         raise InputError("--submit submits the file it writes; expected --out DIR too (the folder the job is "
                          "submitted from)")

@@ -51,16 +51,24 @@ def test_with_out_the_files_are_written_and_an_edited_one_kept_unless_forced(tmp
     assert code == 0 and "# edited" not in job.read_text()
 
 
-@pytest.mark.parametrize("given, says", [
-    ({"submit": True}, "--submit submits the file it writes; expected --out DIR too"),
-    ({"nodes": "0"}, "--nodes"),
-    ({"image": "Not An Image"}, "--image"),
-])
+def test_submit_without_a_folder_is_refused_before_anything_is_rendered(monkeypatch):
+    monkeypatch.setattr(command.render_mod, "render", lambda *a, **k: pytest.fail("rendered"))
+    with pytest.raises(InputError, match="^--submit submits the file it writes; expected --out DIR too"):
+        _run(_opts(submit=True))
+
+
+@pytest.mark.parametrize("given, says", [({"nodes": "0"}, "--nodes"), ({"image": "Not An Image"}, "--image")])
 def test_bad_options_are_one_error_and_nothing_is_written(tmp_path, given, says):
     out_dir = tmp_path / "out"
     with pytest.raises(InputError, match=says.replace("-", r"\-")):
-        _run(_opts(**{"out": str(out_dir) if "submit" not in given else "", **given}))
+        _run(_opts(out=str(out_dir), **given))
     assert not out_dir.exists()
+
+
+def test_the_output_goes_where_the_standard_streams_are_at_the_call(capsys):
+    code = command.run(_opts(), ["train.py"])
+    captured = capsys.readouterr()
+    assert code == 0 and "kind: JobSet" in captured.out and captured.err.startswith("torchpod: ")
 
 
 def _example(folder, opts):
@@ -95,6 +103,7 @@ def test_refresh_refuses_an_example_it_cannot_read_naming_it_before_writing_any(
     job.write_text(stale)
     (examples / "zz").mkdir()
     (examples / "zz" / "bad.yaml").write_bytes(content)
-    with pytest.raises(InputError, match=r"^manifests/zz/bad\.yaml: .*" + says):
+    with pytest.raises(InputError, match=r"^manifests/zz/bad\.yaml[: ].*" + says) as refused:
         command.refresh(examples, out=io.StringIO())
+    assert str(refused.value).count("bad.yaml") == 1  # named once
     assert job.read_text() == stale  # nothing written
