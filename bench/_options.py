@@ -19,9 +19,10 @@ NODE_COUNT_DIGITS = 7  # more than any cluster has nodes; keeps int() off pathol
 # containers as nodes on one machine, each a launcher and its torch process
 # (bench/first_step.py, bench/rendezvous.py)
 MOST_CONTAINERS = 64
-# simulated nodes, each a thread or a process of torch's rendezvous alone
-# (bench/rendezvous_scale.py, bench/rendezvous_cost.py)
+# simulated nodes, each a process of torch's rendezvous alone (bench/rendezvous_scale.py)
 MOST_SIMULATED = 4096
+# nodes whose entries one rendezvous state holds, timed from one process (bench/rendezvous_cost.py)
+MOST_IN_STATE = 65536
 
 
 def node_counts(most: int) -> Callable[[str], list[int]]:

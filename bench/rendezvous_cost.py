@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 sys.path.insert(0, str(ROOT / "entrypoints"))
 
-from _options import MOST_SIMULATED, node_counts, whole_number  # noqa: E402  (bench/ is on sys.path: run by path)
+from _options import MOST_IN_STATE, node_counts, whole_number  # noqa: E402  (bench/ is on sys.path: run by path)
 
 from torchpod.rendezvous import TORCH_KEEP_ALIVE_S as KEEP_ALIVE_S  # noqa: E402  (standard library only)
 
@@ -137,7 +137,7 @@ def table(rows: list[dict], cores: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=node_counts(MOST_SIMULATED), default="64,256,1024,4096")
+    parser.add_argument("--nodes", type=node_counts(MOST_IN_STATE), default="64,256,1024,4096")
     parser.add_argument("--repeats", type=whole_number(100000), default=200, help="times each operation is timed")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "rendezvous_cost.json")
     args = parser.parse_args(argv)

@@ -47,7 +47,7 @@ def test_a_whole_number_out_of_range_is_refused(text):
 
 
 @pytest.mark.parametrize("program, most", [("first_step", 64), ("rendezvous", 64), ("rendezvous_scale", 4096),
-                                           ("rendezvous_cost", 4096)])
+                                           ("rendezvous_cost", 65536)])
 @pytest.mark.parametrize("text", ["8,x", "0", "2,2", ""])
 def test_every_program_that_takes_nodes_refuses_the_same_values_in_one_line(program, most, text, capsys):
     bench = bench_script(program)
