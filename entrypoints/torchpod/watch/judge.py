@@ -17,7 +17,9 @@ on every backend:
   rank whose thread was starved of CPU for a while, on an overloaded node, from being named.
 - **mismatch**: every rank entered collective S a window ago, nobody went further, and the
   ranks disagree on its op or sizes: the ranks outside the largest agreeing group called
-  something else (on a tie, the groups without the lowest rank).
+  something else (on a tie, the groups without the lowest rank). A rank whose op is not
+  known yet takes no side: cut off just after it entered S, it is named frozen once its own
+  beat has been still for a window, never a mismatch of "no op".
 
 A job whose ranks all sit in the same collective, or all compute between the same two,
 is not judged: on gloo that is indistinguishable from a long step, and a false verdict
@@ -225,7 +227,9 @@ class Judge:
             # exchange) wait on it, and are not named beside it
             earlier = [r for r in behind if not self._quiet(r, now)]
             behind = [r for r in behind if self._quiet(r, now)]
-        known = [self.last[r] for r in at_front if r not in frozen]
+        # a rank whose op is not known yet (its number has not stood still between two beats)
+        # disagrees with nobody: it is judged once known, or once its own beat has stopped
+        known = [self.last[r] for r in at_front if r not in frozen and self.last[r].op]
         mismatch = _minority(known) if stuck and len(at_front) == self.world else []
         if not (silent or behind or mismatch or frozen):
             return None

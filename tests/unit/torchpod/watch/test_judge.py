@@ -124,6 +124,24 @@ def test_a_frozen_rank_is_named_alone_while_its_live_neighbours_wait_in_the_coll
     assert judge.parse_suspicion(found.encode()) == (found, "")
 
 
+def test_a_rank_cut_off_just_after_the_others_entered_the_front_is_frozen_once_its_beat_is_still():
+    """The others enter collective 7 at 10 s; rank 3's one beat there (its op not known yet)
+    comes at 12 s, and then nothing (its link cut). At 10 s + the window it takes no side,
+    so nothing is judged yet; at 12 s + the window it is frozen, never a mismatch."""
+    judging = Judge(world=4, window_s=W, started=0.0)
+    for t in range(10):
+        judging.feed(float(t), beats({r: 6 for r in range(4)}, t + 1))
+    found, t = None, 10
+    while found is None and t < 100:
+        seqs = {0: 7, 1: 7, 2: 7} | ({3: 7} if t == 12 else {3: 6} if t < 12 else {})
+        found = judging.feed(float(t), beats(seqs, t + 1, {3: ("", "")} if t == 12 else None))
+        t += 1
+    assert found is not None and t - 1 == 12 + W
+    assert [(c.rank, c.why, c.quiet) for c in found.culprits] == [(3, "frozen", True)]
+    assert judge.lines(found, {}, 4)[1] == ("torchpod: hang: culprit rank 3 on node-3: entered it; did not answer: "
+                                            "its beat stopped too (frozen, or cut off from the store)")
+
+
 def test_a_rank_frozen_as_it_entered_the_front_collective_is_named_frozen_not_a_mismatch():
     judging = Judge(world=4, window_s=W, started=0.0)
     for t in range(10):  # everyone in collective 6
