@@ -27,12 +27,13 @@ from typing import Any
 import first_job
 import pytest
 import yaml
+from kube_records import assert_recordings_hold
 
 from torchpod_toolkit.cluster.runner import parse_results
 from torchpod_toolkit.kube import kubelet as kubelet_mod
 from torchpod_toolkit.manifests import jobs
 from torchpod_toolkit.manifests import operators as model_operators
-from torchpod_toolkit.manifests.models.pytorchjob import RUNAI_SCHEDULER
+from torchpod_toolkit.manifests.models.runai import RUNAI_SCHEDULER
 
 from cluster_helpers import EXAMPLES
 from kube_helpers import settled, until
@@ -54,6 +55,9 @@ from kube_jobs import (
 )
 
 OPERATORS = ("training-operator", "jobset", "lws", "trainer")
+# the objects of these operators whose UIDs a recorded pod may carry
+RECORDED_OWNERS = ("pytorchjobs.kubeflow.org,jobsets.jobset.x-k8s.io,leaderworkersets.leaderworkerset.x-k8s.io,"
+                   "trainjobs.trainer.kubeflow.org,jobs.batch,statefulsets.apps")
 NODE_COUNT = 6
 
 
@@ -160,6 +164,15 @@ def page_kinds(cluster: Cluster, tmp_path) -> None:
     for job in jobs_.values():
         until(f"{job.kind}: the cancelled job's pods gone", lambda ns=job.namespace: json.loads(cluster.kube.kubectl(
             "-n", ns, "get", "pods", "-o", "json").stdout)["items"] == [], seconds=EXITING)
+
+
+def test_the_operators_make_the_pods_their_recordings_say(cluster):
+    """What training-operator, JobSet, LeaderWorkerSet and Trainer make of each of their
+    kinds' renders, at three sizes, derives the operator model the committed recordings derive
+    (tests/kube_records.py): the model `invoke demo --manifest` and the harness use is what
+    these operators did, recorded, and checked against them afresh here."""
+    assert_recordings_hold(cluster, ("kubeflow", "kubeflow-elastic", "kubeflow-elastic-etcd", "trainer", "lws",
+                                     "jobset"), RECORDED_OWNERS)
 
 
 def test_a_jobset_of_three_nodes_trains_to_completed(cluster):

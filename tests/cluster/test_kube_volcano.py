@@ -24,6 +24,8 @@ from typing import Any
 
 import first_job
 import pytest
+import volcano_examples
+from kube_records import assert_recordings_hold, record_jobs
 
 from torchpod_toolkit.kube import kubelet as kubelet_mod
 from torchpod_toolkit.manifests import jobs
@@ -54,6 +56,18 @@ OPERATORS = ("volcano",)
 def cluster(kube, docker_client, cluster_image, session_id, tmp_path_factory) -> Iterator[Cluster]:
     """Three nodes and Volcano on the module's plane, stopped after the module."""
     yield from start(kube, docker_client, cluster_image, session_id, tmp_path_factory, OPERATORS)
+
+
+def test_volcano_makes_the_pods_its_recordings_say(cluster):
+    """What Volcano makes of both its kinds' renders, at three sizes, derives the operator model
+    the committed recordings derive (tests/kube_records.py). The pods ask for no GPU: Volcano
+    enqueues a gang only when the cluster holds what it asks for, and these nodes have none.
+    The Volcano Jobs of other shapes the launcher's detector is held to are recorded beside
+    them (tests/volcano_examples.py)."""
+    owners = "jobs.batch.volcano.sh,podgroups.scheduling.volcano.sh"
+    assert_recordings_hold(cluster, ("volcano", "volcano-master"), owners, gpus=(0, 0, 0), more={
+        volcano_examples.KIND: lambda: record_jobs(cluster, volcano_examples.KIND, volcano_examples.EXAMPLES, owners,
+                                                   volcano_examples.pods)})
 
 
 def test_the_kubernetes_first_job_page_holds_for_volcano(cluster, tmp_path):

@@ -16,7 +16,7 @@ from torchpod.contract import ETCD_PORT, JOBSET_LABEL_ENV
 from . import jobs
 from . import resources as resources_mod
 from .jobs import RESTARTS
-from .models.pytorchjob import RUNAI_SCHEDULER  # the operator model reads the same name
+from .models.runai import RUNAI_SCHEDULER  # the operator model reads the same name
 from .podtemplate import (
     LAUNCHER,
     Obj,
@@ -175,7 +175,7 @@ def train_job(spec: JobSpec) -> Obj:
                     "numNodes": spec.nodes,
                     # explicit: the torch plugin's default "auto" would be the CPU count on a CPU job.
                     # The TrainJob's own field, kept when v2.2 removed the runtime's
-                    # mlPolicy.torch.numProcPerNode (kubeflow/trainer#3239; models.trainjob.trainer_nproc)
+                    # mlPolicy.torch.numProcPerNode (kubeflow/trainer#3239, torch.go EnforceMLPolicy)
                     "numProcPerNode": spec.nproc}
     if user_env(spec):
         trainer["env"] = user_env(spec)

@@ -1,65 +1,48 @@
 """What each operator makes of a rendered manifest: the pods, their names and environment.
-Pure: takes the manifest's objects (dicts), returns ``Pod`` values (models/common.py).
+Pure but for reading the recordings: takes the manifest's objects (dicts), returns ``Pod``
+values (models/common.py).
 
 One model, used twice: the tests feed every generated manifest through it and hand each
 pod's environment to `torchpod plan`; the containers-as-nodes harness (cluster/topology.py)
-runs the same pods as containers. Written from the operators' sources, one module per
-operator under models/, each citing the project, file and commit it follows:
+and `invoke demo --manifest` run the same pods as containers. The models are not written
+here: each is derived (derive.py) from what the real operator made of each kind's render,
+recorded on a real control plane (manifests/recorded/<kind>.json) and recorded afresh and
+compared in the cluster tier (tests/kube_records.py):
 
-- models/volcano.py: Volcano's job controller and its env, svc and pytorch plugins, and
-  what its admission webhook refuses about minAvailable;
-- models/pytorchjob.py: training-operator v1.9's PyTorchJob, and Run:ai's (a PyTorchJob
-  under runai-scheduler with the job's RUNAI_* variables);
-- models/trainjob.py: Kubeflow Trainer v2's TrainJob on the torch-distributed runtime, and
-  what its admission refuses;
-- models/leaderworkerset.py: LeaderWorkerSet's two StatefulSets and its pod webhook;
-- models/jobset.py: JobSet's controller and Kubernetes' Indexed Job;
-- models/common.py: the ``Pod`` record and what Kubernetes itself does (the API server's
-  variables, the downward API, the last definition of a variable winning, hostNetwork).
+- Volcano's job controller and its env, svc and pytorch plugins (volcano, volcano-master);
+- training-operator's PyTorchJob (kubeflow, kubeflow-elastic), with Run:ai's variables
+  (models/runai.py, the one hand-written model: no Run:ai scheduler runs in the tests);
+- Kubeflow Trainer v2's TrainJob on the torch-distributed runtime (trainer);
+- LeaderWorkerSet's StatefulSets and pod webhook (lws);
+- JobSet's controller and Kubernetes' Indexed Job (jobset).
 
-Each model but Run:ai's is held to the real operator's pods on a real control plane:
-tests/kube_jobs.py ``assert_model_agrees``, which tests/cluster/test_kube_jobs.py and
-tests/cluster/test_kube_volcano.py call after each job, compares the model's pods with the
-operator's on the same manifest. No real Run:ai scheduler runs in the tests, so the Run:ai
-model stands on its own there.
-
-``MODELS`` maps each job object's apiVersion and kind to its model; ``pods`` finds the one
-job object among a manifest's objects and asks its model.
+What admission refuses is refused first (admission.py). ``MODELS`` maps each job object's
+apiVersion and kind to its model; ``pods`` finds the one job object among a manifest's
+objects and asks its model.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Mapping, Sequence
 
-from torchpod.errors import InputError
-
+from . import admission, derive
+from .derive import job_object
 from .models.common import Obj, Pod
-from .models.jobset import jobset
-from .models.leaderworkerset import leaderworkerset
-from .models.pytorchjob import pytorchjob
-from .models.trainjob import trainjob
-from .models.volcano import volcano
+from .models.runai import pytorchjob
 
-MODELS = {
-    ("batch.volcano.sh/v1alpha1", "Job"): volcano,
-    ("kubeflow.org/v1", "PyTorchJob"): pytorchjob,
-    ("trainer.kubeflow.org/v1alpha1", "TrainJob"): trainjob,
-    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): leaderworkerset,
-    ("jobset.x-k8s.io/v1alpha2", "JobSet"): jobset,
-}
+__all__ = ["MODELS", "VOLCANO", "PYTORCHJOB", "TRAINJOB", "LEADERWORKERSET", "JOBSET", "job_object", "pods"]
 
-
-def job_object(docs: Sequence[Obj]) -> Obj:
-    """The one training job among a manifest's objects (Services and an etcd Pod may sit beside it)."""
-    jobs = [d for d in docs if d and (d.get("apiVersion"), d.get("kind")) in MODELS]
-    if len(jobs) != 1:
-        kinds = ", ".join(f"{d.get('kind')}" for d in docs if d)
-        raise InputError("expected exactly one Volcano Job, PyTorchJob, TrainJob, LeaderWorkerSet or JobSet in "
-                         f"the manifest; found {kinds or 'nothing'}")
-    return jobs[0]
+VOLCANO = derive.model("batch.volcano.sh/v1alpha1", "Job")
+PYTORCHJOB = pytorchjob
+TRAINJOB = derive.model("trainer.kubeflow.org/v1alpha1", "TrainJob")
+LEADERWORKERSET = derive.model("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
+JOBSET = derive.model("jobset.x-k8s.io/v1alpha2", "JobSet")
+MODELS: Mapping[tuple[str, str], Callable[..., list[Pod]]] = {
+    **derive.MODELS, ("kubeflow.org/v1", "PyTorchJob"): PYTORCHJOB}
 
 
 def pods(docs: Sequence[Obj], node_names: Sequence[str] = ()) -> list[Pod]:
     """The pods the operator creates for the manifest's job, in node order."""
     job = job_object(docs)
+    admission.admitted(job)
     return MODELS[(job["apiVersion"], job["kind"])](job, node_names)

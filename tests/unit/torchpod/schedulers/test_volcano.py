@@ -7,6 +7,7 @@ The checks every detector runs (launcher_cases.DetectorCases) take this file's t
 from __future__ import annotations
 
 import pytest
+import volcano_examples
 
 from torchpod.schedulers import volcano
 
@@ -74,24 +75,16 @@ def test_pytorch_plugin_alone_refuses_a_rank_that_is_not_this_pods():
         volcano.detect(env, Facts(hostname="pj-worker-0"), user_options(env))
 
 
-def _volcano_job(name, tasks, plugins):
-    """A Volcano Job whose every task runs torchpod: tasks is ((task, replicas), ...)."""
-    template = {"spec": {"containers": [{"name": "train", "image": "torchpod/cuda:2.6",
-                                         "args": ["torchpod", "run", "train.py"]}]}}
-    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"minAvailable": sum(n for _, n in tasks), "schedulerName": "volcano", "plugins": plugins,
-                     "tasks": [{"name": t, "replicas": n, "template": template} for t, n in tasks]}}
-
-
 def _each_pod(tmp_path, job, keep=lambda key: True):
     """(pod name, detect's answer: a Detection or the InputError's line) for every pod of the
-    job, as Volcano's controller and plugins make them (torchpod_toolkit.manifests.models.volcano)."""
+    job, as the real Volcano made them (the operator model derived from its recordings,
+    tests/volcano_examples.py)."""
     from torchpod.errors import InputError
     from torchpod.schedulers.common import Facts
-    from torchpod_toolkit.manifests.models import volcano as model
+    from torchpod_toolkit.manifests import operators
 
     answers = []
-    for pod in model.volcano(job):
+    for pod in operators.pods([job]):
         root = tmp_path / pod.name
         for path, text in pod.files:
             (root / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
@@ -113,8 +106,7 @@ def _each_pod(tmp_path, job, keep=lambda key: True):
     (lambda key: not key.startswith("VC_") or key == "VC_TASK_INDEX", "ROOT/etc/volcano/*.host"),
 ], ids=["variables", "host-files"])
 def test_volcanos_ps_and_worker_example_is_refused_alike_by_every_pod(tmp_path, keep, source):
-    job = _volcano_job("tensorflow-dist-mnist", (("ps", 1), ("worker", 2)), {"env": [], "svc": []})
-    answers = _each_pod(tmp_path, job, keep)
+    answers = _each_pod(tmp_path, volcano_examples.PS_AND_WORKER, keep)
     assert [name for name, _ in answers] == [f"tensorflow-dist-mnist-{p}" for p in ("ps-0", "worker-0", "worker-1")]
     lines = {answer for _, answer in answers}
     assert len(lines) == 1, answers  # one answer, the ps pod's included
@@ -125,18 +117,18 @@ def test_volcanos_ps_and_worker_example_is_refused_alike_by_every_pod(tmp_path, 
     assert "`plugins: {pytorch: [], svc: []}`" in line
 
 
-@pytest.mark.parametrize("tasks", [(("ps", 1), ("worker", 2), ("master", 1)), (("chief", 1), ("trainer", 2)),
-                                   (("master", 1), ("evaluator", 1))])
-def test_other_sets_of_several_tasks_are_refused_alike_by_every_pod(tmp_path, tasks):
-    answers = _each_pod(tmp_path, _volcano_job("j", tasks, {"env": [], "svc": []}))
+@pytest.mark.parametrize("job", volcano_examples.SEVERAL_TASKS,
+                         ids=lambda job: "-".join(t["name"] for t in job["spec"]["tasks"]))
+def test_other_sets_of_several_tasks_are_refused_alike_by_every_pod(tmp_path, job):
+    answers = _each_pod(tmp_path, job)
     lines = {answer for _, answer in answers}
     assert len(lines) == 1 and all(isinstance(a, str) and "names the tasks" in a for a in lines), answers
 
 
-@pytest.mark.parametrize("plugins", [{"env": [], "svc": []}, {"pytorch": [], "svc": []},
-                                     {"pytorch": [], "env": [], "svc": []}])
-def test_master_and_worker_are_one_plan_that_every_pod_agrees_on(tmp_path, plugins):
-    answers = _each_pod(tmp_path, _volcano_job("pt", (("worker", 2), ("master", 1)), plugins))
+@pytest.mark.parametrize("job", volcano_examples.MASTER_AND_WORKER,
+                         ids=lambda job: "-".join(sorted(job["spec"]["plugins"])))
+def test_master_and_worker_are_one_plan_that_every_pod_agrees_on(tmp_path, job):
+    answers = _each_pod(tmp_path, job)
     expected_hosts = ("pt-master-0.pt", "pt-worker-0.pt", "pt-worker-1.pt")
     for node, (name, det) in enumerate(sorted(answers, key=lambda a: a[0])):
         assert not isinstance(det, str), (name, det)

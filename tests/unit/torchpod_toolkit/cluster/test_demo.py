@@ -43,6 +43,24 @@ def test_a_manifest_is_read_through_the_bounded_reader(tmp_path):
     assert len(load_manifest(str(_manifest(tmp_path))).nodes) == 2
 
 
+def test_a_manifest_of_a_shape_no_operator_recording_holds_is_one_line(tmp_path):
+    """`invoke demo --manifest` of a job its operator's recordings cannot speak for (a
+    TrainJob whose process count per node is left to the torch plugin's "auto") is refused,
+    never modelled by guess."""
+    import yaml
+
+    from torchpod_toolkit.cluster.demo import load_manifest
+
+    path = _manifest(tmp_path)
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    del docs[-1]["spec"]["trainer"]["numProcPerNode"]
+    path.write_text(yaml.safe_dump_all(docs))
+    with pytest.raises(InputError) as info:
+        load_manifest(str(path))
+    assert str(info.value) == ("trainer.numProcPerNode is not set; expected a whole number (a job without it "
+                               "was never recorded)")
+
+
 @pytest.mark.parametrize("make, says", [
     (os.mkfifo, "is a FIFO (named pipe); expected a regular file"),
     (lambda p: os.symlink("/dev/zero", p), "is a character device"),

@@ -35,9 +35,9 @@ def test_every_module_in_the_folder_declares_one_registered_kind():
 MADE_UP = '''
 from torchpod.contract import RDZV_PORT_DEFAULT
 from torchpod_toolkit.manifests.kinds.record import JobKind, Ref
-from torchpod_toolkit.manifests.models.jobset import jobset
+from torchpod_toolkit.manifests.operators import JOBSET
 
-KIND = JobKind("gang", "jobset", RDZV_PORT_DEFAULT, "gang", jobset, "JobSet >= 0.7 (as gang)",
+KIND = JobKind("gang", "jobset", RDZV_PORT_DEFAULT, "gang", JOBSET, "JobSet >= 0.7 (as gang)",
                "kubectl apply -f", "yaml", Ref("kube", "job_set"), pod_fields=True, priority_class=True, workdir=True)
 '''
 

@@ -17,7 +17,7 @@ from torchpod.arch import ARCHES
 from torchpod.errors import InputError
 from torchpod_toolkit.manifests import jobs, names, placement, spec
 from torchpod_toolkit.manifests import render as render_mod
-from torchpod_toolkit.manifests.models.trainjob import trainer_admitted
+from torchpod_toolkit.manifests.admission import trainer_admitted
 from torchpod_toolkit.manifests.spec import HPC, KUBE, MNNVL_KINDS, JobSpec
 
 from manifest_cases import IMAGE

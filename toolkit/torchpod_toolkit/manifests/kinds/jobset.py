@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from torchpod.contract import RDZV_PORT_DEFAULT
 
-from ..models.jobset import jobset
+from ..operators import JOBSET
 from .record import JobKind, Ref
 
-KIND = JobKind("jobset", "jobset", RDZV_PORT_DEFAULT, "jobset", jobset,
+KIND = JobKind("jobset", "jobset", RDZV_PORT_DEFAULT, "jobset", JOBSET,
                "JobSet (kubernetes-sigs/jobset) >= 0.7", "kubectl apply -f", "yaml", Ref("kube", "job_set"),
                mnnvl="JobSet >= 0.7", pod_fields=True, priority_class=True, workdir=True,
                restarts="a failed pod fails its Job (backoffLimit 0) and the JobSet recreates every Job, at most "

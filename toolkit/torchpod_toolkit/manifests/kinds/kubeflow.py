@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from torchpod.contract import PYTORCHJOB_PORT
 
-from ..models.pytorchjob import pytorchjob
+from ..operators import PYTORCHJOB
 from .record import JobKind, Ref
 
-KIND = JobKind("kubeflow", "kubeflow", PYTORCHJOB_PORT, "kubeflow", pytorchjob,
+KIND = JobKind("kubeflow", "kubeflow", PYTORCHJOB_PORT, "kubeflow", PYTORCHJOB,
                "Kubeflow training-operator >= 1.7 (PET_* variables)", "kubectl apply -f", "yaml",
                Ref("kube", "pytorch_job_fixed"),
                mnnvl="training-operator >= 1.9", pod_fields=True, priority_class=True, workdir=True,

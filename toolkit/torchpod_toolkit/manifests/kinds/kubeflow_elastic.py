@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from torchpod.contract import PYTORCHJOB_PORT
 
-from ..models.pytorchjob import pytorchjob
+from ..operators import PYTORCHJOB
 from .record import JobKind, Ref
 
-KIND = JobKind("kubeflow-elastic", "kubeflow", PYTORCHJOB_PORT, "kubeflow-elastic", pytorchjob,
+KIND = JobKind("kubeflow-elastic", "kubeflow", PYTORCHJOB_PORT, "kubeflow-elastic", PYTORCHJOB,
                "Kubeflow training-operator >= 1.7 (elasticPolicy)", "kubectl apply -f", "yaml",
                Ref("kube", "pytorch_job_elastic"),
                node_range=True, mnnvl="training-operator >= 1.9", pod_fields=True, priority_class=True, workdir=True,

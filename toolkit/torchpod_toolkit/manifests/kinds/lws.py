@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from torchpod.contract import RDZV_PORT_DEFAULT
 
-from ..models.leaderworkerset import leaderworkerset
+from ..operators import LEADERWORKERSET
 from .record import JobKind, Ref
 
-KIND = JobKind("lws", "lws", RDZV_PORT_DEFAULT, "lws", leaderworkerset,
+KIND = JobKind("lws", "lws", RDZV_PORT_DEFAULT, "lws", LEADERWORKERSET,
                "LeaderWorkerSet (kubernetes-sigs/lws) >= 0.6 on Kubernetes >= 1.27", "kubectl apply -f", "yaml",
                Ref("kube", "leader_worker_set"), mnnvl="LeaderWorkerSet >= 0.4", pod_fields=True, priority_class=True,
                workdir=True,

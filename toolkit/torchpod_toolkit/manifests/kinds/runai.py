@@ -1,5 +1,5 @@
 """Run:ai with its PyTorch (training-operator) support: the pods are a PyTorchJob's plus
-RUNAI_JOB_NAME (models/pytorchjob.py), and render.py writes the `runai training pytorch
+RUNAI_JOB_NAME (models/runai.py), and render.py writes the `runai training pytorch
 submit` line beside the PyTorchJob.
 
 That CLI line is the file Run:ai submits, and it has no flag for a service account, a pull
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from torchpod.contract import PYTORCHJOB_PORT
 
-from ..models.pytorchjob import pytorchjob
+from ..operators import PYTORCHJOB
 from .record import JobKind, Ref
 
-KIND = JobKind("runai", "runai", PYTORCHJOB_PORT, "runai", pytorchjob,
+KIND = JobKind("runai", "runai", PYTORCHJOB_PORT, "runai", PYTORCHJOB,
                "Run:ai with its PyTorch (training-operator) support", "kubectl apply -f", "yaml",
                Ref("kube", "runai_job"),
                marker="RUNAI_JOB_NAME", project=True,

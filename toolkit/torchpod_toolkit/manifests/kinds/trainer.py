@@ -7,7 +7,7 @@ v2.3.0, pkg/apis/trainer/v1alpha1/trainjob_types.go; KEP-2782 proposes one), and
 hostNetwork.
 
 Its pods are <name>-node-0-<i> (the torch-distributed runtime's replicated job "node", one
-Job of numNodes pods: models/trainjob.py), and JobSet's webhook holds the longest of them,
+Job of numNodes pods, as recorded: recorded/trainer.json), and JobSet's webhook holds the longest of them,
 with its suffix, to a DNS label (spec.pod_name_room).
 """
 
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from torchpod.contract import TRAINER_PORT
 
-from ..models.trainjob import trainjob
+from ..operators import TRAINJOB
 from .record import JobKind, Ref
 
-KIND = JobKind("trainer", "kubeflow", TRAINER_PORT, "trainer", trainjob,
+KIND = JobKind("trainer", "kubeflow", TRAINER_PORT, "trainer", TRAINJOB,
                "Kubeflow Trainer v2 with the torch-distributed ClusterTrainingRuntime", "kubectl apply -f", "yaml",
                Ref("kube", "train_job"), pod_fields=True,
                no_mnnvl="a TrainJob cannot give its pods a resource claim (Trainer v2.3's runtimePatches have no "

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from torchpod.contract import RDZV_PORT_DEFAULT
 
-from ..models.volcano import volcano
+from ..operators import VOLCANO
 from .record import JobKind, Ref
 
-KIND = JobKind("volcano", "volcano", RDZV_PORT_DEFAULT, "volcano", volcano,
+KIND = JobKind("volcano", "volcano", RDZV_PORT_DEFAULT, "volcano", VOLCANO,
                "Volcano >= 1.9 (its env and svc job plugins)", "kubectl apply -f", "yaml", Ref("kube", "volcano_job"),
                node_range=True, mnnvl="Volcano >= 1.11", queue=True, pod_fields=True, priority_class=True,
                workdir=True,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from torchpod.contract import PYTORCHJOB_PORT
 
-from ..models.volcano import volcano
+from ..operators import VOLCANO
 from .record import JobKind, Ref
 
-KIND = JobKind("volcano-master", "volcano", PYTORCHJOB_PORT, "volcano-master", volcano,
+KIND = JobKind("volcano-master", "volcano", PYTORCHJOB_PORT, "volcano-master", VOLCANO,
                "Volcano >= 1.9 (its env, svc and pytorch job plugins)", "kubectl apply -f", "yaml",
                Ref("kube", "volcano_job"),
                mnnvl="Volcano >= 1.11", queue=True, pod_fields=True, priority_class=True, workdir=True,

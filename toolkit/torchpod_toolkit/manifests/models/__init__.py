@@ -1,9 +1,9 @@
-"""The operator models: one module per operator, each making of its job object the pods the
-operator creates (their names, hostnames, DNS names and environment), written from that
-operator's sources, which its docstring cites. Pure.
+"""What the operator models share, and the one model written by hand. Pure.
 
-common holds the ``Pod`` record and what every model shares (the kubelet's resolution of
-the downward API, the launcher's words, the last of a duplicated variable winning). The
-models import neither the kinds nor spec: the kinds' records (manifests/kinds/) name a
-model, and manifests/operators.py picks a manifest's model by its job object's kind.
+common holds the ``Pod`` record and what Kubernetes itself does (the kubelet's resolution of
+the downward API, the launcher's words, the last of a duplicated variable winning, the
+stand-ins for a node's name and an object's UID). runai adds Run:ai's variables to the
+PyTorchJob's pods: no Run:ai scheduler runs in the tests, so they rest on Run:ai's
+documentation. Every other operator's model is derived from recordings of what the real
+operator did (manifests/derive.py), never written here.
 """

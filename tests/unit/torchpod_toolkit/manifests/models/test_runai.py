@@ -1,5 +1,5 @@
-"""torchpod_toolkit.manifests.models.pytorchjob: a PyTorchJob's pods as training-operator makes
-them, and Run:ai's."""
+"""torchpod_toolkit.manifests.models.runai: Run:ai's PyTorchJob, training-operator's pods
+(derived from its recordings) with Run:ai's variables, the one hand-written model."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from torchpod.errors import InputError
 from torchpod_toolkit.manifests import kube
-from torchpod_toolkit.manifests.models.pytorchjob import RUNAI_SCHEDULER, pytorchjob
+from torchpod_toolkit.manifests.models.runai import RUNAI_SCHEDULER, pytorchjob
 from torchpod_toolkit.manifests.spec import JobSpec, check
 
 from manifest_cases import IMAGE
@@ -36,3 +36,4 @@ def test_a_runai_job_is_a_pytorchjob_whose_pods_carry_the_jobs_runai_variables()
     assert len({p.env_dict["RUNAI_JOB_UUID"] for p in pods}) == 1
     plain = pytorchjob(kube.pytorch_job_fixed(check(JobSpec("kubeflow", 2, IMAGE, ("train.py",), name="rj"))))
     assert not [k for p in plain for k in p.env_dict if k.startswith("RUNAI_")]
+    assert [p.env_dict["MASTER_ADDR"] for p in pods] == [p.env_dict["MASTER_ADDR"] for p in plain]
