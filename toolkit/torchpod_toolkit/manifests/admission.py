@@ -2,8 +2,9 @@
 before a model makes its pods (`invoke demo --manifest` runs no control plane). Pure.
 
 These are refusals, not pods: the pods come from what the operators did, recorded
-(derive.py). The cluster tier applies the renders to the real webhooks, which hold each
-rule here to its source:
+(derive.py). tests/cluster/test_kube_operators.py holds the reserved-variable and
+minAvailable refusals to the real webhooks' on the same spoilt render; the name-length
+rules rest on the sources cited:
 
 - TrainJob (kubeflow/trainer v2.3.0, commit 658725bd): metadata.name a DNS-1035 label of
   at most 63 characters (the TrainJob's CEL rules); its JobSet's longest pod name
