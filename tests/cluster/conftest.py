@@ -18,6 +18,7 @@ import pytest
 from torchpod_toolkit.cluster import runner, topology
 from torchpod_toolkit.kube import plane, planestart
 
+import crowd
 from cluster_helpers import LABEL, NODE_ENV, label_value, sweep_session
 from kube_helpers import Kube, require_programs
 from paths import ROOT
@@ -45,7 +46,8 @@ def module_scoped(item) -> bool:
 
 # A test of this many containers as nodes or more starts a torch process group each: two of
 # them side by side on two cores (24 processes importing torch at once) held a twelve-node
-# rendezvous past its join timeout. They share a group, so one runs at a time.
+# rendezvous past its join timeout. They are ``crowd`` tests: one runs at a time, with its
+# turn (tests/crowd.py); those without a module-scoped fixture also share a worker.
 MANY_NODES = 8
 
 
@@ -64,12 +66,27 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.docker)
             # under pytest-xdist (--dist loadgroup) the tests of a module with a module-scoped
             # fixture share a worker; every other test goes to whichever worker is free
+            if many_nodes(item):
+                item.add_marker(pytest.mark.crowd)
             if module_scoped(item):
                 item.add_marker(pytest.mark.xdist_group(name=item.path.name))
-            elif many_nodes(item):
+            elif item.get_closest_marker("crowd"):
                 item.add_marker(pytest.mark.xdist_group(name="many-nodes"))
             if item.path.name in SOLO:
                 item.add_marker(pytest.mark.solo)
+
+
+@pytest.fixture(autouse=True)
+def crowd_turn(request):
+    """A ``crowd`` test runs in its turn: none of the other workers' crowd tests beside it
+    (autouse: taken before the test's own fixtures start a container)."""
+    if request.node.get_closest_marker("crowd") is None:
+        yield
+        return
+    with crowd.turn(request.node.nodeid) as waited:
+        if waited >= 1.0:
+            print(f"waited {waited:.0f} s for the crowd's turn")
+        yield
 
 
 @pytest.fixture(scope="session")

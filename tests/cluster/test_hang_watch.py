@@ -17,9 +17,9 @@ import pytest
 
 from cluster_helpers import wait_for_log
 
-# eight torch processes each: one at a time beside the tier's other many-node tests
-# (tests/cluster/conftest.py's MANY_NODES)
-pytestmark = pytest.mark.xdist_group(name="many-nodes")
+# eight torch processes each: one at a time beside the tier's other crowded tests
+# (tests/cluster/conftest.py's MANY_NODES, tests/crowd.py)
+pytestmark = pytest.mark.crowd
 
 NODES, WINDOW, SCRIPT_PATH = 8, 15, "/opt/faults/hang_faults.py"
 CULPRIT = 5  # a rank on a node other than node 0, whose agent hosts the job's store

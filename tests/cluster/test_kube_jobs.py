@@ -91,6 +91,7 @@ ENTRYPOINT ["/bin/sh", "-c", "echo '{OWN_BANNER}' >&2; exec \\"$@\\"", "sh"]
 """
 
 
+@pytest.mark.crowd  # several jobs' torch processes at once (tests/crowd.py)
 def test_the_kubernetes_first_job_page_holds_for_each_kind_it_names(cluster, tmp_path):
     """docs/first-job/kubernetes.md run as written (first_job.LOCAL names the values replaced):
     render, namespace, its Pod Security level and apply (the TrainJob in one step, --submit,

@@ -70,6 +70,7 @@ def test_volcano_makes_the_pods_its_recordings_say(cluster):
                                                    volcano_examples.pods)})
 
 
+@pytest.mark.crowd  # several jobs' torch processes at once (tests/crowd.py)
 def test_the_kubernetes_first_job_page_holds_for_volcano(cluster, tmp_path):
     """docs/first-job/kubernetes.md run as written (first_job.LOCAL names the values
     replaced) for both Volcano kinds side by side: render, namespace, level and apply, the

@@ -205,7 +205,7 @@ TIERS = ("unit", "integration", "image", "cluster")
 # tier's top. Everything else mirrors the code it tests.
 REPOSITORY_TESTS = {"unit/test_layout.py", "unit/test_docs.py", "unit/test_packaging.py",
                     "unit/test_function_length.py", "integration/test_launcher_e2e.py",
-                    "unit/test_needs.py",  # the suite's own helper (tests/needs.py)
+                    "unit/test_needs.py", "unit/test_crowd.py",  # the suite's own helpers (tests/needs.py, crowd.py)
                     "integration/test_setup.py", "unit/test_layer_scan.py",
                     "unit/test_words.py", "integration/test_own_image.py",  # docs/own-image.md's wheel
                     "unit/test_imports.py",  # both packages' import graph
