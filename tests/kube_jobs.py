@@ -33,8 +33,9 @@ from cluster_helpers import EXAMPLES, LABEL, label_value
 from kube_helpers import Kube, require_operator, settled, until
 
 NODES = 3
-WAIT = 300.0  # seconds a job has to succeed: pods start in seconds, the check trains in a few (a bound: a
-# passing job never waits it out; a plane beside the tier's other tests on two cores once took 190 s)
+WAIT = 450.0  # seconds a job has to succeed: pods start in seconds, the check trains in a few (a bound: a
+# passing job never waits it out; a plane beside the tier's other tests on two cores once took 190 s, and
+# a first-job page's jobs beside a many-node test, before such tests took turns (tests/crowd.py), 300 s)
 EXITING = 60.0  # seconds a pod's run has to end once its job succeeded
 REFUSED = ("FailedCreate", "FailedCreatePod")  # a controller's event: the API refused a pod it made
 # ...except that it exists: a controller that names its pods (training-operator v1.8.1 names
@@ -101,33 +102,37 @@ class Ran:
     log: str
 
 
-def submit(cluster: Cluster, scheduler: str, name: str, nodes: int, command: tuple[str, ...] = (),
+def submit(cluster: Cluster, scheduler: str, name: str, nodes: int | str, command: tuple[str, ...] = (),
            edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None, by_submit: bool = False,
-           image: str = "", **options: Any) -> dict[str, Any]:
+           image: str = "", namespace: str = "", **options: Any) -> dict[str, Any]:
     """torchpod's render for ``scheduler`` written to a file and applied as written, in a new
-    namespace ``name`` labelled with the Pod Security level the render's header states. The
-    command is the allreduce check unless ``command`` names another; ``edit`` changes the
-    objects first, as a user adds what the render does not say (a queue, say); ``image``: the
-    job's image, the cluster image unless named."""
+    namespace (``namespace``, else ``name``) labelled with the Pod Security level the render's
+    header states. The command is the allreduce check unless ``command`` names another;
+    ``edit`` changes the objects first, as a user adds what the render does not say (a queue,
+    say); ``image``: the job's image, the cluster image unless named. Returns the file, the
+    level and the objects applied."""
     job_command = command or (f"{EXAMPLES}/allreduce_check.py", "--expect-world", str(nodes), "--expect-nodes",
                               str(nodes))
     options = {"gpus_per_node": 0, **options}
-    spec = JobSpec(scheduler, nodes, image or cluster.image, job_command, name=name, namespace=name, **options)
+    namespace = namespace or name
+    spec = JobSpec(scheduler, nodes, image or cluster.image, job_command, name=name, namespace=namespace, **options)
     (out,) = [o for o in render(spec) if o.name.endswith(".yaml")]
-    path = cluster.folder / out.name
-    path.write_text(out.text if edit is None else
-                    yaml.safe_dump_all(edit([d for d in yaml.safe_load_all(out.text) if d]), sort_keys=False))
+    objects = [d for d in yaml.safe_load_all(out.text) if d]
+    path = cluster.folder / (out.name if namespace == name else f"{namespace}-{out.name}")
+    if edit is not None:
+        objects = edit(objects)
+    path.write_text(out.text if edit is None else yaml.safe_dump_all(objects, sort_keys=False))
     level = LEVEL.search(out.text)
     assert level, f"the render names no Pod Security level:\n{out.text[:600]}"
-    cluster.kube.namespace(name)
-    cluster.kube.kubectl("label", "namespace", name, f"pod-security.kubernetes.io/enforce={level.group(1)}")
+    cluster.kube.namespace(namespace)
+    cluster.kube.kubectl("label", "namespace", namespace, f"pod-security.kubernetes.io/enforce={level.group(1)}")
     if by_submit:  # as `invoke manifests --submit` does: the kind's own submitter, the user's kubeconfig
         env = {**os.environ, "KUBECONFIG": str(cluster.kube.plane.kubeconfig),
                "PATH": f"{cluster.kube.plan.bindir}:{os.environ['PATH']}"}
         assert submit_mod.submit(check(spec), path, env) == 0, f"--submit of {path} failed"
     else:
         cluster.kube.kubectl("apply", "--server-side", "-f", str(path))
-    return {"path": path, "level": level.group(1)}
+    return {"path": path, "level": level.group(1), "objects": objects}
 
 
 def init_containers(cluster: Cluster, namespace: str) -> set[tuple[str, str]]:

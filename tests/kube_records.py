@@ -21,16 +21,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from torchpod.errors import InputError
 from torchpod_toolkit.kube.recording import record
 from torchpod_toolkit.manifests import derive, jobs
-from torchpod_toolkit.manifests.render import render
 from torchpod_toolkit.manifests.spec import JobSpec, check
 
 from kube_helpers import settled
-from kube_jobs import WAIT, Cluster
+from kube_jobs import WAIT, Cluster, submit
 
 NAMES = ("alpha", "bravo", "charlie")
 PLACES = ("one", "two", "three")  # the namespaces' last words: no name, role or number in them
@@ -56,18 +53,6 @@ def sizes(kind: str) -> tuple[str, str, str]:
     except InputError:
         first = "4"
     return first, "2", "3:4" if jobs.kind(kind).node_range else "3"
-
-
-def _apply(cluster: Cluster, kind: str, name: str, namespace: str, nodes: str, gpus: int,
-           options: Mapping[str, Any]) -> list[dict[str, Any]]:
-    spec = JobSpec(kind, nodes, IMAGE, ("train.py",), name=name, namespace=namespace, gpus_per_node=gpus,
-                   node_selector=(UNBOUND,), **options)
-    (out,) = [o for o in render(spec) if o.name.endswith(".yaml")]
-    path = cluster.folder / f"record-{namespace}.yaml"
-    path.write_text(out.text)
-    cluster.kube.namespace(namespace)
-    cluster.kube.kubectl("apply", "--server-side", "-f", str(path))
-    return [d for d in yaml.safe_load_all(out.text) if d]
 
 
 def _items(cluster: Cluster, namespace: str, types: str) -> list[dict[str, Any]]:
@@ -106,7 +91,9 @@ def record_kind(cluster: Cluster, kind: str, owners: str, gpus: tuple[int, ...])
     rendered, options = VARIANTS.get(kind, (kind, ({}, {}, {})))
     for nodes, per_node, name, place, more in zip(sizes(rendered), gpus, NAMES, PLACES, options):
         namespace = f"rec-{sorted([*jobs.NAMES, *VARIANTS]).index(kind)}-{place}"
-        applied.append((namespace, nodes, _apply(cluster, rendered, name, namespace, nodes, per_node, more)))
+        job = submit(cluster, rendered, name, nodes, ("train.py",), image=IMAGE, namespace=namespace,
+                     gpus_per_node=per_node, node_selector=(UNBOUND,), **more)
+        applied.append((namespace, nodes, job["objects"]))
     out = [_read(cluster, namespace, objects, int(nodes.split(":")[-1]), owners)
            for namespace, nodes, objects in applied]
     for namespace, _, _ in applied:
