@@ -25,6 +25,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Sequence
 
+from torchpod_toolkit.manifests.models.common import main_container
+
 Obj = Mapping[str, Any]
 
 RANDOM, UID, HASH = "{random}", "{uid}", "{hash}"
@@ -80,18 +82,12 @@ def _files(spec: Obj, container: Obj, configmaps: Mapping[str, Mapping[str, str]
     return out
 
 
-def main_container(spec: Obj, names: Sequence[str]) -> Obj:
-    """The container torchpod runs in: the one named like the job's own (``names``), else the first."""
-    containers = spec["containers"]
-    return next((c for c in containers if c.get("name") in names), containers[0])
-
-
 def pod_record(pod: Obj, configmaps: Mapping[str, Mapping[str, str]], uids: Sequence[str],
                container_names: Sequence[str], services: Sequence[str] = ()) -> dict[str, Any]:
     """One pod as the operator made it, masked; ``services``: the names of the namespace's
     Services (an operator may make one per pod, named as the pod)."""
     meta, spec = pod["metadata"], pod["spec"]
-    c = main_container(spec, container_names)
+    c = main_container(spec, *container_names)
     return {"name": mask(_name(meta), uids),
             "hostname": spec.get("hostname", ""),
             "subdomain": spec.get("subdomain", ""),

@@ -241,11 +241,42 @@ def pod(role: Role, slot: shapes.Slot, node: str) -> Pod:
                labels=tuple(labels.items()), host_network=hostnet)
 
 
-def recorded(kind: str) -> Obj:
-    """The committed recording of ``kind`` (manifests/recorded/<kind>.json)."""
-    data = readers.read_bytes(RECORDED / f"{kind}.json", what=f"the recording of {kind}",
-                              expected="a recording written by tests/kube_records.py", cap=readers.DATA_CAP)
-    return json.loads(data)
+RECORDING_FORM = ('a recording written by tests/kube_records.py: {"kind": KIND, "recordings": [{"objects": '
+                  '[...], "pods": [{...}]}, ...]}')
+POD_KEYS = frozenset({"name", "hostname", "subdomain", "hostNetwork", "service", "labels", "annotations", "env",
+                      "files", "container"})
+
+
+def recorded(kind: str, folder: Path = RECORDED) -> Obj:
+    """The committed recording of ``kind`` (<folder>/<kind>.json), its form checked: a file
+    that is not the JSON the recorder writes is one line naming it, never a traceback."""
+    path = folder / f"{kind}.json"
+    data = readers.read_bytes(path, what=f"the recording of {kind}", expected=RECORDING_FORM, cap=readers.DATA_CAP)
+    try:
+        text = json.loads(data)
+    except ValueError as exc:
+        raise InputError(f"{path}: not JSON ({exc}); expected {RECORDING_FORM}") from None
+    problem = _recording_problem(text, kind)
+    if problem:
+        raise InputError(f"{path}: {problem}; expected {RECORDING_FORM}")
+    return text
+
+
+def _recording_problem(text: Any, kind: str) -> str:
+    if not isinstance(text, dict) or text.get("kind") != kind:
+        return f"its kind is {text.get('kind') if isinstance(text, dict) else None!r}, not {kind!r}"
+    recordings = text.get("recordings")
+    if not isinstance(recordings, list) or not recordings:
+        return "it holds no recordings"
+    for n, r in enumerate(recordings):
+        if not (isinstance(r, dict) and isinstance(r.get("objects"), list) and isinstance(r.get("pods"), list)
+                and all(isinstance(o, dict) for o in r["objects"])):
+            return f"recording {n} has no objects and pods lists"
+        bad = next((p for p in r["pods"] if not isinstance(p, dict) or set(p) != POD_KEYS), None)
+        if bad is not None:
+            keys = sorted(bad) if isinstance(bad, dict) else type(bad).__name__
+            return f"a pod of recording {n} has {keys}, not the recorder's {sorted(POD_KEYS)}"
+    return ""
 
 
 class Operator:

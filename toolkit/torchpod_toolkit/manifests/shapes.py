@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
 from torchpod.errors import InputError
+from torchpod_toolkit.manifests.models.common import main_container
 
 Obj = Mapping[str, Any]
 LWS = "leaderworkerset.sigs.k8s.io/"
@@ -63,13 +64,6 @@ def _whole(value: Any, what: str) -> int:
     return int(value)
 
 
-def _main(spec: Obj, name: str = "") -> Obj:
-    containers = spec.get("containers") or []
-    if not containers:
-        raise InputError("pod template has no containers")
-    return next((c for c in containers if name and c.get("name") == name), containers[0])
-
-
 Identity = Callable[[str, int], tuple[tuple[str, str, str], ...]]
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # Kubernetes' Indexed Job
 
@@ -96,7 +90,7 @@ def volcano(job: Obj) -> Shape:
     spec = job["spec"]
     tasks = spec["tasks"]
     roles = [(t["name"], _whole(t.get("replicas", 0), f"task {t['name']} replicas"), t["template"],
-              _main(t["template"].get("spec", {}))) for t in tasks]
+              main_container(t["template"].get("spec", {}))) for t in tasks]
     total = sum(n for _, n, _, _ in roles)
     plugins = spec.get("plugins") or {}
     signature = ("plugins", *(f"{k}:{' '.join(v or ())}" for k, v in sorted(plugins.items())))
@@ -114,7 +108,7 @@ def pytorchjob(job: Obj) -> Shape:
         raise InputError(f"PyTorchJob replica types {sorted(replicas)}: expected Master and Worker "
                          "(no other was recorded)")
     roles = [(t, _whole(replicas[t].get("replicas", 1), f"{t} replicas"), replicas[t]["template"],
-              _main(replicas[t]["template"].get("spec", {}), "pytorch")) for t in order]
+              main_container(replicas[t]["template"].get("spec", {}), "pytorch")) for t in order]
     numbers = {"nproc": _whole(spec.get("nprocPerNode", 1), "nprocPerNode")}
     elastic = spec.get("elasticPolicy")
     strings = {}
@@ -149,14 +143,16 @@ def leaderworkerset(job: Obj) -> Shape:
     worker = template["workerTemplate"]
     slots = []
     for g in range(groups):
-        roles = [("leader", 1, leader, _main(leader.get("spec", {}))),
-                 ("worker", size - 1, worker, _main(worker.get("spec", {})))]
-        for s in _slots(job, roles, {"size": size, "groups": groups, "group": g}, lambda role, i: ()):
-            w = s.numbers["global"]  # the worker index: the leader is 0
-            # api/leaderworkerset/v1 GroupIndexLabelKey, WorkerIndexLabelKey
-            slots.append(replace(s, numbers={**s.numbers, "index": w, "global": g * size + w, "total": groups * size},
-                                 identity=(("labels", f"{LWS}group-index", str(g)),
-                                           ("labels", f"{LWS}worker-index", str(w)))))
+        roles = [("leader", 1, leader, main_container(leader.get("spec", {}))),
+                 ("worker", size - 1, worker, main_container(worker.get("spec", {})))]
+        # api/leaderworkerset/v1 GroupIndexLabelKey, WorkerIndexLabelKey: the leader is worker 0
+        def identity(role: str, i: int, g: int = g) -> tuple[tuple[str, str, str], ...]:
+            return (("labels", f"{LWS}group-index", str(g)),
+                    ("labels", f"{LWS}worker-index", str(i + (role == "worker"))))
+
+        for s in _slots(job, roles, {"size": size, "groups": groups, "group": g}, identity):
+            w = s.numbers["global"]  # the worker index within the group
+            slots.append(replace(s, numbers={**s.numbers, "index": w, "global": g * size + w, "total": groups * size}))
     policy = (spec.get("networkConfig") or {}).get("subdomainPolicy", "Shared")
     return Shape((f"subdomain:{policy}", "leaderTemplate" if template.get("leaderTemplate") else "workerTemplate"),
                  tuple(slots))
@@ -182,7 +178,7 @@ def jobset(job: Obj) -> Shape:
             return (("labels", "jobset.sigs.k8s.io/replicatedjob-name", role),
                     ("labels", "jobset.sigs.k8s.io/job-index", str(j)), ("labels", COMPLETION_INDEX, str(i)))
 
-        for s in _slots(job, [(rjob["name"], completions, template, _main(template.get("spec", {})))],
+        for s in _slots(job, [(rjob["name"], completions, template, main_container(template.get("spec", {})))],
                         {"job": j, "jobs": _whole(rjob.get("replicas", 1), "replicas"), "job_global": n,
                          "total_jobs": total_jobs}, identity):
             slots.append(replace(s, numbers={**s.numbers, "global": g, "total": total}))

@@ -15,6 +15,7 @@ import pytest
 
 from torchpod.errors import InputError
 from torchpod_toolkit.manifests import derive, kube, operators, shapes
+from torchpod_toolkit.manifests.models import runai
 from torchpod_toolkit.manifests.models.common import resolve
 from torchpod_toolkit.manifests.spec import JobSpec, check
 
@@ -33,8 +34,8 @@ def _recordings():
 def test_every_kubernetes_kind_with_a_real_operator_has_a_recording():
     from torchpod_toolkit.manifests import jobs
 
-    # Run:ai's is the one model without a real operator in the tests
-    assert {k.name for k in jobs.KINDS if k.kube and k.name != "runai"} <= set(RECORDED)
+    # a kind whose pods the harness cannot run (Run:ai's scheduler) says so on its record
+    assert {k.name for k in jobs.KINDS if k.kube and not k.no_kube_harness} <= set(RECORDED)
 
 
 @pytest.mark.parametrize("recording", list(_recordings()))
@@ -104,7 +105,7 @@ def test_the_recordings_say_what_the_operators_wrote_and_a_shape_says_no_more_th
     source = Path(shapes.__file__).read_text()
     for written in ("MASTER_ADDR", "PET_", "VC_", "LWS_LEADER", "subdomain\": "):
         assert written not in source, written
-    assert json.loads(text)["kind"] == "jobset"
+    assert all(json.loads(derive.RECORDED.joinpath(f"{kind}.json").read_text())["kind"] == kind for kind in RECORDED)
 
 
 def test_no_operator_model_is_written_by_hand_but_run_ais():
@@ -115,4 +116,29 @@ def test_no_operator_model_is_written_by_hand_but_run_ais():
     folder = Path(models.__file__).parent
     assert sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__") == ["common", "runai"]
     assert set(operators.MODELS) == set(shapes.SHAPES)
-    assert all(isinstance(m, derive.Operator) for key, m in operators.MODELS.items() if key[1] != "PyTorchJob")
+    hand_written = {m.__module__ for m in operators.MODELS.values() if not isinstance(m, derive.Operator)}
+    assert hand_written == {runai.__name__}
+
+
+@pytest.mark.parametrize("text, needle", [
+    ('{"kind": "jobset", "recordings": [', "not JSON"),
+    ('["jobset"]', "its kind is None, not 'jobset'"),
+    ('{"kind": "lws", "recordings": [{"objects": [], "pods": []}]}', "its kind is 'lws', not 'jobset'"),
+    ('{"kind": "jobset", "recordings": []}', "it holds no recordings"),
+    ('{"kind": "jobset", "recordings": [{"objects": [{}]}]}', "recording 0 has no objects and pods lists"),
+    ('{"kind": "jobset", "recordings": [{"objects": [], "pods": [{"name": "p"}]}]}',
+     "a pod of recording 0 has ['name'], not the recorder's"),
+    ('{"kind": "jobset", "recordings": [{"objects": [], "pods": [7]}]}', "a pod of recording 0 has int"),
+])
+def test_a_recording_not_in_the_recorders_form_is_one_line_naming_the_file(tmp_path, text, needle):
+    (tmp_path / "jobset.json").write_text(text)
+    with pytest.raises(InputError, match=re.escape(needle)) as caught:
+        derive.recorded("jobset", tmp_path)
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path / 'jobset.json'}: ") and "\n" not in message
+    assert "tests/kube_records.py" in message
+
+
+def test_every_committed_recording_is_in_the_recorders_form():
+    for kind in RECORDED:
+        assert derive.recorded(kind)["recordings"], kind

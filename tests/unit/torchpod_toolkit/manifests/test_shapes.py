@@ -36,7 +36,15 @@ def test_each_pod_has_its_role_index_and_the_jobs_counts(kind, nodes, roles):
     assert [(s.role, s.numbers["index"]) for s in shape.slots] == roles
     assert [s.numbers["global"] for s in shape.slots] == list(range(len(roles)))
     assert {s.numbers["total"] for s in shape.slots} == {len(roles)}
-    assert all(s.identity or kind == "lws" for s in shape.slots)
+    assert all(s.identity for s in shape.slots)
+
+
+def test_each_lws_pod_is_found_by_its_group_and_worker_index_the_leader_worker_0():
+    job = _job("lws", "3")
+    job["spec"]["replicas"] = 2
+    marks = [dict((k, v) for _, k, v in s.identity) for s in _shape(job).slots]
+    assert [(m[f"{shapes.LWS}group-index"], m[f"{shapes.LWS}worker-index"]) for m in marks] == [
+        ("0", "0"), ("0", "1"), ("0", "2"), ("1", "0"), ("1", "1"), ("1", "2")]
 
 
 def test_the_signature_names_what_changes_the_operators_pods_and_not_the_counts():

@@ -101,15 +101,14 @@ def last_wins(pairs: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
     return tuple(merged.items())
 
 
-def main_container(spec: Obj, name: str | None = None) -> Obj:
+def main_container(spec: Obj, *names: str) -> Obj:
+    """The container torchpod runs in: the first one named as one of ``names`` (the job's own
+    container, as the operator names it), else the pod's first; the one rule the shapes, the
+    model and the recordings share."""
     containers = spec.get("containers") or []
     if not containers:
         raise InputError("pod template has no containers")
-    if name:
-        for c in containers:
-            if c.get("name") == name:
-                return c
-    return containers[0]
+    return next((c for c in containers if c.get("name") in names), containers[0])
 
 
 def container_port(container: Obj, port_name: str, default: int) -> int:

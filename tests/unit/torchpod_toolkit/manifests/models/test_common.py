@@ -60,6 +60,7 @@ def test_the_named_container_and_port_else_the_first_and_the_default():
     spec = {"containers": [{"name": "side"}, {"name": "pytorch", "ports": [{"name": "pj", "containerPort": 9}]}]}
     assert main_container(spec, "pytorch")["name"] == "pytorch"
     assert main_container(spec, "absent")["name"] == "side" and main_container(spec)["name"] == "side"
+    assert main_container(spec, "absent", "pytorch")["name"] == "pytorch"  # any of the names
     assert container_port(main_container(spec, "pytorch"), "pj", 1) == 9
     assert container_port(main_container(spec), "pj", 1) == 1
     with pytest.raises(InputError, match="pod template has no containers"):
