@@ -3,8 +3,10 @@ through the one bounded reader (torchpod.readers), as CONTRIBUTING.md says: no
 ``Path.read_text``, ``read_bytes``, reading ``open`` (the builtin, a path's, io's, gzip's,
 tarfile's and their kin), ``os.open`` without O_WRONLY, shutil's copies or ``filecmp.cmp``
 outside it, but where ALLOWED names the place and its reason. Found by walking each
-module's syntax tree, so a read inside a function, a method or a lambda is found as well; a
-name bound to one of these under another name (``o = open``) is not followed."""
+module's syntax tree, so a read inside a function, a method or a lambda is found as well.
+An opener taken as a value (``o = open``, ``map(Path.read_text, ...)``, ``partial(os.open,
+...)``) or imported under a name (``from io import open as o``) is found too: where it is
+called cannot be followed, so the place that takes it is named."""
 
 from __future__ import annotations
 
@@ -58,17 +60,38 @@ def reads(source: str) -> list[tuple[int, str, str]]:
     """(line, enclosing function, what) for each direct read in ``source``."""
     found: list[tuple[int, str, str]] = []
 
+    tree = ast.parse(source)
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+
     def visit(node: ast.AST, function: str) -> None:
         for child in ast.iter_child_nodes(node):
             inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else function
-            if isinstance(child, ast.Call):
-                what = _read_call(child)
-                if what:
-                    found.append((child.lineno, function, what))
+            what = _read_call(child) if isinstance(child, ast.Call) else None
+            if id(child) not in called:
+                what = what or _opener_as_value(child)
+            if what:
+                found.append((child.lineno, function, what))
             visit(child, inner)
 
-    visit(ast.parse(source), "<module>")
+    visit(tree, "<module>")
     return found
+
+
+_OPENERS = ("open", "read_text", "read_bytes")
+
+
+def _opener_as_value(node: ast.AST) -> str | None:
+    """An opener named without being called here: bound, passed or imported under a name."""
+    if isinstance(node, ast.Name) and node.id == "open" and isinstance(node.ctx, ast.Load):
+        return "open as a value"
+    if isinstance(node, ast.Attribute) and node.attr in _OPENERS and isinstance(node.ctx, ast.Load):
+        owner = node.value.id if isinstance(node.value, ast.Name) else ""
+        return None if owner == "readers" else f"{owner}.{node.attr} as a value"
+    if isinstance(node, ast.ImportFrom):
+        taken = [a.name for a in node.names if (a.name == "open" and node.module in ("builtins", "os", *_PATH_OPENERS))
+                 or (node.module, a.name) in _COPIERS]
+        return f"import of {node.module}.{taken[0]}" if taken else None
+    return None
 
 
 def _read_call(call: ast.Call) -> str | None:
@@ -145,6 +168,14 @@ def test_every_allowed_place_still_reads():
     ("import os\ndef f(p): return os.open(p, os.O_RDWR | os.O_CREAT)", [(2, "f", "os.open()")]),
     ("import shutil, filecmp\ndef f(a, b): shutil.copyfile(a, b); return filecmp.cmp(a, b)",
      [(2, "f", "shutil.copyfile()"), (2, "f", "filecmp.cmp()")]),
+    ("def f(p):\n    o = open\n    return o(p).read()", [(2, "f", "open as a value")]),
+    ("from pathlib import Path\ndef f(ps): return list(map(Path.read_text, ps))",
+     [(2, "f", "Path.read_text as a value")]),
+    ("import functools, os\ndef f(p): return functools.partial(os.open, p)", [(2, "f", "os.open as a value")]),
+    ("from io import open as o\ndef f(p): return o(p)", [(1, "<module>", "import of io.open")]),
+    ("from shutil import copyfile\ndef f(a, b): copyfile(a, b)", [(1, "<module>", "import of shutil.copyfile")]),
+    ("from torchpod import readers\ndef f(ps): return map(readers.read_text, ps)", []),
+    ("from torchpod.readers import read_text\nfrom .definition_yaml import read_text as r", []),
 ])
 def test_the_walk_finds_reads_and_not_writes(source, found):
     assert reads(source) == found

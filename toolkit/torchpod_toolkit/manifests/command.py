@@ -33,7 +33,9 @@ def refresh(examples_root: Path, out: TextIO | None = None) -> None:
     Regenerate line and written; paths printed (to ``out``, else the standard output at the
     time of the call) relative to the folder above it."""
     out = sys.stdout if out is None else out
-    examples = sorted(p for p in examples_root.rglob("*") if p.is_file() and p.name != "README.md")
+    # every entry but a folder: the reader refuses, in one line, what is not a regular file (a
+    # FIFO is never opened for reading, where it would wait for a writer)
+    examples = sorted(p for p in examples_root.rglob("*") if not p.is_dir() and p.name != "README.md")
     shown = examples_root.parent
     fresh: dict[Path, list] = {}
     for path in examples:

@@ -7,6 +7,7 @@ it cannot read, naming it, before anything is written."""
 from __future__ import annotations
 
 import io
+import os
 
 import pytest
 import yaml
@@ -107,3 +108,23 @@ def test_refresh_refuses_an_example_it_cannot_read_naming_it_before_writing_any(
         command.refresh(examples, out=io.StringIO())
     assert str(refused.value).count("bad.yaml") == 1  # named once
     assert job.read_text() == stale  # nothing written
+
+
+@pytest.mark.parametrize("make, says", [
+    (os.mkfifo, "a FIFO"),
+    (lambda path: path.symlink_to("/dev/zero"), "a character device"),
+])
+def test_refresh_refuses_an_entry_that_is_not_a_regular_file_without_opening_it(tmp_path, make, says):
+    """A FIFO among the examples is named in one line, never opened for reading (where it
+    would wait for a writer for ever), and never skipped in silence; nothing is written."""
+    examples = tmp_path / "manifests"
+    _example(examples / "jobset", _opts(nodes="3"))
+    job = examples / "jobset" / "train.jobset.yaml"
+    stale = job.read_text().replace("completions: 3", "completions: 9")
+    job.write_text(stale)
+    (examples / "zz").mkdir()
+    make(examples / "zz" / "odd.yaml")
+    with pytest.raises(InputError, match=r"^manifests/zz/odd\.yaml[: ].*" + says) as refused:
+        command.refresh(examples, out=io.StringIO())
+    assert "\n" not in str(refused.value)
+    assert job.read_text() == stale
